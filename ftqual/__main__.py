@@ -1,0 +1,5 @@
+import sys
+
+from ftqual.cli import main
+
+sys.exit(main())

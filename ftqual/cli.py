@@ -1,0 +1,40 @@
+"""`ftqual <command> ...`: one entry point, each command implemented in its own module."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, one-line help). Modules are imported only when their command runs, so
+# `ftqual verify` never pays for matplotlib and `ftqual launch` never for the report code.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "launch": ("ftqual.launch", "build and run one ft_launcher command from the seed's environment"),
+    "cleanup": ("ftqual.cleanup", "kill what a run left behind, by its recorded process groups"),
+    "verify": ("ftqual.verify", "verify one run directory and write its report"),
+    "preflight": ("ftqual.preflight", "check the stack before spending GPU time"),
+    "report": ("ftqual.report", "build the summary report from verify reports"),
+    "install-profiles": ("ftqual.profiles", "make `snakemake --profile local|slurm` find our profiles"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: ftqual <command> [args]", "", "commands:"]
+    lines += [f"  {name:<17} {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"ftqual: unknown command {name!r}; run `ftqual --help` for the list", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
