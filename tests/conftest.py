@@ -1,0 +1,49 @@
+"""Shared test fixtures: where the project, its interpreter and the recorded GPU fixtures are."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The recorded H200 run directories live in the shared folder beside the checkout; tests/data holds our own.
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "megatron-h200"
+
+
+def pytest_configure(config):
+    os.environ.setdefault("TZ", "UTC")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def python_exe() -> str:
+    return sys.executable
+
+
+@pytest.fixture(scope="session")
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.fail(f"recorded fixtures not found at {SHARED_FIXTURES}")
+    return SHARED_FIXTURES
+
+
+@pytest.fixture
+def fixture_copy(tmp_path, shared_fixtures):
+    """Copy one recorded run directory into tmp_path (writable) and return its path."""
+
+    def _copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(shared_fixtures / name, dest)
+        for path in [dest, *dest.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        return dest
+
+    return _copy
