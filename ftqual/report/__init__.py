@@ -1,0 +1,194 @@
+"""`ftqual report`: summary.json/.md, junit.xml and plots from the scenarios' verify reports.
+
+Reads verify reports (and preflight.json), builds one summary document (summary.py, pure), renders it
+(markdown.py, junit.py, plots.py) and only then writes files. Exit 0 once the report is written, whatever
+the verdict (the report's job is to report); 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ftqual.report.goodput import DEFAULT_MTBF, MtbfPoint
+from ftqual.report.inputs import ScenarioInput, discover_results, load_preflight, load_verify
+from ftqual.report.summary import ReportOptions, build_summary, scenario_fault
+
+__all__ = ["main", "write_report"]
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ftqual report",
+        description="Build summary.json, summary.md, junit.xml and plots/ from verify reports.",
+    )
+    p.add_argument(
+        "--verify",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a scenario's verify report (repeat per scenario)",
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="find DIR/<scenario>/verify.json and DIR/preflight.json; --out defaults to DIR",
+    )
+    p.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --results: a scenario that must be there (inconclusive if its report is missing)",
+    )
+    p.add_argument(
+        "--preflight", type=Path, metavar="PATH", help="preflight.json (stack and resolved settings)"
+    )
+    p.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: results)")
+    p.add_argument(
+        "--baseline", metavar="NAME", help="the scenario to compare losses with (default: fault none)"
+    )
+    p.add_argument(
+        "--mtbf-hours",
+        action="append",
+        type=float,
+        default=[],
+        metavar="H",
+        help="mean time between failures for the goodput projection (repeat; default 7.9 and 1.8)",
+    )
+    p.add_argument(
+        "--gpus-for-mtbf",
+        action="append",
+        type=int,
+        default=[],
+        metavar="N",
+        help="the GPU count each --mtbf-hours stands for (repeat, same order)",
+    )
+    p.add_argument(
+        "--ckpt-interval-s",
+        type=float,
+        metavar="S",
+        help="checkpoint interval for the projection (default: Young's optimum per MTBF)",
+    )
+    p.add_argument(
+        "--ckpt-blocking-s",
+        type=float,
+        metavar="S",
+        help="training time one checkpoint save blocks (default: measured from the timeline)",
+    )
+    return p
+
+
+def _mtbf(hours: list[float], gpus: list[int]) -> tuple[MtbfPoint, ...]:
+    if gpus and len(gpus) != len(hours):
+        raise UsageError("--gpus-for-mtbf must be given once per --mtbf-hours, in the same order")
+    if any(h <= 0 for h in hours) or any(g <= 0 for g in gpus):
+        raise UsageError("--mtbf-hours and --gpus-for-mtbf must be positive")
+    if not hours:
+        return DEFAULT_MTBF
+    return tuple(MtbfPoint(h, gpus[i] if gpus else None) for i, h in enumerate(hours))
+
+
+def _verify_pairs(specs: list[str]) -> list[tuple[str, Path]]:
+    pairs, seen = [], set()
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path or "/" in name:
+            raise UsageError(f"--verify expects NAME=PATH, got {spec!r}")
+        if name in seen:
+            raise UsageError(f"scenario {name!r} given twice")
+        seen.add(name)
+        pairs.append((name, Path(path)))
+    return pairs
+
+
+def write_report(
+    inputs: list[ScenarioInput], preflight_path: Path | None, out: Path, options: ReportOptions
+) -> dict:
+    """Build the summary, render it, write every file under `out`; returns the summary document."""
+    from ftqual.report import plots
+    from ftqual.report.junit import render_junit
+    from ftqual.report.markdown import render_markdown
+
+    docs = {i.name: i.doc for i in inputs}
+    timelines = [
+        i
+        for i in inputs
+        if scenario_fault(i.name, i.doc) in ("kill", "hang")
+        or (i.doc is None and i.name not in (options.baseline, "baseline"))
+    ]
+    plot_paths = {f"timeline_{i.name}": f"plots/timeline_{i.name}.png" for i in timelines}
+    plot_paths["loss_comparison"] = "plots/loss_comparison.png"
+    created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    options = replace(options, plots=plot_paths)
+    summary = build_summary(inputs, load_preflight(preflight_path), options, created)
+
+    out.mkdir(parents=True, exist_ok=True)
+    by_name = {sc["name"]: sc for sc in summary["scenarios"]}
+    for item in timelines:
+        sc, target = by_name[item.name], out / plot_paths[f"timeline_{item.name}"]
+        if item.doc is None:
+            plots.render_placeholder(
+                target, f"Recovery timeline — {item.name}: INCONCLUSIVE", sc["reason"] or ""
+            )
+        else:
+            plots.render_timeline(item.doc, target, item.name, sc["verdict"])
+    plots.render_losses(plots.loss_series(docs), out / plot_paths["loss_comparison"], summary["baseline"])
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (out / "summary.md").write_text(render_markdown(summary), encoding="utf-8")
+    (out / "junit.xml").write_text(render_junit(summary), encoding="utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # argparse: --help exits 0, errors 2
+        return int(exc.code or 0)
+    try:
+        pairs = _verify_pairs(args.verify)
+        if args.results is not None:
+            known = {name for name, _ in pairs}
+            pairs += [(n, p) for n, p in discover_results(args.results, args.expect) if n not in known]
+        elif args.expect:
+            raise UsageError("--expect needs --results")
+        if not pairs and args.results is not None:
+            raise UsageError(f"no scenario under {args.results} (no <scenario>/verify.json or run.json)")
+        if not pairs:
+            raise UsageError("give --verify NAME=PATH (repeatable) or --results DIR")
+        mtbf = _mtbf(args.mtbf_hours, args.gpus_for_mtbf)
+        for flag, value in (
+            ("--ckpt-interval-s", args.ckpt_interval_s),
+            ("--ckpt-blocking-s", args.ckpt_blocking_s),
+        ):
+            if value is not None and value < 0 or (flag == "--ckpt-interval-s" and value == 0):
+                raise UsageError(f"{flag} must be positive")
+    except UsageError as exc:
+        print(f"ftqual report: {exc}", file=sys.stderr)
+        return 2
+    preflight = args.preflight
+    if preflight is None and args.results is not None:
+        preflight = args.results / "preflight.json"
+    out = args.out or args.results or Path("results")
+    inputs = [load_verify(name, path) for name, path in pairs]
+    options = ReportOptions(
+        mtbf=mtbf,
+        ckpt_interval_s=args.ckpt_interval_s,
+        ckpt_blocking_s=args.ckpt_blocking_s,
+        baseline=args.baseline,
+    )
+    summary = write_report(inputs, preflight, out, options)
+    print(f"{summary['headline']}\nwrote {out}/summary.md, summary.json, junit.xml, plots/")
+    return 0

@@ -1,0 +1,148 @@
+"""Latency budgets a run's configured timeouts imply, next to what the verifier measured (pure).
+
+Every budget states its formula. The constants are ft_launcher's mechanics (NVRx 0.7.0 defaults) and our
+margins; a run can override the launcher ones through verify.json's `expected` (`monitor_interval_s`,
+`rank_monitor_interval_s`, `workers_stop_timeout_s`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
+KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
+RANK_MONITOR_INTERVAL_S = 5.0  # the rank monitor checks section/heartbeat timeouts this often
+WORKERS_STOP_TIMEOUT_S = (
+    15.0  # --workers-stop-timeout default (SIGTERM -> SIGKILL); a stopped rank takes all of it
+)
+RENDEZVOUS_ALLOWANCE_S = 10.0  # ours: GPU-memory reclaim wait and the next rendezvous round on one node
+LOST_SAVE_INTERVALS = 2  # one interval of work, plus one async save that had not finalized yet
+
+DETECTED_BY_SECTION = {"out_of_section": "out_of_section"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    measure: str  # metric key in verify.json
+    label: str
+    unit: str  # "s" or "iterations"
+    measured: float | None
+    budget: float | None
+    formula: str
+    within: bool | None  # None: not measured or no budget
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _budget(
+    measure: str, label: str, unit: str, measured: object, budget: float | None, formula: str
+) -> Budget:
+    value = _num(measured)
+    within = None if value is None or budget is None else value <= budget + 1e-9
+    return Budget(measure, label, unit, value, budget, formula, within)
+
+
+def detection_budget(
+    fault: str, detected_by: str | None, timeouts: dict, expected: dict
+) -> tuple[float | None, str]:
+    """Budget for fault -> detection, and its formula."""
+    monitor = _num(expected.get("monitor_interval_s")) or MONITOR_INTERVAL_S
+    check = _num(expected.get("rank_monitor_interval_s")) or RANK_MONITOR_INTERVAL_S
+    by = detected_by or ""
+    if by == "exit" or (not by and fault == "kill"):
+        return (
+            monitor + KILL_MARGIN_S,
+            f"launcher monitor interval {monitor:g} s + {KILL_MARGIN_S:g} s margin",
+        )
+    section = by.removeprefix("section:") if by.startswith("section:") else DETECTED_BY_SECTION.get(by)
+    if section is not None:
+        timeout = _num(timeouts.get(section))
+        if timeout is None:
+            return None, f"timeout of section '{section}' unknown"
+        name = "out-of-section timeout" if section == "out_of_section" else f"'{section}' section timeout"
+        return timeout + check, f"{name} {timeout:g} s + rank monitor check interval {check:g} s"
+    if fault == "hang":
+        known = [v for v in (_num(x) for x in timeouts.values()) if v is not None]
+        if not known:
+            return None, "section unknown and no timeouts configured"
+        worst = max(known)
+        return worst + check, (
+            f"section unknown: largest configured timeout {worst:g} s"
+            f" + rank monitor check interval {check:g} s"
+        )
+    return None, f"no budget for detection by {by or 'unknown'}"
+
+
+def budgets_for(fault: str, metrics: dict, expected: dict) -> list[Budget]:
+    """The latency table of one fault scenario."""
+    timeouts = expected.get("timeouts") or {}
+    detect_budget, detect_formula = detection_budget(fault, metrics.get("detected_by"), timeouts, expected)
+    stop = _num(expected.get("workers_stop_timeout_s")) or WORKERS_STOP_TIMEOUT_S
+    restart_budget = stop + RENDEZVOUS_ALLOWANCE_S
+    restart_formula = (
+        f"workers-stop timeout {stop:g} s"
+        f" + {RENDEZVOUS_ALLOWANCE_S:g} s for GPU-memory reclaim and rendezvous"
+    )
+    setup = _num(timeouts.get("setup"))
+    load_formula = (
+        f"'setup' section timeout {setup:g} s (the load happens before the first step)"
+        if setup is not None
+        else "'setup' section timeout unknown"
+    )
+    if None not in (detect_budget, setup):
+        first_budget: float | None = detect_budget + restart_budget + setup
+        first_formula = "detection budget + restart budget + 'setup' timeout"
+    else:
+        first_budget, first_formula = None, "needs the detection budget and the 'setup' timeout"
+    save_interval = _num(expected.get("save_interval"))
+    lost_budget = None if save_interval is None else LOST_SAVE_INTERVALS * save_interval
+    lost_formula = (
+        f"{LOST_SAVE_INTERVALS} × save interval {save_interval:g}"
+        " (one interval of work + one unfinished async save)"
+        if save_interval is not None
+        else "save interval unknown"
+    )
+    return [
+        _budget(
+            "detection_s",
+            "detection (fault → detected)",
+            "s",
+            metrics.get("detection_s"),
+            detect_budget,
+            detect_formula,
+        ),
+        _budget(
+            "restart_s",
+            "restart (detected → new cycle)",
+            "s",
+            metrics.get("restart_s"),
+            restart_budget,
+            restart_formula,
+        ),
+        _budget(
+            "checkpoint_load_s", "checkpoint load", "s", metrics.get("checkpoint_load_s"), setup, load_formula
+        ),
+        _budget(
+            "failure_to_first_step_s",
+            "fault → first committed step",
+            "s",
+            metrics.get("failure_to_first_step_s"),
+            first_budget,
+            first_formula,
+        ),
+        _budget(
+            "lost_iterations",
+            "lost iterations (redone)",
+            "iterations",
+            metrics.get("lost_iterations"),
+            lost_budget,
+            lost_formula,
+        ),
+    ]

@@ -1,0 +1,367 @@
+"""Render the summary document as Markdown (pure: summary dict in, text out).
+
+Line 1 is the verdict; the lines right after it list every failed or inconclusive check with its evidence,
+so a reader sees what failed without scrolling. Tables, the latency budgets, replay, goodput and the
+legend follow.
+"""
+
+from __future__ import annotations
+
+from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
+
+STATUS_CELL = {"pass": "✅ pass", "fail": "❌ FAIL", "inconclusive": "⚠️ inconclusive", "skip": "⏭ skip"}
+ATTENTION_EVIDENCE = 2  # evidence lines per item in the first screen, at most; all of them are in the details
+ATTENTION_LINES = 19  # the section's lines: with the 6 header lines, line 25 is the last one it uses
+EXCERPT_CHARS = 200
+
+
+def code(text: str) -> str:
+    text = " ".join(str(text).split())
+    if "`" not in text:
+        return f"`{text}`"
+    return f"`` {text} ``"
+
+
+def cell(text: object) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) < 0.1:
+        return f"{value * 1000:.0f} ms"
+    if abs(value) < 10:
+        return f"{value:.2f} s"
+    if abs(value) < 1000:
+        return f"{value:.1f} s"
+    return f"{value:,.0f} s"
+
+
+def measured(value: float | None, unit: str) -> str:
+    if value is None:
+        return "not measured"
+    return seconds(value) if unit == "s" else f"{value:g} {unit}"
+
+
+def evidence_line(ev: dict, want_text: bool = True) -> str:
+    where = ev.get("path") or "?"
+    if ev.get("line"):  # 0 or None: the file as a whole (run.json, a marker, a directory)
+        where = f"{where}:{ev['line']}"
+    text = ev.get("text")
+    if text and len(text) > EXCERPT_CHARS:
+        text = text[: EXCERPT_CHARS - 1] + "…"
+    if text:
+        return f"{code(where)} — {code(text)}"
+    return f"{code(where)} (no excerpt)" if want_text else code(where)
+
+
+def _stack_line(stack: dict) -> str:
+    if all(v == UNKNOWN for v in stack.values()):
+        return "stack unknown (no preflight report)"
+    gpus = f"{stack.get('gpu_count') or 0} × {stack.get('gpu_model') or 'no GPU'}"
+    parts = [gpus] + [
+        f"{label} {stack[key]}"
+        for key, label in (("torch", "torch"), ("nvrx", "NVRx"), ("megatron", "Megatron"))
+        if stack.get(key)
+    ]
+    return ", ".join(parts)
+
+
+def _evidence_quota(items: list[dict], budget: int) -> list[int]:
+    """Evidence lines per item so that the items and their evidence fit in `budget` lines."""
+    quota = [0] * len(items)
+    spare = budget - len(items)
+    for rnd in range(ATTENTION_EVIDENCE):
+        for k, item in enumerate(items):
+            if spare > 0 and len(item["evidence"]) > rnd:
+                quota[k] += 1
+                spare -= 1
+    return quota
+
+
+def attention_section(summary: dict) -> list[str]:
+    """Failed, then inconclusive checks, then latencies over budget, with evidence: ATTENTION_LINES lines."""
+    items = summary["attention"]
+    if not items:
+        return ["Every check of every scenario passed, and every measured latency is within its budget."]
+    overflow = len(items) > ATTENTION_LINES
+    shown = items[: ATTENTION_LINES - 1] if overflow else items
+    quota = _evidence_quota(shown, ATTENTION_LINES - overflow)
+    out = []
+    for item, n in zip(shown, quota, strict=True):
+        status = {"over_budget": "⏱ OVER BUDGET"}.get(item["status"], STATUS_CELL.get(item["status"], "?"))
+        what = f"{item['scenario']} / {code(item['check'])}" if item["check"] else item["scenario"]
+        line = f"- {status} **{what}** — {cell(item['detail'])}"
+        evidence = sorted(item["evidence"], key=lambda ev: not ev.get("text"))  # excerpts first
+        if evidence and n == 0:
+            line += f" — {evidence_line(evidence[0])}"
+        elif not evidence and item["status"] != "over_budget":
+            line += " — no evidence cited"
+        out.append(line)
+        for k, ev in enumerate(evidence[:n]):
+            more = len(evidence) - n
+            tail = f" (+{more} more in the details below)" if more and k == n - 1 else ""
+            out.append(f"  - {evidence_line(ev)}{tail}")
+    if overflow:
+        out.append(f"- … {len(items) - len(shown)} more findings in the scenario details below")
+    return out
+
+
+def stack_section(summary: dict) -> list[str]:
+    stack, pf = summary["stack"], summary["preflight"]
+    out = ["| component | version |", "|---|---|"]
+    out += [
+        f"| {label} | {cell('—' if stack.get(key) is None else stack.get(key))} |"
+        for key, label in STACK_FIELDS
+    ]
+    if pf.get("error"):
+        out += ["", f"Stack fields are {UNKNOWN}: {cell(pf['error'])}."]
+    else:
+        verdict = f"preflight verdict **{pf['verdict']}**, " if pf.get("verdict") else ""
+        out += ["", f"From {code(pf['source'])} ({verdict}— = not installed or not found)."]
+    return out
+
+
+def check_table(summary: dict) -> list[str]:
+    scenarios = summary["scenarios"]
+    ids = list(summary["legend"])
+    head = "| check | " + " | ".join(f"{sc['name']}" for sc in scenarios) + " |"
+    out = [head, "|---|" + "---|" * len(scenarios)]
+    for cid in ids:
+        cells = []
+        for sc in scenarios:
+            status = next((c["status"] for c in sc["checks"] if c["id"] == cid), None)
+            cells.append(STATUS_CELL.get(status, "·"))
+        out.append(f"| {code(cid)} | " + " | ".join(cells) + " |")
+    out.append(
+        "| **scenario verdict** | "
+        + " | ".join(f"**{STATUS_CELL[sc['verdict']]}**" for sc in scenarios)
+        + " |"
+    )
+    if any("| ·" in line for line in out):
+        out += ["", "· = the scenario's verify report has no such check."]
+    return out
+
+
+def latency_section(summary: dict) -> list[str]:
+    out: list[str] = []
+    faults = [sc for sc in summary["scenarios"] if sc["budgets"]]
+    if not faults:
+        return ["No fault scenario with measurements."]
+    for sc in faults:
+        metrics, derived = sc["metrics"], sc["derived"]
+        title = f"{sc['name']}: {STATUS_CELL[sc['verdict']]} — fault {code(sc['fault'])}"
+        out += [f"### {title}, run {code(sc['run_id'])}", ""]
+        out += ["| measure | measured | budget | within | budget formula |", "|---|---|---|---|---|"]
+        for b in sc["budgets"]:
+            budget = "no budget" if b["budget"] is None else f"≤ {measured(b['budget'], b['unit'])}"
+            mark = {True: "✅ within", False: "❌ OVER", None: "—"}[b["within"]]
+            out.append(
+                f"| {b['label']} | {measured(b['measured'], b['unit'])} | {budget} | {mark} | "
+                f"{cell(b['formula'])} |"
+            )
+        facts = [f"detected by {code(metrics.get('detected_by') or 'unknown')}"]
+        if metrics.get("checkpoint_iteration") is not None:
+            facts.append(f"restored checkpoint iteration {metrics['checkpoint_iteration']}")
+        if metrics.get("fault_iteration") is not None:
+            facts.append(f"last iteration before the fault {metrics['fault_iteration']}")
+        if derived.get("iteration_time_s") is not None:
+            facts.append(f"median iteration time {seconds(derived['iteration_time_s'])}")
+        if derived.get("lost_work_s") is not None:
+            facts.append(f"lost work ≈ {seconds(derived['lost_work_s'])}")
+        out += ["", "; ".join(facts) + ".", ""]
+    return out
+
+
+def replay_section(summary: dict) -> list[str]:
+    out: list[str] = []
+    for sc in summary["scenarios"]:
+        rp = sc.get("replay")
+        if rp is None:
+            continue
+        verdicts = (
+            "; ".join(
+                f"verifier {code(c['id'])}: {STATUS_CELL.get(c['status'], c['status'])} — {cell(c['detail'])}"
+                for c in rp["checks"]
+            )
+            or "the verifier has no replay check"
+        )
+        if rp["pattern"] == "none":
+            line = "no iteration was replayed (nothing to compare)"
+        else:
+            diffs = ", ".join(
+                f"iteration {d['iteration']}: {d['before']:.7g} (cycle {d['cycle_before']})"
+                f" → {d['after']:.7g} (cycle {d['cycle_after']})"
+                for d in rp["differences"][:5]
+            )
+            meaning = {
+                "identical": "every replayed loss identical to the first attempt",
+                "isolated": "isolated difference: the losses after it are identical again,"
+                " the training state did not diverge",
+                "persistent": "the difference lasts to the last replayed iteration: the replay diverged",
+            }[rp["pattern"]]
+            line = (
+                f"{rp['replayed']} iterations replayed after the restore, {rp['identical']} identical"
+                f" (relative tolerance {rp['tolerance']:.0e}); "
+                f"{meaning}" + (f" ({diffs})" if diffs else "")
+            )
+        out.append(f"- **{sc['name']}**: {line}. {verdicts}.")
+        if rp.get("baseline_compared"):
+            out.append(
+                f"  - against the baseline ({code(summary['baseline'])}):"
+                f" {rp['baseline_compared']} iterations, "
+                f"{rp['baseline_identical']} identical, largest relative difference "
+                f"{rp['baseline_max_rel_diff']:.2e} (for information: runs with different settings,"
+                " e.g. the optimizer, are not bitwise comparable)."
+            )
+    return out or ["No fault scenario to compare."]
+
+
+def goodput_section(summary: dict) -> list[str]:
+    gp = summary["goodput"]
+    out = [
+        "An **estimate**, not a measurement: the measured recovery costs of each fault scenario, fed into a "
+        "first-order checkpoint/restart model (Young/Daly).",
+        "",
+        f"    {gp['formula']}",
+        "",
+    ]
+    out += [f"- {term}" for term in gp["terms"]]
+    out += [
+        "",
+        "| scenario | MTBF | τ (checkpoint interval) | t_detect | t_restart | t_lost | t_ckpt | goodput |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for name, g in gp["by_scenario"].items():
+        if not g["computed"]:
+            out.append(f"| {name} | — | — | — | — | — | — | not computed: {cell(g['reason'])} |")
+            continue
+        for p in g["points"]:
+            mtbf = f"{p['mtbf_hours']:g} h" + (f" @ {p['gpus']:,} GPUs" if p["gpus"] else "")
+            out.append(
+                f"| {name} | {mtbf} | {seconds(p['ckpt_interval_s'])} ({cell(p['ckpt_interval_source'])}) | "
+                f"{seconds(p['t_detect_s'])} | {seconds(p['t_restart_s'])} | {seconds(p['t_lost_s'])} | "
+                f"{seconds(p['t_ckpt_s'])} | **{p['goodput'] * 100:.2f} %** |"
+            )
+        blocking = (
+            "not measured, taken as 0" if g["ckpt_blocking_s"] is None else seconds(g["ckpt_blocking_s"])
+        )
+        notes.append(
+            f"- {name}: δ (one save's blocking time) = {blocking} ({g['ckpt_blocking_source']}); "
+            f"lost work measured in this run: {seconds(g['lost_work_measured_s'])}."
+        )
+    out += ["", *notes, "", "Assumptions:"]
+    out += [f"- {a}" for a in gp["assumptions"]]
+    out += ["", f"MTBF source: {gp['mtbf_source']}."]
+    return out
+
+
+def resolved_section(summary: dict) -> list[str]:
+    resolved = summary["resolved"]
+    if not resolved:
+        return ["No resolved settings (no preflight report)."]
+    out = ["| setting | value |", "|---|---|"]
+    for key, value in resolved.items():
+        if key == "reasons" and isinstance(value, dict):
+            continue
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        out.append(f"| {code(key)} | {cell(value)} |")
+    reasons = resolved.get("reasons") or {}
+    if reasons:
+        out.append("")
+    for key, why in reasons.items():
+        out.append(f"- why {code(key)}: {cell(why)}")
+    return out
+
+
+def details_section(summary: dict) -> list[str]:
+    out: list[str] = []
+    for sc in summary["scenarios"]:
+        out += [f"### {sc['name']}: {STATUS_CELL[sc['verdict']]}", ""]
+        out.append(
+            f"- verify report: {code(sc['source'])}; run {code(sc['run_id'] or 'unknown')}; "
+            f"fault {code(sc['fault'])}"
+        )
+        if sc["reason"]:
+            out.append(f"- note: {cell(sc['reason'])}")
+        for check in sc["checks"]:
+            out.append(f"- {STATUS_CELL[check['status']]} {code(check['id'])} — {cell(check['detail'])}")
+            want_text = check["status"] in ("fail", "inconclusive")
+            out += [f"  - {evidence_line(ev, want_text)}" for ev in check["evidence"]]
+        out.append("")
+    return out
+
+
+def plots_section(summary: dict) -> list[str]:
+    plots = summary["plots"]
+    if not plots:
+        return ["No plots."]
+    return [f"![{name}]({path})" for name, path in plots.items()]
+
+
+def legend_section(summary: dict) -> list[str]:
+    out = []
+    for cid in summary["legend"]:
+        meaning = (
+            summary["legend"][cid] or CHECK_LEGEND.get(cid) or "defined by the verifier (see its detail)"
+        )
+        out.append(f"- {code(cid)}: {meaning}")
+    out += [
+        "",
+        "Statuses: ✅ pass; ❌ FAIL (the evidence contradicts recovery); ⚠️ inconclusive (evidence missing or "
+        "unreadable: never counted as a pass); ⏭ skip (not applicable, e.g. a disabled option).",
+    ]
+    return out
+
+
+def render_markdown(summary: dict) -> str:
+    counts = summary["scenario_counts"]
+    total = sum(counts.values())
+    lines = [
+        f"# {summary['headline']}",
+        "",
+        f"{counts['pass']}/{total} scenarios pass · {summary['created_at']} · "
+        + _stack_line(summary["stack"]),
+        "",
+        "## What needs attention",
+        "",
+        *attention_section(summary),
+        "",
+        "## Stack",
+        "",
+        *stack_section(summary),
+        "",
+        "## Checks",
+        "",
+        *check_table(summary),
+        "",
+        "## Recovery latency against budgets",
+        "",
+        *latency_section(summary),
+        "## Replay consistency",
+        "",
+        *replay_section(summary),
+        "",
+        "## Goodput projection",
+        "",
+        *goodput_section(summary),
+        "",
+        "## Plots",
+        "",
+        *plots_section(summary),
+        "",
+        "## Resolved settings",
+        "",
+        *resolved_section(summary),
+        "",
+        "## Scenario details",
+        "",
+        *details_section(summary),
+        "## Legend",
+        "",
+        *legend_section(summary),
+    ]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,249 @@
+"""The report's figures (matplotlib, Agg backend; the only module that imports matplotlib).
+
+`timeline_figure_data` and `loss_series` are pure; `render_*` draw and save one PNG each (about 1200x600 px).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftqual.report.timeline import Timeline, build_timeline, recovery_marks
+
+FIGSIZE = (12, 6)
+DPI = 100
+MARK_STYLE = {  # kind -> (label, colour, line style)
+    "injection": ("fault injected", "#d62728", "-"),
+    "detection": ("failure detected", "#ff7f0e", "--"),
+    "restart": ("restart (new cycle)", "#2ca02c", "-."),
+    "first_step": ("first committed step", "#1f77b4", ":"),
+}
+PHASES = (  # (from mark, to mark, label, colour) shaded between the markers
+    ("injection", "detection", "detection", "#d62728"),
+    ("detection", "restart", "teardown + rendezvous", "#ff7f0e"),
+    ("restart", "first_step", "startup + checkpoint load", "#1f77b4"),
+)
+CYCLE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+SCENARIO_COLOURS = {"baseline": "#222222", "kill": "#d62728", "hang": "#1f77b4"}
+OTHER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+CYCLE_STYLES = ("-", "--", ":", "-.")
+
+
+@dataclass(frozen=True)
+class LossSeries:
+    label: str
+    scenario: str
+    cycle: int
+    iterations: tuple[int, ...]
+    losses: tuple[float, ...]
+
+
+def loss_series(docs: dict[str, dict | None]) -> list[LossSeries]:
+    """One series per scenario and cycle: (iteration, loss) in iteration order."""
+    out = []
+    for name, doc in docs.items():
+        tl = build_timeline(doc)
+        for cycle in tl.cycles():
+            pts = sorted((p.iteration, p.loss) for p in tl.points if p.cycle == cycle and p.loss is not None)
+            if pts:
+                label = name if len(tl.cycles()) == 1 else f"{name}, cycle {cycle}"
+                out.append(LossSeries(label, name, cycle, tuple(i for i, _ in pts), tuple(v for _, v in pts)))
+    return out
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def render_placeholder(path: Path, title: str, message: str) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=14)
+    ax.text(
+        0.5,
+        0.5,
+        message,
+        ha="center",
+        va="center",
+        fontsize=13,
+        wrap=True,
+        bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#d4a017"},
+    )
+    _save(fig, path)
+
+
+def render_timeline(doc: dict | None, path: Path, scenario: str, verdict: str) -> None:
+    """Committed iterations over wall time, one colour per cycle, with the recovery's markers."""
+    tl: Timeline = build_timeline(doc)
+    title = f"{scenario}: {verdict.upper()}"
+    if not tl.points:
+        render_placeholder(path, f"Recovery timeline — {title}", "No timeline in the verify report.")
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    for idx, cycle in enumerate(tl.cycles()):
+        pts = [p for p in tl.points if p.cycle == cycle]
+        colour = CYCLE_COLOURS[idx % len(CYCLE_COLOURS)]
+        ax.plot(
+            [p.s for p in pts],
+            [p.iteration for p in pts],
+            marker="o",
+            markersize=3.5,
+            linewidth=1.4,
+            color=colour,
+            label=f"cycle {cycle}: iterations {pts[0].iteration}–{pts[-1].iteration}",
+        )
+    saved = [
+        m for m in tl.marks if m.kind == "checkpoint_saved" and m.s is not None and m.iteration is not None
+    ]
+    if saved:
+        ax.scatter(
+            [m.s for m in saved],
+            [m.iteration for m in saved],
+            marker="*",
+            s=170,
+            color="#f2b701",
+            edgecolors="black",
+            linewidths=0.6,
+            zorder=5,
+            label="checkpoint completed",
+        )
+    marks = recovery_marks(tl)
+    for start, end, label, colour in PHASES:
+        if start in marks and end in marks and marks[end].s > marks[start].s:
+            span = marks[end].s - marks[start].s
+            ax.axvspan(
+                marks[start].s, marks[end].s, color=colour, alpha=0.08, label=f"{label} ({span:.1f} s)"
+            )
+    first_points = [p for p in tl.points if p.cycle == tl.cycles()[0]]
+    if first_points and first_points[0].s > 0:
+        ax.axvspan(
+            0,
+            first_points[0].s,
+            color="#7f7f7f",
+            alpha=0.08,
+            label=f"initial startup ({first_points[0].s:.1f} s)",
+        )
+    top = max(p.iteration for p in tl.points)
+    x_max = max([p.s for p in tl.points] + [m.s for m in marks.values()])
+    heights = (0.97, 0.85, 0.73, 0.61)
+    for (kind, mark), height in zip(((k, marks[k]) for k in MARK_STYLE if k in marks), heights, strict=False):
+        label, colour, style = MARK_STYLE[kind]
+        ax.axvline(mark.s, color=colour, linestyle=style, linewidth=1.8)
+        text = f"{label}\n{mark.s:.1f} s"
+        if kind == "first_step" and mark.iteration is not None:
+            text += f", iteration {mark.iteration}"
+        ax.annotate(
+            text,
+            xy=(mark.s, height),
+            xycoords=("data", "axes fraction"),
+            xytext=(6, 0) if mark.s < 0.7 * x_max else (-6, 0),
+            textcoords="offset points",
+            ha="left" if mark.s < 0.7 * x_max else "right",
+            va="top",
+            fontsize=9,
+            color=colour,
+            bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": colour, "alpha": 0.9},
+        )
+    if "injection" in marks and "first_step" in marks:
+        lost = marks["first_step"].s - marks["injection"].s
+        ax.annotate(
+            f"fault → first committed step: {lost:.1f} s",
+            xy=(0.01, 0.02),
+            xycoords="axes fraction",
+            fontsize=10,
+            fontweight="bold",
+            color="#333333",
+        )
+    ax.set_ylim(0, top * 1.08 + 1)
+    ax.set_xlim(left=min(0.0, min(p.s for p in tl.points)))
+    ax.set_xlabel("seconds since run start")
+    ax.set_ylabel("committed iteration")
+    run_id = (doc or {}).get("run_id")
+    ax.set_title(
+        f"Recovery timeline — {title}" + (f"  (run {run_id})" if run_id else ""),
+        fontsize=14,
+        color={"pass": "#1a7f37", "fail": "#cf222e"}.get(verdict, "#9a6700"),
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    _save(fig, path)
+
+
+def render_losses(series: list[LossSeries], path: Path, baseline: str | None = None) -> None:
+    """Loss by iteration, one line per scenario and cycle; below it, each series minus the baseline.
+
+    The baseline is drawn as a wide grey band under the others, so series that agree with it stay visible.
+    """
+    if not series:
+        render_placeholder(path, "Loss by iteration", "No losses in the verify reports.")
+        return
+    plt = _pyplot()
+    base = next((s for s in series if s.scenario == baseline), None)
+    if base is None:
+        fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+        diff_ax = None
+    else:
+        fig, (ax, diff_ax) = plt.subplots(
+            2, 1, figsize=FIGSIZE, dpi=DPI, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
+        )
+    others = iter(OTHER_COLOURS * 4)
+    colours: dict[str, str] = {}
+    base_loss = dict(zip(base.iterations, base.losses, strict=True)) if base else {}
+    for s in series:
+        if s is base:
+            ax.plot(
+                s.iterations,
+                s.losses,
+                color="#7f7f7f",
+                linewidth=7,
+                alpha=0.35,
+                solid_capstyle="round",
+                label=s.label if s.label == "baseline" else f"{s.label} (baseline)",
+                zorder=1,
+            )
+            continue
+        if s.scenario not in colours:
+            colours[s.scenario] = SCENARIO_COLOURS.get(s.scenario) or next(others)
+        style = dict(
+            linestyle=CYCLE_STYLES[s.cycle % len(CYCLE_STYLES)],
+            marker="o" if s.cycle == 0 else "x",
+            markersize=4 if s.cycle == 0 else 6,
+            linewidth=1.5,
+            color=colours[s.scenario],
+            alpha=0.9,
+        )
+        ax.plot(s.iterations, s.losses, label=s.label, zorder=2, **style)
+        if diff_ax is not None:
+            pts = [
+                (i, v - base_loss[i]) for i, v in zip(s.iterations, s.losses, strict=True) if i in base_loss
+            ]
+            if pts:
+                diff_ax.plot([i for i, _ in pts], [d for _, d in pts], **style)
+    ax.set_ylabel("lm loss")
+    ax.set_title("Loss by iteration: baseline and fault scenarios, per cycle", fontsize=14)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    if diff_ax is not None:
+        diff_ax.axhline(0, color="#7f7f7f", linewidth=1)
+        diff_ax.set_ylabel("minus baseline")
+        diff_ax.grid(True, alpha=0.3)
+        diff_ax.set_xlabel("iteration")
+    else:
+        ax.set_xlabel("iteration")
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)

@@ -1,0 +1,161 @@
+"""JSON Schema of `ftqual.summary/v1` (structure only; the tests validate the summaries they build)."""
+
+from __future__ import annotations
+
+_STATUS = {"enum": ["pass", "fail", "inconclusive", "skip"]}
+_VERDICT = {"enum": ["pass", "fail", "inconclusive"]}
+_NUM = {"type": ["number", "null"]}
+_STR = {"type": ["string", "null"]}
+
+_EVIDENCE = {
+    "type": "object",
+    "required": ["path", "line"],
+    "properties": {"path": _STR, "line": {"type": ["integer", "null"]}, "text": {"type": "string"}},
+}
+_CHECK = {
+    "type": "object",
+    "required": ["id", "status", "detail", "evidence"],
+    "properties": {
+        "id": {"type": "string"},
+        "status": _STATUS,
+        "detail": {"type": "string"},
+        "evidence": {"type": "array", "items": _EVIDENCE},
+    },
+}
+_BUDGET = {
+    "type": "object",
+    "required": ["measure", "label", "unit", "measured", "budget", "formula", "within"],
+    "properties": {
+        "measure": {"type": "string"},
+        "label": {"type": "string"},
+        "unit": {"enum": ["s", "iterations"]},
+        "measured": _NUM,
+        "budget": _NUM,
+        "formula": {"type": "string"},
+        "within": {"type": ["boolean", "null"]},
+    },
+}
+_GOODPUT_POINT = {
+    "type": "object",
+    "required": [
+        "mtbf_hours",
+        "gpus",
+        "mtbf_s",
+        "ckpt_interval_s",
+        "ckpt_interval_source",
+        "t_detect_s",
+        "t_restart_s",
+        "t_lost_s",
+        "t_ckpt_s",
+        "waste_s",
+        "goodput",
+    ],
+    "properties": {"goodput": {"type": "number", "minimum": 0, "maximum": 1}},
+}
+_SCENARIO_GOODPUT = {
+    "type": ["object", "null"],
+    "required": ["computed", "reason", "points"],
+    "properties": {
+        "computed": {"type": "boolean"},
+        "reason": _STR,
+        "points": {"type": "array", "items": _GOODPUT_POINT},
+    },
+}
+_SCENARIO = {
+    "type": "object",
+    "required": [
+        "name",
+        "verdict",
+        "reason",
+        "source",
+        "run_id",
+        "fault",
+        "verify_verdict",
+        "expected",
+        "checks",
+        "metrics",
+        "derived",
+        "budgets",
+        "replay",
+        "goodput",
+    ],
+    "properties": {
+        "name": {"type": "string"},
+        "verdict": _VERDICT,
+        "reason": _STR,
+        "source": {"type": "string"},
+        "run_id": _STR,
+        "fault": {"enum": ["none", "kill", "hang"]},
+        "checks": {"type": "array", "items": _CHECK},
+        "metrics": {"type": "object"},
+        "budgets": {"type": "array", "items": _BUDGET},
+        "replay": {"type": ["object", "null"]},
+        "goodput": _SCENARIO_GOODPUT,
+    },
+}
+_STACK_KEYS = [
+    "gpu_model",
+    "gpu_count",
+    "driver",
+    "cuda",
+    "nccl",
+    "torch",
+    "transformer_engine",
+    "apex",
+    "megatron",
+    "nvrx",
+    "python",
+    "host",
+]
+
+SUMMARY_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": [
+        "schema",
+        "created_at",
+        "verdict",
+        "headline",
+        "scenario_counts",
+        "stack",
+        "preflight",
+        "resolved",
+        "baseline",
+        "scenarios",
+        "attention",
+        "goodput",
+        "legend",
+        "plots",
+    ],
+    "properties": {
+        "schema": {"const": "ftqual.summary/v1"},
+        "created_at": {"type": "string", "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"},
+        "verdict": _VERDICT,
+        "headline": {"type": "string", "pattern": "^ftqual: (PASS|FAIL|INCONCLUSIVE) — "},
+        "scenario_counts": {
+            "type": "object",
+            "required": ["pass", "fail", "inconclusive"],
+            "additionalProperties": {"type": "integer", "minimum": 0},
+        },
+        "stack": {"type": "object", "required": _STACK_KEYS},
+        "preflight": {"type": "object", "required": ["source", "verdict", "error"]},
+        "resolved": {"type": "object"},
+        "baseline": _STR,
+        "scenarios": {"type": "array", "items": _SCENARIO},
+        "attention": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["scenario", "check", "status", "detail", "evidence"],
+                "properties": {"status": {"enum": ["fail", "inconclusive", "over_budget"]}},
+            },
+        },
+        "goodput": {
+            "type": "object",
+            "required": ["formula", "terms", "assumptions", "mtbf_source", "mtbf", "by_scenario"],
+            "properties": {"by_scenario": {"type": "object", "additionalProperties": _SCENARIO_GOODPUT}},
+        },
+        "legend": {"type": "object", "additionalProperties": {"type": "string"}},
+        "plots": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}

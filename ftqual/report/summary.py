@@ -1,0 +1,378 @@
+"""Build the summary document `ftqual.summary/v1` from the verify reports and preflight.json (pure).
+
+A scenario's verdict is the worst of the verifier's verdict and its checks' statuses (fail > inconclusive >
+pass): a report that says pass next to a failed or inconclusive check never comes out green, and a fault
+scenario lacking one of the contract's checks gets that check as inconclusive. The overall verdict is pass
+only when every scenario passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ftqual.report import budgets as budgets_mod
+from ftqual.report import goodput as goodput_mod
+from ftqual.report import replay as replay_mod
+from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
+from ftqual.report.timeline import Timeline, build_timeline, iteration_time_s, marks_summary, save_blocking_s
+
+SCHEMA = "ftqual.summary/v1"
+VERDICTS = ("pass", "fail", "inconclusive")
+STATUSES = ("pass", "fail", "inconclusive", "skip")
+SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
+FAULTS = ("none", "kill", "hang")
+
+REQUIRED_CHECKS = {
+    "kill": (
+        "checkpoint_before_failure",
+        "failure_detected_and_restarted",
+        "resumed_from_checkpoint",
+        "progress_after_resume",
+        "clean_finish",
+    ),
+    "none": ("uninterrupted_completion",),
+}
+REQUIRED_CHECKS["hang"] = REQUIRED_CHECKS["kill"]
+
+# One line per check id: what a pass means. Ids the verifier adds later fall back to their own detail.
+CHECK_LEGEND = {
+    "checkpoint_before_failure": "a checkpoint completed (async save finalized, tracker written) before"
+    " the fault was injected, at the iteration the injection marker records",
+    "failure_detected_and_restarted": "ft_launcher recorded the failed cycle (exit code, or the section"
+    " timeout naming the stopped rank) and started replacement workers in a new cycle",
+    "resumed_from_checkpoint": "the replacement loaded a completed checkpoint at iteration K ≥ 1 with"
+    " optimizer state, not a fresh start from iteration 0",
+    "progress_after_resume": "optimizer steps were committed past K, a later checkpoint completed, and the "
+    "final iteration was reached",
+    "clean_finish": "ft_launcher exited 0 after exactly one injection, with no no-progress stop (exit 93)",
+    "uninterrupted_completion": "the baseline reached its final iteration in one cycle, exit 0, no injection",
+    "fixed_timeouts_in_force": "the section timeouts Megatron reported in every cycle equal the configured"
+    " ones (no calculated timeouts loaded from ft_state.json)",
+    "replay_consistency": "iterations redone after the restore reproduce the losses of the first attempt"
+    " (an isolated difference is tolerated, a lasting divergence is not)",
+    "replay_consistent": "iterations redone after the restore reproduce the losses of the first attempt "
+    "(an isolated difference is tolerated, a lasting divergence is not)",
+    "loss_continuity": "the loss after the restore continues where it was, no jump or NaN",
+    "verdict": "the scenario's overall verdict: pass only if no check failed or was inconclusive",
+}
+
+STACK_FIELDS = (
+    ("gpu_model", "GPU model"),
+    ("gpu_count", "GPU count"),
+    ("driver", "driver"),
+    ("cuda", "CUDA"),
+    ("nccl", "NCCL"),
+    ("torch", "torch"),
+    ("transformer_engine", "Transformer Engine"),
+    ("apex", "Apex"),
+    ("megatron", "Megatron-LM"),
+    ("nvrx", "NVRx"),
+    ("python", "Python"),
+    ("host", "host"),
+)
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    mtbf: tuple[goodput_mod.MtbfPoint, ...] = goodput_mod.DEFAULT_MTBF
+    ckpt_interval_s: float | None = None
+    ckpt_blocking_s: float | None = None
+    baseline: str | None = None  # scenario name whose losses the others are compared with
+    plots: dict[str, str] = field(default_factory=dict)  # plot name -> path relative to the summary
+
+
+def worst(statuses: list[str]) -> str:
+    verdict = "pass"
+    for status in statuses:
+        if SEVERITY.get(status, 1) > SEVERITY[verdict]:
+            verdict = "fail" if SEVERITY.get(status, 1) == 2 else "inconclusive"
+    return verdict
+
+
+def _check(raw: object) -> dict:
+    raw = raw if isinstance(raw, dict) else {}
+    status = raw.get("status")
+    evidence = []
+    for ev in raw.get("evidence") or []:
+        if isinstance(ev, dict):
+            item = {"path": ev.get("path"), "line": ev.get("line")}
+            text = evidence_text(ev)
+            if text:
+                item["text"] = text
+            evidence.append(item)
+    return {
+        "id": str(raw.get("id") or "unnamed"),
+        "status": status if status in STATUSES else "inconclusive",
+        "detail": str(raw.get("detail") or ("" if status in STATUSES else f"invalid status {status!r}")),
+        "evidence": evidence,
+    }
+
+
+def scenario_fault(name: str, doc: dict | None) -> str:
+    doc = doc or {}
+    for value in ((doc.get("expected") or {}).get("fault"), doc.get("fault")):
+        if value in FAULTS:
+            return value
+    # no usable report: guess from the name (kill-rank0 -> kill); the report says the scenario is inconclusive
+    return next((f for f in ("kill", "hang") if f in name), "none")
+
+
+def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Timeline | None) -> dict:
+    doc = item.doc
+    fault = scenario_fault(item.name, doc)
+    if doc is None:
+        return {
+            "name": item.name,
+            "verdict": "inconclusive",
+            "reason": item.error,
+            "source": item.path,
+            "run_id": None,
+            "fault": fault,
+            "verify_verdict": None,
+            "expected": {},
+            "checks": [],
+            "metrics": {},
+            "derived": {},
+            "budgets": [],
+            "replay": None,
+            "goodput": None,
+        }
+    checks = [_check(c) for c in doc.get("checks") or []]
+    present = {c["id"] for c in checks}
+    for missing in REQUIRED_CHECKS.get(fault, ()):
+        if missing not in present:
+            checks.append(
+                {
+                    "id": missing,
+                    "status": "inconclusive",
+                    "evidence": [],
+                    "detail": "not in the verify report (required for this scenario)",
+                }
+            )
+    verify_verdict = doc.get("verdict")
+    verdict = worst(
+        [verify_verdict if verify_verdict in VERDICTS else "inconclusive", *(c["status"] for c in checks)]
+    )
+    reason = None
+    if verify_verdict not in VERDICTS:
+        reason = f"verify report has no valid verdict ({verify_verdict!r})"
+    elif verdict != verify_verdict:
+        reason = f"the verifier said {verify_verdict}, but its checks say {verdict}"
+    metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
+    expected = doc.get("expected") if isinstance(doc.get("expected"), dict) else {}
+    tl = build_timeline(doc)
+    pace = iteration_time_s(tl)
+    blocking = _number(metrics.get("checkpoint_blocking_s"))
+    blocking_source = "measured by the verifier" if blocking is not None else ""
+    if blocking is None:
+        blocking = save_blocking_s(tl, _int(expected.get("save_interval")))
+        blocking_source = (
+            "estimated from the timeline: extra time of the step after a save" if blocking else ""
+        )
+    lost = _number(metrics.get("lost_iterations"))
+    derived = {
+        "iteration_time_s": _round(pace),
+        "checkpoint_blocking_s": _round(blocking),
+        "checkpoint_blocking_source": blocking_source or "not measured",
+        "lost_work_s": _round(lost * pace) if lost is not None and pace is not None else None,
+        "cycles": len(tl.cycles()),
+        "marks": marks_summary(tl),
+    }
+    scenario = {
+        "name": item.name,
+        "verdict": verdict,
+        "reason": reason,
+        "source": item.path,
+        "run_id": doc.get("run_id"),
+        "fault": fault,
+        "verify_verdict": verify_verdict,
+        "expected": expected,
+        "checks": checks,
+        "metrics": metrics,
+        "derived": derived,
+        "budgets": [],
+        "replay": None,
+        "goodput": None,
+    }
+    if fault in ("kill", "hang"):
+        scenario["budgets"] = [b.to_dict() for b in budgets_mod.budgets_for(fault, metrics, expected)]
+        replay = replay_mod.compare(tl, baseline_tl, _number(expected.get("replay_tolerance")))
+        scenario["replay"] = {
+            **replay.to_dict(),
+            "checks": [
+                {"id": c["id"], "status": c["status"], "detail": c["detail"]}
+                for c in replay_mod.replay_checks(checks)
+            ],
+        }
+        scenario["goodput"] = _goodput(metrics, derived, options)
+    return scenario
+
+
+def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
+    blocking = (
+        options.ckpt_blocking_s if options.ckpt_blocking_s is not None else derived["checkpoint_blocking_s"]
+    )
+    source = "given" if options.ckpt_blocking_s is not None else derived["checkpoint_blocking_source"]
+    inputs, why = goodput_mod.inputs_from_metrics(
+        metrics, blocking, source, options.ckpt_interval_s, derived["lost_work_s"]
+    )
+    if inputs is None:
+        return {"computed": False, "reason": why, "points": []}
+    points = [goodput_mod.project(inputs, p) for p in options.mtbf]
+    return {
+        "computed": True,
+        "reason": None,
+        "t_detect_s": _round(inputs.t_detect_s),
+        "t_restart_s": _round(inputs.t_restart_s),
+        "ckpt_blocking_s": _round(inputs.ckpt_blocking_s),
+        "ckpt_blocking_source": inputs.ckpt_blocking_source,
+        "lost_work_measured_s": inputs.lost_work_measured_s,
+        "points": [
+            {
+                "mtbf_hours": p.mtbf_hours,
+                "gpus": p.gpus,
+                "mtbf_s": p.mtbf_s,
+                "ckpt_interval_s": _round(p.interval_s),
+                "ckpt_interval_source": p.interval_source,
+                "t_detect_s": _round(p.t_detect_s),
+                "t_restart_s": _round(p.t_restart_s),
+                "t_lost_s": _round(p.t_lost_s),
+                "t_ckpt_s": _round(p.t_ckpt_s),
+                "waste_s": _round(p.waste_s),
+                "goodput": round(p.goodput, 5),
+            }
+            for p in points
+        ],
+    }
+
+
+def build_stack(preflight: PreflightInput) -> dict:
+    stack = (preflight.doc or {}).get("stack")
+    if not isinstance(stack, dict):
+        return {key: UNKNOWN for key, _ in STACK_FIELDS}
+    return {key: stack.get(key) for key, _ in STACK_FIELDS}
+
+
+def attention(scenarios: list[dict]) -> list[dict]:
+    """What a reader must see first: failed and inconclusive checks, unusable reports, budgets exceeded."""
+    items = []
+    for rank in ("fail", "inconclusive"):
+        for sc in scenarios:
+            if rank == "inconclusive" and sc["reason"] and not sc["checks"]:
+                items.append(
+                    {
+                        "scenario": sc["name"],
+                        "check": None,
+                        "status": "inconclusive",
+                        "detail": sc["reason"],
+                        "evidence": [],
+                    }
+                )
+            for check in sc["checks"]:
+                if check["status"] == rank:
+                    items.append(
+                        {
+                            "scenario": sc["name"],
+                            "check": check["id"],
+                            "status": rank,
+                            "detail": check["detail"],
+                            "evidence": check["evidence"],
+                        }
+                    )
+    for sc in scenarios:
+        for b in sc["budgets"]:
+            if b["within"] is False:
+                items.append(
+                    {
+                        "scenario": sc["name"],
+                        "check": f"budget:{b['measure']}",
+                        "status": "over_budget",
+                        "detail": f"{b['label']}: {b['measured']:g} {b['unit']}"
+                        f" > budget {b['budget']:g} {b['unit']} ({b['formula']})",
+                        "evidence": [],
+                    }
+                )
+    return items
+
+
+def headline(verdict: str, scenarios: list[dict], items: list[dict]) -> str:
+    passed = sum(sc["verdict"] == "pass" for sc in scenarios)
+    if not scenarios:
+        return "ftqual: INCONCLUSIVE — no scenario to report"
+    if verdict == "pass":
+        over = sum(i["status"] == "over_budget" for i in items)
+        note = f"; {over} latenc{'y' if over == 1 else 'ies'} over budget" if over else ""
+        return f"ftqual: PASS — recovery qualified ({passed}/{len(scenarios)} scenarios){note}"
+    blocking = [i for i in items if i["status"] == verdict]
+    if blocking:
+        first = blocking[0]
+        what = (
+            f"{first['check']} {'failed' if verdict == 'fail' else 'inconclusive'}"
+            if first["check"]
+            else (first["detail"])
+        )
+        more = f" (+{len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        return f"ftqual: {verdict.upper()} — {first['scenario']}: {what}{more}"
+    bad = next(sc for sc in scenarios if sc["verdict"] == verdict)
+    return f"ftqual: {verdict.upper()} — {bad['name']}: {bad['reason'] or 'verdict ' + verdict}"
+
+
+def build_summary(
+    inputs: list[ScenarioInput], preflight: PreflightInput, options: ReportOptions, created_at: str
+) -> dict:
+    baseline_name = options.baseline or next(
+        (i.name for i in inputs if scenario_fault(i.name, i.doc) == "none" and i.doc is not None), None
+    )
+    baseline_doc = next((i.doc for i in inputs if i.name == baseline_name), None)
+    baseline_tl = build_timeline(baseline_doc) if baseline_doc is not None else None
+    scenarios = [build_scenario(i, options, baseline_tl if i.name != baseline_name else None) for i in inputs]
+    verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
+    items = attention(scenarios)
+    pf = preflight.doc or {}
+    return {
+        "schema": SCHEMA,
+        "created_at": created_at,
+        "verdict": verdict,
+        "headline": headline(verdict, scenarios, items),
+        "scenario_counts": {v: sum(sc["verdict"] == v for sc in scenarios) for v in VERDICTS},
+        "stack": build_stack(preflight),
+        "preflight": {"source": preflight.path, "verdict": pf.get("verdict"), "error": preflight.error},
+        "resolved": pf.get("resolved") if isinstance(pf.get("resolved"), dict) else {},
+        "baseline": baseline_name,
+        "scenarios": scenarios,
+        "attention": items,
+        "goodput": {
+            "formula": goodput_mod.FORMULA,
+            "terms": list(goodput_mod.FORMULA_TERMS),
+            "assumptions": list(goodput_mod.ASSUMPTIONS),
+            "mtbf_source": goodput_mod.MTBF_SOURCE,
+            "mtbf": [{"hours": p.hours, "gpus": p.gpus} for p in options.mtbf],
+            "by_scenario": {sc["name"]: sc["goodput"] for sc in scenarios if sc["goodput"] is not None},
+        },
+        "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
+        "plots": dict(options.plots),
+    }
+
+
+def _check_ids(scenarios: list[dict]) -> list[str]:
+    ids: list[str] = []
+    for sc in scenarios:
+        for check in sc["checks"]:
+            if check["id"] not in ids:
+                ids.append(check["id"])
+    return ids
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)

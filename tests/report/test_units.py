@@ -1,0 +1,152 @@
+"""Budgets, replay comparison, timeline helpers and JUnit mapping as pure functions."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ftqual.report.budgets import budgets_for, detection_budget
+from ftqual.report.inputs import PreflightInput, ScenarioInput
+from ftqual.report.junit import render_junit
+from ftqual.report.markdown import render_markdown
+from ftqual.report.replay import compare
+from ftqual.report.summary import ReportOptions, build_summary
+from ftqual.report.timeline import build_timeline, iteration_time_s, recovery_marks, save_blocking_s
+
+TIMEOUTS = {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}
+
+
+@pytest.mark.parametrize(
+    ("fault", "detected_by", "budget"),
+    [
+        ("kill", "exit", 1.0),
+        ("kill", None, 1.0),
+        ("hang", "section:step", 125.0),
+        ("hang", "section:checkpointing", 605.0),
+        ("hang", "out_of_section", 185.0),
+        ("hang", None, 905.0),  # unknown section: the largest timeout
+    ],
+)
+def test_detection_budget(fault, detected_by, budget):
+    value, formula = detection_budget(fault, detected_by, TIMEOUTS, {})
+    assert value == pytest.approx(budget)
+    assert formula
+
+
+def test_budget_table_marks():
+    rows = budgets_for(
+        "hang",
+        {"detected_by": "section:step", "detection_s": 130.0, "restart_s": 16.0, "lost_iterations": 3},
+        {"timeouts": TIMEOUTS, "save_interval": 5, "workers_stop_timeout_s": 30},
+    )
+    by = {r.measure: r for r in rows}
+    assert by["detection_s"].within is False
+    assert by["restart_s"].budget == 40.0 and by["restart_s"].within is True
+    assert "workers-stop timeout 30 s" in by["restart_s"].formula
+    assert by["checkpoint_load_s"].within is None  # not measured: no mark
+    assert by["lost_iterations"].budget == 10 and by["lost_iterations"].within is True
+    assert by["failure_to_first_step_s"].budget == pytest.approx(125 + 40 + 900)
+
+
+def _doc(cycles: dict[int, list[tuple[int, float, float]]], events=()) -> dict:
+    """cycles: {cycle: [(iteration, seconds, loss)]} from a fixed start."""
+
+    def t(s: float) -> str:
+        return f"2026-01-01T00:{int(s // 60):02d}:{s % 60:09.6f}Z"
+
+    iterations = [
+        {"cycle": c, "iteration": i, "t": t(s), "loss": loss}
+        for c, pts in cycles.items()
+        for i, s, loss in pts
+    ]
+    evs = [{"kind": "cycle_start", "t": t(0), "cycle": 0}]
+    evs += [{"kind": k, "t": t(s), "cycle": c, "iteration": it} for k, s, c, it in events]
+    return {"schema": "ftqual.verify/v1", "timeline": {"iterations": iterations, "events": evs}}
+
+
+def test_replay_patterns():
+    first = [(i, 10 + i, 7.0 - 0.1 * i) for i in range(1, 11)]
+    isolated = [(i, 50 + i, 7.0 - 0.1 * i + (0.2 if i == 7 else 0)) for i in range(6, 13)]
+    persistent = [(i, 50 + i, 7.0 - 0.1 * i + (0.2 if i >= 7 else 0)) for i in range(6, 13)]
+    identical = [(i, 50 + i, 7.0 - 0.1 * i) for i in range(6, 13)]
+    assert compare(build_timeline(_doc({0: first, 1: isolated}))).pattern == "isolated"
+    result = compare(build_timeline(_doc({0: first, 1: persistent})))
+    assert result.pattern == "persistent" and [d.iteration for d in result.differences] == [7, 8, 9, 10]
+    result = compare(build_timeline(_doc({0: first, 1: identical})))
+    assert (result.pattern, result.replayed, result.identical) == ("identical", 5, 5)
+    assert compare(build_timeline(_doc({0: first}))).pattern == "none"
+    vs_base = compare(build_timeline(_doc({0: first, 1: identical})), build_timeline(_doc({0: first})))
+    assert vs_base.baseline_compared == 10 and vs_base.baseline_identical == 10
+    assert vs_base.baseline_max_rel_diff == 0.0
+
+
+def test_timeline_pace_blocking_and_marks():
+    # 0.1 s per step, the step after each save (5, 10) takes 0.5 s more
+    pts, s = [], 30.0
+    for i in range(1, 13):
+        pts.append((i, s, 1.0))
+        s += 0.1 + (0.5 if i % 5 == 0 else 0.0)
+    doc = _doc(
+        {0: pts[:8], 1: [(i, s + 40, 1.0) for i, s, _ in pts[5:]]},
+        events=[
+            ("injection", 31.0, 0, 5),
+            ("detection", 31.1, 0, None),
+            ("cycle_start", 35.0, 1, None),
+            ("first_step", 70.0, 1, 6),
+            ("first_step", 29.0, 0, 1),
+        ],
+    )
+    tl = build_timeline(doc)
+    assert iteration_time_s(tl) == pytest.approx(0.1)
+    assert save_blocking_s(tl, 5) == pytest.approx(0.5)
+    marks = recovery_marks(tl)
+    assert [marks[k].s for k in ("injection", "detection", "restart", "first_step")] == pytest.approx(
+        [31.0, 31.1, 35.0, 70.0]
+    )  # the cycle-0 first step before the fault is not the recovery's
+
+
+def test_junit_maps_statuses():
+    checks = [
+        {"id": "a", "status": "pass", "detail": "ok", "evidence": []},
+        {
+            "id": "b",
+            "status": "fail",
+            "detail": "bad",
+            "evidence": [{"path": "x.log", "line": 3, "text": "boom"}],
+        },
+        {"id": "c", "status": "inconclusive", "detail": "no log", "evidence": []},
+        {"id": "d", "status": "skip", "detail": "n/a", "evidence": []},
+    ]
+    doc = {
+        "schema": "ftqual.verify/v1",
+        "run_id": "r",
+        "verdict": "fail",
+        "checks": checks,
+        "expected": {"fault": "none"},
+    }
+    summary = build_summary(
+        [
+            ScenarioInput("s", "s.json", doc),
+            ScenarioInput("gone", "g.json", None, "verify report missing (g.json)"),
+        ],
+        PreflightInput(None, None, "none"),
+        ReportOptions(),
+        "2026-01-01T00:00:00Z",
+    )
+    root = ET.fromstring(render_junit(summary))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    s = suites["s"]
+    assert (s.get("tests"), s.get("failures"), s.get("errors"), s.get("skipped")) == ("6", "2", "2", "1")
+    cases = {c.get("name"): c for c in s.findall("testcase")}
+    assert cases["b"].find("failure").get("message") == "bad"
+    assert cases["b"].find("failure").text == "x.log:3: boom"
+    assert cases["c"].find("error").get("type") == "inconclusive"
+    assert cases["d"].find("skipped") is not None
+    assert cases["uninterrupted_completion"].find("error") is not None  # required, missing: inconclusive
+    assert all(c.get("classname") == "ftqual.s" for c in cases.values())
+    gone = suites["gone"]
+    assert (gone.get("tests"), gone.get("errors")) == ("1", "1")
+    assert root.get("failures") == "2" and root.get("errors") == "3"
+    md = render_markdown(summary).splitlines()
+    assert md[0] == "# ftqual: FAIL — s: b failed"
