@@ -1,0 +1,362 @@
+"""Checks of this host and the planned runs: work dir, disk, stale state, TMPDIR, ports, scenarios."""
+
+from __future__ import annotations
+
+import re
+
+from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
+from ftqual.preflight.config import PreflightConfig, Scenario
+from ftqual.preflight.facts import FT_STATE, TRACKER
+
+FAULTS = ("none", "kill", "hang")
+HANG_PLACEMENTS = ("step", "immediate")
+SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes including the terminating NUL
+# Filesystems every node of a cluster sees at the same path; node-local ones break multi-node runs.
+SHARED_FS = {
+    "nfs",
+    "nfs4",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "ceph",
+    "cephfs",
+    "wekafs",
+    "glusterfs",
+    "fuse.glusterfs",
+    "panfs",
+    "fuse.weka",
+    "fuse.cephfs",
+    "orangefs",
+    "smb3",
+    "cifs",
+    "virtiofs",
+}
+LOCAL_FS = {
+    "tmpfs",
+    "overlay",
+    "overlayfs",
+    "ext2",
+    "ext3",
+    "ext4",
+    "xfs",
+    "btrfs",
+    "zfs",
+    "f2fs",
+    "ramfs",
+    "devtmpfs",
+    "squashfs",
+}
+# Checkpoint bytes per parameter: bf16 weights (2) + fp32 main params (4) + Adam's two fp32 moments (8).
+BYTES_PER_PARAM = 2 + 4 + 2 * 4
+SMOKE_CHECKPOINT_BYTES = 8 * 2**20  # the CPU smoke model is a few hundred KiB; generous on purpose
+DISK_MARGIN = 2.0
+
+
+def check_work_dir(ctx: Context) -> CheckResult:
+    w, raw = ctx.facts.work_dir, ctx.cfg.work_dir
+    if w is None:
+        return CheckResult(
+            "work_dir",
+            FAIL,
+            "work_dir could not be resolved",
+            "set work_dir to an absolute directory every node sees at the same path",
+        )
+    if not w.absolute:
+        return CheckResult(
+            "work_dir", FAIL, f"work_dir {w.path!r} is not absolute", "give an absolute work_dir"
+        )
+    if w.error and w.free_bytes is None:
+        return CheckResult("work_dir", FAIL, f"{w.path}: {w.error}", "choose an existing, writable location")
+    if not w.writable:
+        what = "is not writable" if w.exists else f"cannot be created ({w.probe_path} is not writable)"
+        return CheckResult(
+            "work_dir", FAIL, f"{w.path} {what}", "choose a writable work_dir or fix permissions"
+        )
+    origin = (
+        "empty: the workflow's working directory"
+        if not raw
+        else "relative: resolved against the working directory"
+        if not raw.startswith(("/", "~"))
+        else ""
+    )
+    where = f"{w.path}" + (f" ({origin})" if origin else "")
+    fs = f"{w.fs_type or 'unknown fs'} at {w.mount_point or '?'}"
+    return CheckResult(
+        "work_dir", PASS, f"{where} on {fs}, writable" + ("" if w.exists else ", will be created")
+    )
+
+
+def check_shared_fs(ctx: Context) -> CheckResult:
+    w = ctx.facts.work_dir
+    if w is None or w.fs_type is None:
+        status = WARN if ctx.max_nnodes > 1 else SKIP
+        return CheckResult(
+            "shared_fs",
+            status,
+            "filesystem type of work_dir unknown",
+            "make sure every node sees work_dir at the same path" if status == WARN else "",
+        )
+    fs = w.fs_type
+    nnodes = ctx.max_nnodes
+    if nnodes == 1:
+        return CheckResult("shared_fs", PASS, f"single node; work_dir on {fs}")
+    if fs in SHARED_FS or fs.startswith("nfs"):
+        return CheckResult("shared_fs", PASS, f"work_dir on {fs}, a shared filesystem")
+    if fs in LOCAL_FS:
+        return CheckResult(
+            "shared_fs",
+            WARN,
+            f"nnodes={nnodes} but work_dir is on {fs} "
+            f"({w.mount_point}), usually node-local: other nodes will not see checkpoints or markers",
+            "put work_dir on a filesystem shared by all nodes (NFS, Lustre, GPFS, ...)",
+        )
+    return CheckResult(
+        "shared_fs",
+        WARN,
+        f"nnodes={nnodes}; cannot tell whether {fs} is shared",
+        "make sure every node sees work_dir at the same path",
+    )
+
+
+def megatron_params(model: dict[str, int], tp: int = 1) -> int:
+    """GPT parameters: 12h^2 + 13h per layer, embeddings (vocab padded to 128*tp), positions, final norm."""
+    h, layers, seq = model["hidden_size"], model["num_layers"], model["seq_length"]
+    pad = 128 * tp
+    vocab = -(-model["vocab_size"] // pad) * pad
+    return layers * (12 * h * h + 13 * h) + vocab * h + seq * h + 2 * h
+
+
+def checkpoints_per_run(s: Scenario) -> int:
+    # Megatron keeps every checkpoint it writes (no rotation in our arguments); replays overwrite iter_* dirs.
+    return max(1, s.train_iters // max(1, s.save_interval))
+
+
+def disk_estimate(cfg: PreflightConfig) -> tuple[int, str]:
+    """(bytes all scenarios' checkpoints need, how that was estimated)."""
+    n_ckpt = sum(checkpoints_per_run(s) for s in cfg.scenarios) or 1
+    if cfg.workload != "megatron":
+        return n_ckpt * SMOKE_CHECKPOINT_BYTES, f"{n_ckpt} smoke checkpoints x {gib(SMOKE_CHECKPOINT_BYTES)}"
+    params = megatron_params(cfg.model, cfg.tp)
+    per = params * BYTES_PER_PARAM
+    return n_ckpt * per, (
+        f"{params / 1e6:.1f}M params x {BYTES_PER_PARAM} B (bf16 weights + fp32 main + "
+        f"2 fp32 Adam moments) = {gib(per)} per checkpoint x {n_ckpt} kept checkpoints"
+    )
+
+
+def check_disk_space(ctx: Context) -> CheckResult:
+    w = ctx.facts.work_dir
+    need, how = disk_estimate(ctx.cfg)
+    required = int(need * DISK_MARGIN)
+    if w is None or w.free_bytes is None:
+        return CheckResult(
+            "disk_space",
+            WARN,
+            f"free space unknown; need about {gib(required)} ({how}, {DISK_MARGIN:g}x margin)",
+            "make sure the checkpoint filesystem has that much room",
+        )
+    detail = (
+        f"{gib(w.free_bytes)} free at {w.probe_path}; need {gib(required)} ({how}, {DISK_MARGIN:g}x margin)"
+    )
+    if w.free_bytes < required:
+        return CheckResult(
+            "disk_space",
+            FAIL,
+            detail,
+            "free space or move work_dir; old runs/<id>/checkpoints "
+            "can be deleted once their verify.json is written",
+        )
+    return CheckResult("disk_space", PASS, detail)
+
+
+def check_checkpoint_state(ctx: Context) -> list[CheckResult]:
+    dirs = ctx.facts.checkpoint_dirs
+    if not dirs:
+        return [
+            CheckResult(
+                "checkpoint_state",
+                PASS,
+                "no checkpoint_dir configured: every run starts in a fresh runs/<run-id>/checkpoints",
+            )
+        ]
+    results = []
+    for d in dirs:
+        cid = "checkpoint_state" if len(dirs) == 1 else f"checkpoint_state:{d.path}"
+        if d.ft_state:
+            results.append(
+                CheckResult(
+                    cid,
+                    FAIL,
+                    f"{d.path}/{FT_STATE} exists: Megatron would load its "
+                    "calculated timeouts and override the configured ones",
+                    f"archive or remove {d.path}/{FT_STATE}, or use a fresh checkpoint_dir",
+                )
+            )
+            continue
+        if d.tracker_exists:
+            text = (d.tracker_text or "").strip()
+            if d.tracker_text is None or not re.fullmatch(r"\d+", text):
+                shown = (
+                    "unreadable" if d.tracker_text is None else ("empty" if not text else f"{text[:20]!r}")
+                )
+                results.append(
+                    CheckResult(
+                        cid,
+                        FAIL,
+                        f"{d.path}/{TRACKER} is {shown}, not an iteration number",
+                        "restore the tracker from a completed checkpoint or use a fresh checkpoint_dir",
+                    )
+                )
+                continue
+            start = int(text)
+            short = [
+                s.name
+                for s in ctx.cfg.scenarios
+                if (s.checkpoint_dir or ctx.cfg.checkpoint_dir) == d.path
+                and s.train_iters < start + 2 * s.save_interval
+            ]
+            if short:
+                results.append(
+                    CheckResult(
+                        cid,
+                        FAIL,
+                        f"{d.path} resumes at iteration {start}; scenario(s) "
+                        f"{', '.join(short)} end before two more checkpoints",
+                        f"raise train_iters above {start} + 2 x save_interval",
+                    )
+                )
+                continue
+            results.append(
+                CheckResult(
+                    cid, PASS, f"{d.path} resumes at iteration {start}; faults wait for a newer checkpoint"
+                )
+            )
+        else:
+            results.append(CheckResult(cid, PASS, f"{d.path}: no tracker, no {FT_STATE} (fresh start)"))
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ host
+
+
+def socket_path_len(tmpdir: str, pid_max: int, nproc: int) -> tuple[int, str]:
+    """Longest AF_UNIX path NVRx will bind: `$TMPDIR/_ft_launcher<pid>_rmon<n>.socket` and `..._to_rmon`."""
+    pid = "9" * len(str(max(pid_max - 1, 1)))
+    names = [f"_ft_launcher{pid}_rmon{max(nproc - 1, 0)}.socket", f"_ft_launcher{pid}_to_rmon.socket"]
+    path = max((f"{tmpdir.rstrip('/')}/{n}" for n in names), key=lambda p: len(p.encode()))
+    return len(path.encode()), path
+
+
+def check_tmpdir(ctx: Context) -> CheckResult:
+    f = ctx.facts
+    n, path = socket_path_len(f.tmpdir, f.pid_max, ctx.max_gpus_per_node)
+    if n > SUN_PATH_MAX:
+        return CheckResult(
+            "tmpdir",
+            FAIL,
+            f"TMPDIR {f.tmpdir} makes NVRx's socket paths {n} bytes "
+            f"(max {SUN_PATH_MAX}): rank monitors cannot bind",
+            "export TMPDIR=/tmp",
+        )
+    return CheckResult(
+        "tmpdir", PASS, f"NVRx socket paths up to {n} bytes (max {SUN_PATH_MAX}) in {f.tmpdir}"
+    )
+
+
+def check_log_server_port(ctx: Context) -> CheckResult:
+    p = ctx.facts.ports
+    if p.configured:
+        if not p.configured_free:
+            return CheckResult(
+                "log_server_port",
+                FAIL,
+                f"log_server_port {p.configured} is in use on this host",
+                "leave log_server_port unset (the launcher picks a free port per run) or pick another",
+            )
+        if p.configured == 50051:
+            return CheckResult(
+                "log_server_port",
+                WARN,
+                "log_server_port is NVRx's default 50051: concurrent runs on one host collide",
+                "leave log_server_port unset",
+            )
+        return CheckResult("log_server_port", PASS, f"log_server_port {p.configured} is free here")
+    if not p.ephemeral_ok:
+        return CheckResult(
+            "log_server_port",
+            FAIL,
+            f"cannot bind any TCP port on 0.0.0.0 ({p.error})",
+            "allow the gRPC log server to listen (firewall/sandbox)",
+        )
+    note = (
+        "; NVRx's default 50051 is taken (a run without its own port would fail)" if p.default_in_use else ""
+    )
+    return CheckResult(
+        "log_server_port",
+        PASS,
+        f"free ports available; the launcher gives each run its own --ft-log-server-port{note}",
+    )
+
+
+# ------------------------------------------------------------------------------------------------ scenarios
+
+
+def hang_budget(s: Scenario) -> str:
+    t = s.timeouts
+    worst = max(t.step, t.checkpointing, t.out_of_section)
+    likely = t.step if s.hang_placement == "step" else worst
+    return (
+        f"hang detection ~{likely:.0f} s (placement {s.hang_placement}), up to {worst:.0f} s if the stop "
+        f"lands in checkpointing/out of section"
+    )
+
+
+def check_scenario(s: Scenario, cfg: PreflightConfig) -> CheckResult:
+    cid = f"scenario:{s.name}"
+    bad: list[str] = []
+    fixes: list[str] = []
+    if s.fault not in FAULTS:
+        bad.append(f"fault {s.fault!r} is not none|kill|hang")
+        fixes.append("use fault: none, kill or hang")
+    if s.fault in ("kill", "hang"):
+        if s.rank is None or not 0 <= s.rank < s.world_size:
+            bad.append(
+                f"fault rank {s.rank} is outside the world 0..{s.world_size - 1} (nnodes*gpus_per_node)"
+            )
+            fixes.append(f"set rank to 0..{s.world_size - 1} (0 on a single GPU)")
+        if s.train_iters < 2 * s.save_interval:
+            bad.append(
+                f"train_iters {s.train_iters} < 2 x save_interval {s.save_interval}: no checkpoint after "
+                "the resume"
+            )
+            fixes.append(f"set train_iters >= {2 * s.save_interval}")
+        if s.max_restarts < 1:
+            bad.append("max_restarts 0 leaves no restart for the fault")
+            fixes.append("set max_restarts >= 1")
+    elif s.train_iters < s.save_interval:
+        bad.append(f"train_iters {s.train_iters} < save_interval {s.save_interval}: no checkpoint at all")
+        fixes.append(f"set train_iters >= {s.save_interval}")
+    if s.save_interval < 1 or s.train_iters < 1:
+        bad.append("train_iters and save_interval must be positive")
+        fixes.append("use positive iteration counts")
+    if s.hang_placement not in HANG_PLACEMENTS:
+        bad.append(f"hang_placement {s.hang_placement!r} is not step|immediate")
+        fixes.append("use hang_placement: step or immediate")
+    if any(v <= 0 for v in s.timeouts.as_dict().values()):
+        bad.append(f"timeouts must be positive: {s.timeouts.as_dict()}")
+        fixes.append("give every section a positive timeout")
+    if bad:
+        return CheckResult(cid, FAIL, "; ".join(bad), "; ".join(fixes))
+    what = {"none": "baseline", "kill": f"SIGKILL rank {s.rank}", "hang": f"SIGSTOP rank {s.rank}"}[s.fault]
+    detail = f"{what}, {s.train_iters} iterations, checkpoint every {s.save_interval}"
+    if s.fault == "hang":
+        detail += f"; {hang_budget(s)}"
+    return CheckResult(cid, PASS, detail)
+
+
+def check_scenarios(ctx: Context) -> list[CheckResult]:
+    if not ctx.cfg.scenarios:
+        return [
+            CheckResult("scenarios", FAIL, "no scenarios configured", "add scenarios (baseline, kill, hang)")
+        ]
+    return [check_scenario(s, ctx.cfg) for s in ctx.cfg.scenarios]

@@ -1,0 +1,143 @@
+"""`ftqual preflight --config CONFIG --out results/preflight.json [--scenario-table TABLE]`.
+
+Gathers the facts (probes), runs the checks (pure), writes `ftqual.preflight/v1` JSON and prints one line
+per check. Exit 0 pass/warn, 1 fail (after writing the JSON), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ftqual.launch import stack as launch_stack
+from ftqual.preflight import facts as probes
+from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
+from ftqual.preflight.config import ConfigError, PreflightConfig, load_config
+from ftqual.preflight.flags import build_argv
+from ftqual.preflight.nvrx_args import parse_with_nvrx
+from ftqual.stackinfo import probe_stack, resolve_for_stack
+
+SCHEMA = "ftqual.preflight/v1"
+
+
+def checkpoint_dirs(cfg: PreflightConfig) -> list[str]:
+    """Configured checkpoint dirs (global and per scenario); relative ones are under work_dir."""
+    base = Path(work_dir_of(cfg))
+    seen: dict[str, None] = {}
+    for d in [cfg.checkpoint_dir, *(s.checkpoint_dir for s in cfg.scenarios)]:
+        if d:
+            seen[str(base / os.path.expanduser(d))] = None
+    return list(seen)
+
+
+def work_dir_of(cfg: PreflightConfig) -> str:
+    """work_dir as the workflow resolves it: empty means its working directory."""
+    return os.path.abspath(os.path.expanduser(cfg.work_dir)) if cfg.work_dir else os.getcwd()
+
+
+def gather(
+    cfg: PreflightConfig, env: dict[str, str] | None = None, python: str = sys.executable
+) -> probes.Facts:
+    env = dict(os.environ if env is None else env)
+    megatron = cfg.workload == "megatron"
+    port_facts = probes.probe_ports(cfg.log_server_port)
+    # ft_launcher's NVRX_NODE_LOCAL_TMPDIR refusal has its own check (nvrx_env): keep it out of the parse.
+    parse_env = {k: v for k, v in env.items() if k != "NVRX_NODE_LOCAL_TMPDIR"}
+    # The Megatron flags in the argv do not matter to ft_launcher's parser, so the launcher's cheap
+    # find_spec probe is enough here and the parse can run while torch is being probed.
+    found = launch_stack.probe()
+    built = [build_argv(cfg, s, found, work_dir_of(cfg), cfg.log_server_port or 29999) for s in cfg.scenarios]
+    to_parse = [b for b in built if b.error is None]
+    with ThreadPoolExecutor(max_workers=3) as pool:  # the slow probes are child interpreters
+        stack_f = pool.submit(probe_stack, cfg.megatron_path if megatron else None, python)
+        parse_f = pool.submit(parse_with_nvrx, [b.argv for b in to_parse], python, 120.0, parse_env)
+        tools_f = pool.submit(probes.probe_tools, env.get("PATH")) if megatron else None
+        stack = stack_f.result()
+        parsed = dict(zip((b.scenario for b in to_parse), parse_f.result(), strict=True))
+        tools = tools_f.result() if tools_f else None
+    mounts = probes.read_mounts()
+    return probes.Facts(
+        stack=stack,
+        python_executable=python,
+        tmpdir=probes.gettempdir(),
+        pid_max=probes.pid_max(),
+        env=probes.env_subset(env),
+        work_dir=probes.probe_dir(work_dir_of(cfg), mounts=mounts),
+        checkpoint_dirs=tuple(probes.probe_checkpoint_dir(d) for d in checkpoint_dirs(cfg)),
+        tools=tools,
+        megatron=probes.probe_megatron(cfg.megatron_path, stack.megatron) if megatron else None,
+        ports=port_facts,
+        launcher_args=tuple(
+            probes.LauncherArgs(b.scenario, tuple(b.argv), b.source, parsed.get(b.scenario), b.error)
+            for b in built
+        ),
+        ft_launcher_exe=probes.ft_launcher_exe(python),
+    )
+
+
+def build_report(ctx: Context, results: list[CheckResult]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "verdict": verdict(results),
+        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "checks": [r.to_json() for r in results],
+        "stack": ctx.facts.stack.fingerprint(),
+        "resolved": ctx.resolved.to_json(),
+    }
+
+
+def summary_lines(report: dict) -> list[str]:
+    width = max((len(c["id"]) for c in report["checks"]), default=10)
+    lines = []
+    for c in report["checks"]:
+        line = f"{c['status'].upper():<4} {c['id']:<{width}}  {c['detail']}"
+        if c["status"] in (FAIL, WARN) and c["fix"]:
+            line += f"  -> fix: {c['fix']}"
+        lines.append(line)
+    counts = {s: sum(c["status"] == s for c in report["checks"]) for s in (FAIL, WARN, PASS)}
+    lines.append(
+        f"preflight: {report['verdict'].upper()} ({counts[FAIL]} fail, {counts[WARN]} warn, "
+        f"{counts[PASS]} pass)"
+    )
+    return lines
+
+
+def parse_argv(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ftqual preflight", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, help="the workflow's resolved config (YAML or JSON)")
+    p.add_argument("--out", default="results/preflight.json", help="where to write the JSON report")
+    p.add_argument(
+        "--scenario-table", help="scenarios (TSV/CSV/YAML/JSON) replacing the config's `scenarios`"
+    )
+    p.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_argv(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = load_config(args.config, args.scenario_table)
+    except ConfigError as exc:
+        print(f"ftqual preflight: {exc}", file=sys.stderr)
+        return 2
+    facts = gather(cfg)
+    resolved = resolve_for_stack(facts.stack, cfg.workload, cfg.transformer_impl, cfg.dist_optimizer)
+    ctx = Context(facts=facts, cfg=cfg, resolved=resolved)
+    report = build_report(ctx, run_checks(ctx))
+    out = Path(args.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        print(f"ftqual preflight: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    lines = summary_lines(report)
+    print("\n".join(lines[-1:] if args.quiet else lines))
+    return 1 if report["verdict"] == FAIL else 0

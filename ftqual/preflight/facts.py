@@ -1,0 +1,321 @@
+"""Probes: each returns facts about this node, nothing is judged here (the checks do that).
+
+Every probe tolerates failure and records it, so one missing tool never stops the other checks. Probes
+that start programs use timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.stackinfo import StackFacts, module_present
+
+TRACKER = "latest_checkpointed_iteration.txt"
+FT_STATE = "ft_state.json"
+NVRX_DEFAULT_LOG_PORT = 50051
+# What Megatron core_v0.19's pretrain_gpt.py imports unguarded at module level (static scan of the tag).
+MEGATRON_IMPORTS = ("torch", "numpy", "packaging", "typing_extensions", "triton")
+
+
+@dataclass(frozen=True)
+class DirFacts:
+    """Where a directory is (or would be created), what filesystem holds it and how much room is there."""
+
+    path: str
+    absolute: bool
+    exists: bool
+    probe_path: str  # the nearest existing ancestor, what statvfs and the mount table were asked about
+    writable: bool
+    fs_type: str | None
+    mount_point: str | None
+    free_bytes: int | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointDirFacts:
+    path: str
+    exists: bool
+    ft_state: bool
+    tracker_exists: bool
+    tracker_text: str | None  # first bytes of the tracker, None when absent or unreadable
+    tracker_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolFacts:
+    make: str | None
+    cxx: str | None
+    python3: str | None
+    python3_version: str | None
+    python3_config: str | None
+    python3_config_suffix: str | None
+    training_suffix: str | None
+    pybind11: bool
+    pybind11_error: str | None = None
+
+
+@dataclass(frozen=True)
+class MegatronFacts:
+    path: str | None
+    exists: bool
+    pretrain_gpt: bool
+    version: str | None
+    datasets_writable: bool
+    helper_built: bool
+    missing_imports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PortFacts:
+    configured: int | None
+    configured_free: bool | None
+    ephemeral_ok: bool
+    default_in_use: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class LauncherArgs:
+    """The ft_launcher argv of one scenario and NVRx's verdict on it."""
+
+    scenario: str
+    argv: tuple[str, ...]
+    source: str  # which code built it
+    result: ParseResult | None  # None when the launcher refused the settings before building a command
+    settings_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    stack: StackFacts
+    python_executable: str
+    tmpdir: str
+    pid_max: int
+    env: dict[str, str]
+    work_dir: DirFacts | None
+    checkpoint_dirs: tuple[CheckpointDirFacts, ...]
+    tools: ToolFacts | None
+    megatron: MegatronFacts | None
+    ports: PortFacts
+    launcher_args: tuple[LauncherArgs, ...] = ()
+    ft_launcher_exe: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------------ filesystem
+
+
+def read_mounts(path: str = "/proc/mounts") -> list[tuple[str, str]]:
+    """(mount point, fs type) pairs; octal escapes (\\040 for a space) decoded."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    mounts = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3:
+            mounts.append((parts[1].encode().decode("unicode_escape"), parts[2]))
+    return mounts
+
+
+def mount_of(path: str, mounts: list[tuple[str, str]]) -> tuple[str | None, str | None]:
+    """The mount point holding `path` (longest prefix; the last mount of a point wins) and its fs type."""
+    best: tuple[str | None, str | None] = (None, None)
+    for point, fstype in mounts:
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best[0] is None or len(point) >= len(best[0])):
+            best = (point, fstype)
+    return best
+
+
+def nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def probe_dir(path: str, base: str | None = None, mounts: list[tuple[str, str]] | None = None) -> DirFacts:
+    raw = Path(os.path.expanduser(path))
+    absolute = raw.is_absolute()
+    full = raw if absolute else Path(base or os.getcwd()) / raw
+    full = Path(os.path.normpath(full))
+    probe = nearest_existing(full)
+    real = os.path.realpath(probe)
+    mounts = read_mounts() if mounts is None else mounts
+    point, fstype = mount_of(real, mounts)
+    try:
+        free = shutil.disk_usage(probe).free
+        error = None
+    except OSError as exc:
+        free, error = None, str(exc)
+    return DirFacts(
+        path=str(full),
+        absolute=absolute,
+        exists=full.is_dir(),
+        probe_path=str(probe),
+        writable=probe.is_dir() and os.access(probe, os.W_OK | os.X_OK),
+        fs_type=fstype,
+        mount_point=point,
+        free_bytes=free,
+        error=error,
+    )
+
+
+def probe_checkpoint_dir(path: str) -> CheckpointDirFacts:
+    p = Path(path)
+    tracker = p / TRACKER
+    text = err = None
+    if tracker.exists():
+        try:
+            text = tracker.read_bytes()[:64].decode("utf-8", errors="replace")
+        except OSError as exc:
+            err = str(exc)
+    return CheckpointDirFacts(
+        path=str(p),
+        exists=p.is_dir(),
+        ft_state=(p / FT_STATE).exists(),
+        tracker_exists=tracker.exists(),
+        tracker_text=text,
+        tracker_error=err,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ tools
+
+
+def _run(cmd: list[str], timeout_s: float = 30.0) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{cmd[0]} did not answer within {timeout_s:.0f} s"
+    except OSError as exc:
+        return 127, "", str(exc)
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def probe_tools(path_env: str | None = None) -> ToolFacts:
+    """What Megatron's `make -C megatron/core/datasets` will find on PATH.
+
+    Its Makefile calls the literal `python3 -m pybind11 --includes` and `python3-config --extension-suffix`,
+    so those must be the training interpreter's, or the helper builds for the wrong Python.
+    """
+    which = lambda name: shutil.which(name, path=path_env)  # noqa: E731
+    python3 = which("python3")
+    version = pybind_err = suffix = None
+    pybind = False
+    if python3:
+        rc, out, err = _run([python3, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+        version = out if rc == 0 else None
+        rc, out, err = _run([python3, "-m", "pybind11", "--includes"])
+        pybind = rc == 0
+        pybind_err = None if pybind else ((err.splitlines() or [f"exit {rc}"])[-1])
+    config = which("python3-config")
+    if config:
+        rc, out, _ = _run([config, "--extension-suffix"])
+        suffix = out if rc == 0 else None
+    cxx_name = os.environ.get("CXX", "g++")
+    return ToolFacts(
+        make=which("make"),
+        cxx=which(cxx_name),
+        python3=python3,
+        python3_version=version,
+        python3_config=config,
+        python3_config_suffix=suffix,
+        training_suffix=sysconfig.get_config_var("EXT_SUFFIX"),
+        pybind11=pybind,
+        pybind11_error=pybind_err,
+    )
+
+
+def probe_megatron(path: str | None, version: str | None) -> MegatronFacts:
+    if not path:
+        return MegatronFacts(
+            path=None,
+            exists=False,
+            pretrain_gpt=False,
+            version=None,
+            datasets_writable=False,
+            helper_built=False,
+        )
+    root = Path(path)
+    datasets = root / "megatron" / "core" / "datasets"
+    missing = tuple(m for m in MEGATRON_IMPORTS if not module_present(m))
+    return MegatronFacts(
+        path=str(root),
+        exists=root.is_dir(),
+        pretrain_gpt=(root / "pretrain_gpt.py").is_file(),
+        version=version,
+        datasets_writable=datasets.is_dir() and os.access(datasets, os.W_OK),
+        helper_built=any(datasets.glob("helpers_cpp*.so")) if datasets.is_dir() else False,
+        missing_imports=missing,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ ports
+
+
+def _port_free(port: int, host: str = "0.0.0.0") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def probe_ports(configured: int | None) -> PortFacts:
+    """Can the log server get a port? The launcher picks a free one unless the config fixes it."""
+    try:
+        ephemeral = _port_free(0)
+        error = None
+    except OSError as exc:
+        ephemeral, error = False, str(exc)
+    return PortFacts(
+        configured=configured,
+        configured_free=_port_free(configured) if configured else None,
+        ephemeral_ok=ephemeral,
+        default_in_use=not _port_free(NVRX_DEFAULT_LOG_PORT),
+        error=error,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ misc
+
+
+def pid_max(path: str = "/proc/sys/kernel/pid_max") -> int:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return 4194304  # the kernel's 64-bit upper bound: the longest pid NVRx could put into a socket name
+
+
+ENV_KEYS = ("TMPDIR", "NVRX_NODE_LOCAL_TMPDIR", "MEGATRON_PATH", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")
+
+
+def env_subset(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: env[k] for k in ENV_KEYS if k in env}
+
+
+def ft_launcher_exe(python: str = sys.executable) -> str | None:
+    """The ft_launcher script beside our interpreter, else on PATH."""
+    beside = Path(python).parent / "ft_launcher"
+    return str(beside) if beside.is_file() else shutil.which("ft_launcher")
+
+
+def gettempdir() -> str:
+    # The same function NVRx calls for its socket paths (launcher.py), honouring TMPDIR/TEMP/TMP.
+    tempfile.tempdir = None  # re-read the environment, not a cached value
+    return tempfile.gettempdir()

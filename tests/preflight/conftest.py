@@ -1,0 +1,37 @@
+"""Fixtures of the preflight tests: contexts built from made-up facts."""
+
+from __future__ import annotations
+
+import pytest
+from preflight_fakes import good_facts
+
+from ftqual.preflight.checks import Context
+from ftqual.preflight.config import parse_config
+from ftqual.preflight.facts import Facts
+from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.stackinfo import resolve_for_stack
+
+
+@pytest.fixture
+def make_ctx():
+    """make_ctx(config_dict, facts=None, stack=None) -> Context, with `auto` resolved on the facts' stack."""
+
+    def _make(raw: dict | None = None, facts: Facts | None = None, **fact_overrides) -> Context:
+        cfg = parse_config({"workload": "megatron", "megatron_path": "/opt/mlm", **(raw or {})}, env={})
+        f = facts or good_facts(**fact_overrides)
+        resolved = resolve_for_stack(f.stack, cfg.workload, cfg.transformer_impl, cfg.dist_optimizer)
+        return Context(facts=f, cfg=cfg, resolved=resolved)
+
+    return _make
+
+
+@pytest.fixture
+def ok_parse() -> ParseResult:
+    return ParseResult(
+        True,
+        None,
+        {
+            "rank_section_timeouts": {"setup": 900.0, "step": 120.0, "checkpointing": 600.0},
+            "rank_out_of_section_timeout": 180.0,
+        },
+    )
