@@ -1,0 +1,34 @@
+"""Checks: pure functions of (snapshot, expectations) -> CheckResult, run in a fixed order."""
+
+from __future__ import annotations
+
+from ftqual.checks.baseline import uninterrupted_completion
+from ftqual.checks.expectations import Expectations, expectations_from
+from ftqual.checks.extra import fixed_timeouts_in_force
+from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
+from ftqual.checks.replay import replay_consistency
+from ftqual.checks.result import CheckResult, verdict
+from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.evidence.snapshot import RunSnapshot
+
+FAULT_CHECKS = (
+    checkpoint_before_failure,
+    failure_detected_and_restarted,
+    resumed_from_checkpoint,
+    progress_after_resume,
+    clean_finish,
+)
+BASELINE_CHECKS = (uninterrupted_completion,)
+COMMON_CHECKS = (fixed_timeouts_in_force,)
+
+
+def run_checks(
+    snap: RunSnapshot, exp: Expectations, baseline: RunSnapshot | None = None
+) -> list[CheckResult]:
+    """Every check, in report order; those that do not apply to the scenario say `skip`."""
+    results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
+    results.append(replay_consistency(snap, exp, baseline))
+    return results
+
+
+__all__ = ["CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]

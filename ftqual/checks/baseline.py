@@ -1,0 +1,63 @@
+"""The no-fault baseline: one cycle straight to the final iteration, every checkpoint completed."""
+
+from __future__ import annotations
+
+from ftqual.checks import derive
+from ftqual.checks.expectations import Expectations
+from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.resume import cycles, exit_code, launcher_outcome, tracker_matches
+from ftqual.evidence.snapshot import RunSnapshot
+
+UNINTERRUPTED = "uninterrupted_completion"
+
+
+def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+    cid = UNINTERRUPTED
+    if exp.faulty:
+        return skip(cid, f"fault scenario ({exp.fault}): see the recovery checks")
+    if not snap.ok("train_logs"):
+        return inconclusive(cid, snap.reason("train_logs"))
+    f = Findings(cid)
+    exit_code(snap, f)
+    if snap.marker is not None:
+        f.problem("fault_injected.json exists in a no-fault run", snap.marker.ref)
+    for item in snap.injections[:2]:
+        f.problem("an injection line in a no-fault run", item.ref)
+    cycles(snap, f, 1)
+    launcher_outcome(snap, f)
+    if snap.launcher is not None:
+        for item in [*snap.launcher.exits, *snap.launcher.timeouts, *snap.launcher.restarts][:3]:
+            f.problem("the launcher reported a failure or restart", item.ref)
+    log = snap.train_logs[-1]
+    total = derive.train_iters(snap)
+    if total is None:
+        f.unknown("train_iters unknown")
+        return f.result()
+    final = [i for i in log.iterations if i.iteration == total]
+    if final:
+        f.fact(f"iteration {total}/{total} reached", final[0].ref)
+    else:
+        last = max((i.iteration for i in log.iterations), default=None)
+        f.missing_fact(f"final iteration {total} not reached (last seen: {last})", log.complete)
+    _all_saves(snap, f, log, total, exp.save_interval)
+    tracker_matches(snap, f, total)
+    return f.result()
+
+
+def _all_saves(snap: RunSnapshot, f: Findings, log, total: int, interval: int | None) -> None:
+    if not interval:
+        f.note("save_interval unknown: checkpoints at each interval not checked")
+        return
+    wanted = sorted({*range(interval, total + 1, interval), total})
+    done = {e.iteration: e for e in log.saves_of("done")}
+    lacking = [k for k in wanted if k not in done]
+    if lacking:
+        f.missing_fact(f"no 'successfully saved checkpoint' line for iteration(s) {lacking}", log.complete)
+    if snap.checkpoints is None:
+        f.unknown(snap.reason("checkpoints"))
+        return
+    unfinished = [k for k in wanted if not (d := snap.checkpoints.dir_for(k)) or not d.has_metadata]
+    if unfinished:
+        f.problem(f"iter folder or .metadata missing for iteration(s) {unfinished}")
+    if not lacking and not unfinished:
+        f.fact(f"checkpoints {wanted} completed", *(done[k].ref for k in wanted[:1]), done[wanted[-1]].ref)

@@ -1,0 +1,69 @@
+"""What a run was supposed to do, from run.json (and tolerances from the command line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ftqual.evidence.run_meta import RunMeta
+
+DEFAULT_REPLAY_TOLERANCE = 1e-3
+DEFAULT_BASELINE_TOLERANCE = 2e-2
+
+
+@dataclass(frozen=True)
+class Expectations:
+    fault: str
+    fault_rank: int | None
+    train_iters: int | None
+    save_interval: int | None
+    world_size: int | None
+    global_batch_size: int | None
+    max_restarts: int | None
+    timeouts: dict[str, float] = field(default_factory=dict)
+    replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE
+    baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE
+
+    @property
+    def faulty(self) -> bool:
+        return self.fault != "none"
+
+    @property
+    def expected_cycles(self) -> int:
+        """One cycle for a baseline; one injection costs exactly one more."""
+        return 2 if self.faulty else 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "fault": self.fault,
+            "fault_rank": self.fault_rank,
+            "train_iters": self.train_iters,
+            "save_interval": self.save_interval,
+            "world_size": self.world_size,
+            "global_batch_size": self.global_batch_size,
+            "max_restarts": self.max_restarts,
+            "timeouts": dict(self.timeouts),
+            "cycles": self.expected_cycles,
+            "injections": 1 if self.faulty else 0,
+            "exit_code": 0,
+            "replay_tolerance": self.replay_tolerance,
+            "baseline_tolerance": self.baseline_tolerance,
+        }
+
+
+def expectations_from(
+    meta: RunMeta,
+    replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
+    baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
+) -> Expectations:
+    return Expectations(
+        fault=meta.fault,
+        fault_rank=meta.fault_rank,
+        train_iters=meta.train_iters,
+        save_interval=meta.save_interval,
+        world_size=meta.world_size,
+        global_batch_size=meta.global_batch_size,
+        max_restarts=meta.max_restarts,
+        timeouts=dict(meta.timeouts),
+        replay_tolerance=replay_tolerance,
+        baseline_tolerance=baseline_tolerance,
+    )

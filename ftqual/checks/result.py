@@ -1,0 +1,110 @@
+"""CheckResult: what one check concluded, why, and the lines that show it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ftqual.evidence.model import Ref
+
+STATUSES = ("pass", "fail", "inconclusive", "skip")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    status: str  # pass | fail | inconclusive | skip
+    detail: str
+    evidence: tuple[Ref, ...] = ()
+    notes: tuple[str, ...] = ()
+    values: dict[str, object] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "id": self.id,
+            "status": self.status,
+            "detail": self.detail,
+            "evidence": [item.as_dict() for item in self.evidence],
+        }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.values:
+            out["values"] = dict(self.values)
+        return out
+
+
+class Findings:
+    """Accumulates problems, open questions, notes and evidence while one check runs; `result()` decides.
+
+    Any problem makes the check fail; otherwise any unknown makes it inconclusive; otherwise it passes.
+    """
+
+    def __init__(self, check_id: str) -> None:
+        self.check_id = check_id
+        self.problems: list[str] = []
+        self.unknowns: list[str] = []
+        self.notes: list[str] = []
+        self.facts: list[str] = []
+        self.evidence: list[Ref] = []
+        self.values: dict[str, object] = {}
+
+    def cite(self, *refs: Ref | None) -> None:
+        for item in refs:
+            if item is not None and item not in self.evidence:
+                self.evidence.append(item)
+
+    def fact(self, text: str, *refs: Ref | None) -> None:
+        self.facts.append(text)
+        self.cite(*refs)
+
+    def problem(self, text: str, *refs: Ref | None) -> None:
+        self.problems.append(text)
+        self.cite(*refs)
+
+    def unknown(self, text: str, *refs: Ref | None) -> None:
+        self.unknowns.append(text)
+        self.cite(*refs)
+
+    def note(self, text: str, *refs: Ref | None) -> None:
+        self.notes.append(text)
+        self.cite(*refs)
+
+    def missing_fact(self, text: str, source_complete: bool, *refs: Ref | None) -> None:
+        """A fact that should be there is not: a problem if its source is complete, else an unknown."""
+        if source_complete:
+            self.problem(text, *refs)
+        else:
+            self.unknown(f"{text} (the log looks cut short)", *refs)
+
+    def result(self) -> CheckResult:
+        if self.problems:
+            status, parts = "fail", self.problems
+        elif self.unknowns:
+            status, parts = "inconclusive", self.unknowns
+        else:
+            status, parts = "pass", self.facts
+        return CheckResult(
+            self.check_id,
+            status,
+            "; ".join(parts) or status,
+            tuple(self.evidence),
+            tuple(self.notes),
+            dict(self.values),
+        )
+
+
+def skip(check_id: str, why: str) -> CheckResult:
+    return CheckResult(check_id, "skip", why)
+
+
+def inconclusive(check_id: str, why: str) -> CheckResult:
+    return CheckResult(check_id, "inconclusive", why)
+
+
+def verdict(results: Iterable[CheckResult]) -> str:
+    statuses = {r.status for r in results}
+    if "fail" in statuses:
+        return "fail"
+    if "inconclusive" in statuses:
+        return "inconclusive"
+    return "pass"

@@ -1,0 +1,272 @@
+"""Fault scenarios, after the restart: restored with optimizer state, progressed, finished cleanly."""
+
+from __future__ import annotations
+
+from ftqual.checks import derive
+from ftqual.checks.expectations import Expectations
+from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.evidence.snapshot import RunSnapshot
+
+RESUMED = "resumed_from_checkpoint"
+PROGRESS = "progress_after_resume"
+CLEAN_FINISH = "clean_finish"
+
+
+def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+    """The replacement loaded a completed checkpoint K >= 1 with its optimizer state and continued at K+1."""
+    cid = RESUMED
+    if not exp.faulty:
+        return skip(cid, "no fault in this scenario")
+    if not snap.ok("train_logs"):
+        return inconclusive(cid, snap.reason("train_logs"))
+    f = Findings(cid)
+    cycle = derive.replacement_cycle(snap)
+    log = snap.train_log(cycle)
+    if log is None:
+        f.problem(f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
+        return f.result()
+    for ref_ in log.fresh_starts:
+        f.problem("the replacement started from scratch ('could not find the metadata file')", ref_)
+    for ref_ in log.optimizer_errors:
+        f.problem("Megatron could not load the optimizer state", ref_)
+    for name in ("no_load_optim", "finetune"):
+        if log.arg_true(name):
+            f.problem(f"argument {name} is True: optimizer state is not restored", log.args[name].ref)
+    if "no_load_optim" not in log.args and "finetune" not in log.args:
+        f.note(f"{log.path} has no arguments block: --no-load-optim/--finetune not ruled out from arguments")
+    starts, dones = log.loads_of("start"), log.loads_of("done")
+    if not starts and not dones:
+        f.missing_fact(f"{log.path} has no 'loading ... checkpoint ... at iteration K' line", log.complete)
+        return f.result()
+    if not dones:
+        errors = log.errors[:2]
+        f.missing_fact(
+            f"loading iteration {starts[0].iteration} began but no 'successfully loaded checkpoint' "
+            f"line follows",
+            log.complete,
+            starts[0].ref,
+            *errors,
+        )
+        return f.result()
+    done = dones[0]
+    k = done.iteration
+    f.values["restored_iteration"] = k
+    matching = [s for s in starts if s.iteration == k and s.ref.line <= done.ref.line]
+    f.fact(f"loaded checkpoint at iteration {k}", *(s.ref for s in (matching[:1] or starts[:1])), done.ref)
+    if starts and not matching:
+        f.problem(f"load started at iteration {starts[0].iteration} but finished at {k}", starts[0].ref)
+    if k < 1:
+        f.problem(f"restored iteration {k}: that is a fresh start, not a recovery", done.ref)
+    _completed(snap, f, k)
+    marker_k = snap.marker.checkpoint_iteration if snap.marker else None
+    if marker_k is not None and k < marker_k:
+        f.problem(f"restored iteration {k} is older than checkpoint {marker_k} completed before the failure")
+    elif marker_k is not None and k > marker_k:
+        f.note(f"restored iteration {k} is newer than the marker's checkpoint {marker_k}")
+    _first_step(snap, f, log, done.ref.line, k)
+    return f.result()
+
+
+def _completed(snap: RunSnapshot, f: Findings, k: int) -> None:
+    if snap.checkpoints is None:
+        f.unknown(snap.reason("checkpoints"))
+        return
+    folder = snap.checkpoints.dir_for(k)
+    if folder is None or not folder.has_metadata:
+        f.problem(f"iter_{k:07d} is not a completed checkpoint (folder or .metadata missing)")
+    else:
+        f.cite(folder.ref)
+    earlier = derive.saves_done(snap, k, before_cycle=derive.replacement_cycle(snap))
+    if earlier:
+        f.cite(earlier[0].ref)
+    elif snap.marker is None or snap.marker.baseline_iteration is None or k > snap.marker.baseline_iteration:
+        f.note(f"no 'successfully saved checkpoint from iteration {k}' line in an earlier cycle")
+
+
+def _first_step(snap: RunSnapshot, f: Findings, log, after_line: int, k: int) -> None:
+    first = derive.first_step_after(log, after_line)
+    if first is None:
+        f.missing_fact(f"no iteration line after the restore in {log.path}", log.complete)
+        return
+    f.values["first_iteration"] = first.iteration
+    if first.iteration != k + 1:
+        f.problem(f"first iteration after the restore is {first.iteration}, expected {k + 1}", first.ref)
+        return
+    gbs = derive.global_batch_size(snap, first)
+    if gbs is None:
+        f.note("global batch size unknown: consumed samples not checked")
+        f.fact(f"first step after the restore is iteration {k + 1}", first.ref)
+        return
+    expected = (k + 1) * gbs
+    if first.consumed_samples != expected:
+        f.problem(
+            f"iteration {k + 1} reports {first.consumed_samples} consumed samples, expected "
+            f"{expected} = {k + 1} x {gbs}: the data position was not restored",
+            first.ref,
+        )
+    else:
+        f.fact(
+            f"first step is iteration {k + 1} with consumed samples {expected} = {k + 1} x {gbs}", first.ref
+        )
+
+
+def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+    """Steps past the restored iteration, a later checkpoint, the final iteration, the tracker at it."""
+    cid = PROGRESS
+    if not exp.faulty:
+        return skip(cid, "no fault in this scenario")
+    if not snap.ok("train_logs"):
+        return inconclusive(cid, snap.reason("train_logs"))
+    f = Findings(cid)
+    cycle = derive.replacement_cycle(snap)
+    later_logs = [log for log in snap.train_logs if log.cycle >= cycle]
+    if not later_logs:
+        f.problem(f"no replacement cycle log (train_cycle{cycle}.log or later)")
+        return f.result()
+    complete = later_logs[-1].complete
+    restored = derive.restore(snap)
+    base = restored.iteration if restored else (snap.marker.checkpoint_iteration if snap.marker else None)
+    if base is None:
+        return inconclusive(cid, "restored iteration unknown (no load line, no marker)")
+    steps = [i for log in later_logs for i in log.iterations if i.iteration > base]
+    if not steps:
+        f.missing_fact(f"no iteration committed after the restored iteration {base}", complete)
+    else:
+        f.fact(f"{len(steps)} iterations committed after iteration {base}", steps[0].ref)
+    later_saves = [e for log in later_logs for e in log.saves_of("done") if e.iteration > base]
+    if not later_saves:
+        f.missing_fact(f"no checkpoint after iteration {base} completed in cycle {cycle} or later", complete)
+    else:
+        first = later_saves[0]
+        folder = snap.checkpoints.dir_for(first.iteration) if snap.checkpoints else None
+        if snap.checkpoints is not None and (folder is None or not folder.has_metadata):
+            f.problem(
+                f"checkpoint {first.iteration} logged as saved but iter_{first.iteration:07d}/.metadata "
+                f"is missing",
+                first.ref,
+            )
+        else:
+            f.fact(
+                f"checkpoint {first.iteration} completed in a later cycle",
+                first.ref,
+                folder.ref if folder else None,
+            )
+    total = derive.train_iters(snap)
+    _final(snap, f, later_logs, total, complete)
+    return f.result()
+
+
+def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bool) -> None:
+    if total is None:
+        f.unknown("train_iters unknown (neither run.json nor iteration lines say)")
+        return
+    final = [i for log in logs for i in log.iterations if i.iteration == total]
+    if final:
+        f.fact(f"final iteration {total} reached", final[0].ref)
+    else:
+        reached = max((i.iteration for log in logs for i in log.iterations), default=None)
+        f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
+    tracker_matches(snap, f, total)
+
+
+def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
+    """The tracker file must name the final iteration (empty or unreadable: unknown, absent: wrong)."""
+    if snap.checkpoints is None:
+        f.unknown(snap.reason("checkpoints"))
+        return
+    tracker = snap.checkpoints.tracker
+    if tracker.state == "absent":
+        f.problem(f"{tracker.ref.path} is absent: no checkpoint was ever recorded")
+    elif tracker.state == "empty":
+        f.unknown(
+            f"{tracker.ref.path} is empty (written non-atomically): tracked iteration unknown", tracker.ref
+        )
+    elif tracker.state == "invalid":
+        f.unknown(f"{tracker.ref.path} holds no integer ({tracker.raw!r})", tracker.ref)
+    elif tracker.value != total:
+        f.problem(f"tracker says {tracker.value}, expected the final iteration {total}", tracker.ref)
+    else:
+        f.fact(f"tracker = {total}", tracker.ref)
+
+
+def clean_finish(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+    """Exit 0, exactly one injection, the expected number of cycles, no no-progress stop."""
+    cid = CLEAN_FINISH
+    if not exp.faulty:
+        return skip(cid, "no fault in this scenario")
+    f = Findings(cid)
+    exit_code(snap, f)
+    _injections(snap, f)
+    cycles(snap, f, exp.expected_cycles)
+    launcher_outcome(snap, f)
+    last = snap.train_logs[-1] if snap.train_logs else None
+    if last is not None and not last.closed:
+        f.note(f"{last.path} has no 'FT: closed.' line")
+    return f.result()
+
+
+def exit_code(snap: RunSnapshot, f: Findings) -> None:
+    code = snap.meta.exit_code
+    if code is None:
+        f.unknown("run.json has no exit_code (the launcher had not finished?)", snap.meta.ref)
+    elif code != 0:
+        what = {93: " (NVRx no-restart: no progress)", 1: " (restarts exhausted or launcher error)"}.get(
+            code, ""
+        )
+        f.problem(f"ft_launcher exit code {code}{what}", snap.meta.ref)
+    else:
+        f.fact("ft_launcher exit code 0", snap.meta.ref)
+
+
+def _injections(snap: RunSnapshot, f: Findings) -> None:
+    if not snap.ok("marker"):
+        f.unknown(snap.reason("marker"))
+        return
+    lines = snap.injections
+    if len(lines) > 1:
+        f.problem(
+            f"{len(lines)} injection lines ([ftqual-inject]): the fault was injected more than once",
+            *(item.ref for item in lines[:3]),
+        )
+    if snap.marker is None:
+        if lines:
+            f.problem("an injection line was printed but fault_injected.json is absent", lines[0].ref)
+        else:
+            f.problem("no injection recorded (no fault_injected.json): recovery was not exercised")
+    elif len(lines) <= 1:
+        f.fact("exactly one injection", snap.marker.ref, *(item.ref for item in lines))
+
+
+def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:
+    count, source = derive.cycle_count(snap)
+    if count is None:
+        f.unknown(f"number of cycles unknown: {snap.reason('cycle_infos', 'train_logs')}")
+        return
+    if source != "cycle_infos":
+        f.note(f"cycle count taken from the {source}: {snap.reason('cycle_infos')}")
+    f.values["cycles"] = count
+    if count != expected:
+        f.problem(f"{count} cycles ran, expected {expected}")
+    else:
+        f.fact(f"{count} cycle(s) as expected")
+
+
+def launcher_outcome(snap: RunSnapshot, f: Findings) -> None:
+    launcher = snap.launcher
+    if launcher is None:
+        if snap.meta.exit_code == 0:
+            f.note(f"no-progress stop not checked ({snap.reason('launcher_log')}); exit 0 rules it out")
+        else:
+            f.unknown(snap.reason("launcher_log"))
+        return
+    for item in launcher.no_progress_stops[:2]:
+        f.problem("NVRx stopped the job: no progress across restarts", item.ref)
+    for item in launcher.nonzero_exits[:1]:
+        f.problem("launcher: some rank(s) exited with non-zero exit code", item.ref)
+    for item in launcher.agent_exit_codes:
+        if item.code not in (None, 0):
+            f.problem(f"launcher agent exit code {item.code}", item.ref)
+    if launcher.successes:
+        f.fact("launcher: worker group successfully finished", launcher.successes[-1].ref)
+    else:
+        f.note("launcher.log has no 'worker group successfully finished' line")

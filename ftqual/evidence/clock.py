@@ -1,0 +1,95 @@
+"""One UTC clock for every timestamp in a run directory.
+
+cycle_info records and NVRx's profiling lines are UTC (`...Z`, `... UTC`); Megatron's bracketed times, the
+NVRx logger's `asctime` and torch's glog prefix are naive local time. run.json's `tz_offset_s` (seconds east
+of UTC of the clock those naive times use) converts them; without it the clock assumes UTC and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+_NAIVE_FORMATS = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S")
+_GLOG = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\b")
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Converts naive local timestamps to aware UTC datetimes."""
+
+    tz_offset_s: float = 0.0
+    assumed: bool = True
+
+    def local(self, naive: datetime) -> datetime:
+        return (naive - timedelta(seconds=self.tz_offset_s)).replace(tzinfo=UTC)
+
+    def parse_local(self, text: str) -> datetime | None:
+        """`2026-11-29 14:19:08.761161` or `2026-11-29 14:19:09,847` (local) -> UTC."""
+        text = text.strip()
+        for fmt in _NAIVE_FORMATS:
+            try:
+                return self.local(datetime.strptime(text, fmt))
+            except ValueError:
+                continue
+        return None
+
+    def parse_glog(self, line: str, year: int) -> datetime | None:
+        """torch's `E1129 14:19:09.846000 19484 file.py:986] ...` prefix (local, no year) -> UTC."""
+        m = _GLOG.match(line)
+        if not m:
+            return None
+        month, day, hour, minute, second, frac = m.groups()
+        micro = int((frac or "0").ljust(6, "0"))
+        try:
+            naive = datetime(year, int(month), int(day), int(hour), int(minute), int(second), micro)
+        except ValueError:
+            return None
+        return self.local(naive)
+
+    def describe(self) -> str:
+        if self.assumed:
+            return "run.json has no tz_offset_s: naive log timestamps were taken as UTC"
+        return f"naive log timestamps converted with tz_offset_s={self.tz_offset_s:g} from run.json"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tz_offset_s": self.tz_offset_s, "assumed_utc": self.assumed, "note": self.describe()}
+
+
+def parse_utc(text: str) -> datetime | None:
+    """ISO-8601 UTC (`2026-11-29T14:19:09.744182Z`, `+00:00`, or `... UTC`) -> aware datetime; None if bad."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = text.strip()
+    if text.endswith(" UTC"):
+        text = text[:-4] + "+00:00"
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def iso_z(moment: datetime | None) -> str | None:
+    """An aware datetime as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (None stays None)."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def seconds(start: datetime | None, end: datetime | None) -> float | None:
+    """end - start in seconds, rounded to milliseconds; None if either is unknown."""
+    if start is None or end is None:
+        return None
+    return round((end - start).total_seconds(), 3)
+
+
+def clock_from_meta(tz_offset_s: object) -> Clock:
+    if isinstance(tz_offset_s, int | float) and not isinstance(tz_offset_s, bool):
+        return Clock(tz_offset_s=float(tz_offset_s), assumed=False)
+    return Clock()

@@ -1,0 +1,129 @@
+"""cycle_infos/: the per-cycle records ft_launcher's store host writes (protobuf JSON, UTC times).
+
+Names are `cycle_info.<job>.<attempt>.<N>` (`cycle_info..0.N` outside Slurm) plus `cycle_info.<job>.current`,
+a symlink to the newest record (or, in copied run directories, a regular file holding its name or its JSON).
+`*.tmp` files are transient updates and are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from ftqual.evidence.clock import parse_utc
+from ftqual.evidence.model import Ref, SourceStatus, missing
+
+CYCLE_DIR = "cycle_infos"
+_RECORD = re.compile(r"^cycle_info\.(?P<job>[^.]*)\.(?P<attempt>\d+)\.(?P<cycle>\d+)$")
+_CURRENT = re.compile(r"^cycle_info\.(?P<job>[^.]*)\.current$")
+
+
+@dataclass(frozen=True)
+class CycleInfo:
+    cycle: int
+    job_id: str
+    attempt: int
+    start: datetime | None
+    end: datetime | None
+    log_file: str
+    active_nodes: str
+    generation: int | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class CycleInfos:
+    records: tuple[CycleInfo, ...]
+    current: str | None  # the file name `.current` points at, if it could be resolved
+
+    def by_cycle(self, cycle: int) -> CycleInfo | None:
+        found = [r for r in self.records if r.cycle == cycle]
+        return max(found, key=lambda r: r.attempt) if found else None
+
+    @property
+    def cycle_numbers(self) -> tuple[int, ...]:
+        return tuple(sorted({r.cycle for r in self.records}))
+
+
+def _generation(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _record(path: Path, rel: str, match: re.Match) -> CycleInfo:
+    with path.open("r", encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise ValueError("top level is not a JSON object")
+    number = data.get("cycle_number", int(match["cycle"]))
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise ValueError(f"cycle_number is {number!r}")
+    return CycleInfo(
+        cycle=number,
+        job_id=str(data.get("job_id", match["job"])),
+        attempt=int(data.get("attempt_index", match["attempt"]) or 0),
+        start=parse_utc(data.get("cycle_start_time") or ""),
+        end=parse_utc(data.get("cycle_end_time") or ""),
+        log_file=str(data.get("cycle_log_file") or ""),
+        active_nodes=str(data.get("active_nodes") or ""),
+        generation=_generation(data.get("generation")),
+        ref=Ref(rel),
+    )
+
+
+def _current_target(path: Path) -> str | None:
+    """Name of the record `.current` designates: symlink target, or a file holding a name or the JSON."""
+    try:
+        if path.is_symlink():
+            return os.path.basename(os.readlink(path))
+        with path.open("r", encoding="utf-8") as handle:
+            text = handle.read(65536).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if isinstance(data, dict) and isinstance(data.get("cycle_number"), int):
+            job, attempt = data.get("job_id", ""), data.get("attempt_index", 0)
+            return f"cycle_info.{job}.{attempt}.{data['cycle_number']}"
+        return None
+    return os.path.basename(text) if _RECORD.match(os.path.basename(text)) else None
+
+
+def read_cycle_infos(run_dir: Path) -> tuple[CycleInfos | None, SourceStatus]:
+    folder = run_dir / CYCLE_DIR
+    if not folder.is_dir():
+        return None, missing("cycle_infos", f"{CYCLE_DIR}/ is absent")
+    records: list[CycleInfo] = []
+    current: str | None = None
+    names = sorted(os.listdir(folder))
+    for name in names:
+        if name.endswith(".tmp"):
+            continue
+        rel = f"{CYCLE_DIR}/{name}"
+        if _CURRENT.match(name):
+            current = _current_target(folder / name)
+            continue
+        match = _RECORD.match(name)
+        if not match:
+            continue
+        try:
+            records.append(_record(folder / name, rel, match))
+        except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            return None, missing("cycle_infos", f"{rel} unreadable: {exc}", rel)
+    if not records:
+        return None, missing("cycle_infos", f"{CYCLE_DIR}/ holds no cycle_info records")
+    records.sort(key=lambda r: (r.attempt, r.cycle))
+    paths = tuple(r.ref.path for r in records)
+    return CycleInfos(records=tuple(records), current=current), SourceStatus(
+        "cycle_infos", ok=True, paths=paths
+    )

@@ -1,0 +1,226 @@
+"""logs/launcher.log (ft_launcher --ft-nvrx-logfile): failures, restarts, timeouts, progress, outcome.
+
+Two prefixes occur: the NVRx logger's `2026-11-29 14:19:09,847 [INFO] [host] [workload:R(LR) infra:...]
+file.py:N msg` (local time, the rank monitor's local rank in `(LR)`) and torch's glog `E1129 14:19:09.846000
+PID file.py:N] msg` (local time, no year: taken from the last full timestamp seen, else from run.json's
+started_at). One streaming pass; only facts are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from ftqual.evidence.clock import Clock, parse_utc
+from ftqual.evidence.model import Ref, SourceStatus, missing, ref
+
+LAUNCHER_LOG = "logs/launcher.log"
+MAX_FACTS = 10000  # per kind: a runaway log must not exhaust memory
+
+_NVRX = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>\w+)\] \[(?P<host>[^\]]*)\] "
+    r"\[workload:(?P<rank>[^(\s]*)\((?P<local>[^)]*)\)"
+)
+_GLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ")
+_NUM = r"(\d+(?:\.\d+)?)"
+_EXIT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_RESTART = re.compile(r"Worker group (UNHEALTHY|FAILED)\. (\d+)/(\d+) attempts left")
+_TIMEOUT_IS = r" seconds\. Timeout is " + _NUM + " seconds"
+_SECTION = re.compile(r"\[Cycle (\d+)\] Section '([^']+)' has been open for " + _NUM + _TIMEOUT_IS)
+_OUT_OF_SECTION = re.compile(r"\[Cycle (\d+)\] Was out of section for " + _NUM + _TIMEOUT_IS)
+_PROGRESS = re.compile(r"Training cycle #(\d+) made (NO )?progress: (-?\d+) (?:→|->) (-?\d+)")
+_AGENT_EXIT = re.compile(r"Agent's exit code = (-?\d+)")
+_PROFILE = re.compile(
+    r"Cycle: (\d+) Event: (\w+) Node: (\S+) Rank: (\S+) Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) UTC"
+)
+_NO_PROGRESS = ("EARLY TERMINATION", "no progress across restarts")
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    t: datetime | None
+    exit_code: int
+    local_rank: int
+    pid: int
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    t: datetime | None
+    state: str  # UNHEALTHY (some local workers failed) or FAILED (all)
+    attempts_left: int
+    attempts_max: int
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class TimeoutFired:
+    t: datetime | None
+    cycle: int
+    section: str | None  # None: the out-of-section timeout
+    elapsed_s: float
+    timeout_s: float
+    local_rank: int | None
+    host: str | None
+    ref: Ref
+
+    @property
+    def detected_by(self) -> str:
+        return f"section:{self.section}" if self.section else "out_of_section"
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    t: datetime | None
+    cycle: int
+    progress: bool
+    start: int
+    end: int
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class ProfilingEvent:
+    cycle: int
+    event: str
+    t: datetime | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A line that matters by its presence (success, no-progress stop, non-zero exit, agent exit code)."""
+
+    t: datetime | None
+    ref: Ref
+    code: int | None = None
+
+
+@dataclass(frozen=True)
+class LauncherLog:
+    exits: tuple[WorkerExit, ...]
+    restarts: tuple[RestartDecision, ...]
+    timeouts: tuple[TimeoutFired, ...]
+    progress: tuple[ProgressReport, ...]
+    events: tuple[ProfilingEvent, ...]
+    successes: tuple[Flagged, ...]
+    no_progress_stops: tuple[Flagged, ...]
+    nonzero_exits: tuple[Flagged, ...]
+    agent_exit_codes: tuple[Flagged, ...]
+    lines: int
+    complete: bool = True  # False when the last line has no newline (the file was cut)
+
+    def event(self, name: str, cycle: int | None = None) -> ProfilingEvent | None:
+        for item in self.events:
+            if item.event == name and (cycle is None or item.cycle == cycle):
+                return item
+        return None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
+
+
+def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) -> LauncherLog:
+    """One pass over launcher.log. Raises OSError if the file cannot be opened."""
+    kinds: dict[str, list] = {
+        k: []
+        for k in (
+            "exits",
+            "restarts",
+            "timeouts",
+            "progress",
+            "events",
+            "successes",
+            "no_progress_stops",
+            "nonzero_exits",
+            "agents",
+        )
+    }
+
+    def keep(kind: str, fact: object) -> None:
+        if len(kinds[kind]) < MAX_FACTS:
+            kinds[kind].append(fact)
+
+    year = default_year
+    number = 0
+    last_newline = True
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            last_newline = line.endswith("\n")
+            t: datetime | None = None
+            host: str | None = None
+            local_rank: int | None = None
+            head = _NVRX.match(line)
+            if head:
+                t = clock.parse_local(head["ts"])
+                year = int(head["ts"][:4])
+                host = head["host"]
+                local_rank = _int_or_none(head["local"])
+            elif _GLOG.match(line):
+                t = clock.parse_glog(line, year)
+            here = ref(rel, number, line)
+            if "exitcode:" in line and (m := _EXIT.search(line)):
+                keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here))
+            elif "attempts left" in line and (m := _RESTART.search(line)):
+                keep("restarts", RestartDecision(t, m[1], int(m[2]), int(m[3]), here))
+            elif "[Cycle " in line and (m := _SECTION.search(line)):
+                keep(
+                    "timeouts",
+                    TimeoutFired(t, int(m[1]), m[2], float(m[3]), float(m[4]), local_rank, host, here),
+                )
+            elif "[Cycle " in line and (m := _OUT_OF_SECTION.search(line)):
+                keep(
+                    "timeouts",
+                    TimeoutFired(t, int(m[1]), None, float(m[2]), float(m[3]), local_rank, host, here),
+                )
+            elif "Training cycle #" in line and (m := _PROGRESS.search(line)):
+                keep("progress", ProgressReport(t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), here))
+            elif " Event: " in line and (m := _PROFILE.search(line)):
+                keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here))
+            elif "worker group successfully finished" in line:
+                keep("successes", Flagged(t, here))
+            if any(marker in line for marker in _NO_PROGRESS):
+                keep("no_progress_stops", Flagged(t, here))
+            if "exited with non-zero exit code" in line:
+                keep("nonzero_exits", Flagged(t, here))
+            if "exit code = " in line and (m := _AGENT_EXIT.search(line)):
+                keep("agents", Flagged(t, here, int(m[1])))
+    return LauncherLog(
+        exits=tuple(kinds["exits"]),
+        restarts=tuple(kinds["restarts"]),
+        timeouts=tuple(kinds["timeouts"]),
+        progress=tuple(kinds["progress"]),
+        events=tuple(kinds["events"]),
+        successes=tuple(kinds["successes"]),
+        no_progress_stops=tuple(kinds["no_progress_stops"]),
+        nonzero_exits=tuple(kinds["nonzero_exits"]),
+        agent_exit_codes=tuple(kinds["agents"]),
+        lines=number,
+        complete=last_newline,
+    )
+
+
+def read_launcher_log(
+    run_dir: Path, clock: Clock, default_year: int
+) -> tuple[LauncherLog | None, SourceStatus]:
+    path = run_dir / LAUNCHER_LOG
+    if not path.is_file():
+        return None, missing("launcher_log", f"{LAUNCHER_LOG} is absent")
+    try:
+        log = parse_launcher_log(path, LAUNCHER_LOG, clock, default_year)
+    except OSError as exc:
+        return None, missing("launcher_log", f"{LAUNCHER_LOG} unreadable: {exc}", LAUNCHER_LOG)
+    if log.lines == 0:
+        return log, SourceStatus(
+            "launcher_log", ok=True, complete=False, reason=f"{LAUNCHER_LOG} is empty", paths=(LAUNCHER_LOG,)
+        )
+    if not log.complete:
+        reason = f"{LAUNCHER_LOG} cut short (last line without newline)"
+        return log, SourceStatus(
+            "launcher_log", ok=True, complete=False, reason=reason, paths=(LAUNCHER_LOG,)
+        )
+    return log, SourceStatus("launcher_log", ok=True, paths=(LAUNCHER_LOG,))

@@ -1,0 +1,138 @@
+"""run.json (ftqual.run/v1) and fault_injected.json (ftqual.fault/v1): what was asked, and what was done."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from ftqual.evidence.clock import parse_utc
+from ftqual.evidence.model import Ref, SourceStatus, missing
+
+RUN_JSON = "run.json"
+MARKER_JSON = "fault_injected.json"
+FAULTS = ("none", "kill", "hang")
+TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
+
+
+class RunMetaError(Exception):
+    """run.json is missing or unusable: the verifier cannot even say what was expected (exit 2)."""
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    run_id: str
+    scenario: str
+    fault: str
+    fault_rank: int | None
+    world_size: int | None
+    train_iters: int | None
+    save_interval: int | None
+    checkpoint_dir: str
+    max_restarts: int | None
+    timeouts: dict[str, float] = field(default_factory=dict)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    global_batch_size: int | None = None
+    tz_offset_s: float | None = None
+    workload: str | None = None
+    ref: Ref = Ref(RUN_JSON)
+
+
+@dataclass(frozen=True)
+class FaultMarker:
+    fault: str | None
+    rank: int | None
+    local_rank: int | None
+    host: str | None
+    pid: int | None
+    cycle: int | None
+    baseline_iteration: int | None
+    checkpoint_iteration: int | None
+    injected_at: datetime | None
+    ref: Ref = Ref(MARKER_JSON)
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def _load_json(path: Path) -> dict:
+    with path.open("r", encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise ValueError("top level is not a JSON object")
+    return data
+
+
+def read_run_meta(run_dir: Path) -> RunMeta:
+    """Parse run.json; raise RunMetaError with one clear sentence when it is absent or unusable."""
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        raise RunMetaError(f"{path}: no run.json (is this a run directory?)")
+    try:
+        data = _load_json(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunMetaError(f"{path}: unreadable run.json ({exc})") from exc
+    fault = data.get("fault")
+    if fault not in FAULTS:
+        raise RunMetaError(f"{path}: 'fault' must be one of {', '.join(FAULTS)}, got {fault!r}")
+    raw_timeouts = data.get("timeouts") if isinstance(data.get("timeouts"), dict) else {}
+    timeouts = {
+        key: float(value)
+        for key, value in raw_timeouts.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+    tz = data.get("tz_offset_s")
+    return RunMeta(
+        run_id=str(data.get("run_id") or run_dir.name),
+        scenario=str(data.get("scenario") or fault),
+        fault=fault,
+        fault_rank=_int(data.get("fault_rank")),
+        world_size=_int(data.get("world_size")),
+        train_iters=_int(data.get("train_iters")),
+        save_interval=_int(data.get("save_interval")),
+        checkpoint_dir=str(data.get("checkpoint_dir") or "checkpoints"),
+        max_restarts=_int(data.get("max_restarts")),
+        timeouts=timeouts,
+        started_at=parse_utc(data.get("started_at") or ""),
+        finished_at=parse_utc(data.get("finished_at") or ""),
+        exit_code=_int(data.get("exit_code")),
+        global_batch_size=_int(data.get("global_batch_size")),
+        tz_offset_s=float(tz) if isinstance(tz, int | float) and not isinstance(tz, bool) else None,
+        workload=data.get("workload") if isinstance(data.get("workload"), str) else None,
+    )
+
+
+def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
+    """fault_injected.json: (None, ok) when absent (no injection), (None, not ok) when unreadable."""
+    path = run_dir / MARKER_JSON
+    if not path.exists():
+        return None, SourceStatus("marker", ok=True, reason="no fault_injected.json (no injection recorded)")
+    try:
+        data = _load_json(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, missing("marker", f"{MARKER_JSON} unreadable: {exc}", MARKER_JSON)
+    injected_at = parse_utc(data.get("injected_at") or "")
+    marker = FaultMarker(
+        fault=data.get("fault") if isinstance(data.get("fault"), str) else None,
+        rank=_int(data.get("rank")),
+        local_rank=_int(data.get("local_rank")),
+        host=data.get("host") if isinstance(data.get("host"), str) else None,
+        pid=_int(data.get("pid")),
+        cycle=_int(data.get("cycle")),
+        baseline_iteration=_int(data.get("baseline_iteration")),
+        checkpoint_iteration=_int(data.get("checkpoint_iteration")),
+        injected_at=injected_at,
+    )
+    if injected_at is None:
+        return marker, missing("marker", f"{MARKER_JSON} has no valid injected_at", MARKER_JSON)
+    return marker, SourceStatus("marker", ok=True, paths=(MARKER_JSON,))

@@ -1,0 +1,111 @@
+"""Build one immutable RunSnapshot from a run directory: every source parsed once, each with its status.
+
+A source that cannot be read is recorded as missing (with the reason) and its facts are None; checks that
+need it report "inconclusive". Only an unusable run.json stops the build (RunMetaError): without it nothing
+is known about what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+
+from ftqual.evidence.checkpoints import Checkpoints, read_checkpoints
+from ftqual.evidence.clock import Clock, clock_from_meta
+from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
+from ftqual.evidence.launcher_log import LauncherLog, read_launcher_log
+from ftqual.evidence.model import SourceStatus, missing
+from ftqual.evidence.run_meta import FaultMarker, RunMeta, RunMetaError, read_marker, read_run_meta
+from ftqual.evidence.train_log import TRAIN_LOG, Injection, IterationLine, TrainLog, parse_train_log
+
+LOGS = "logs"
+SOURCES = ("run_meta", "marker", "cycle_infos", "launcher_log", "train_logs", "checkpoints")
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    run_dir: Path
+    meta: RunMeta
+    clock: Clock
+    marker: FaultMarker | None
+    cycles: CycleInfos | None
+    launcher: LauncherLog | None
+    train_logs: tuple[TrainLog, ...]
+    checkpoints: Checkpoints | None
+    sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+
+    def ok(self, name: str) -> bool:
+        status = self.sources.get(name)
+        return status is not None and status.ok
+
+    def reason(self, *names: str) -> str:
+        """Why the named sources are missing, joined (for an inconclusive detail)."""
+        out = [self.sources[n].reason for n in names if n in self.sources and not self.sources[n].ok]
+        return "; ".join(out) or "evidence missing"
+
+    def train_log(self, cycle: int) -> TrainLog | None:
+        for log in self.train_logs:
+            if log.cycle == cycle:
+                return log
+        return None
+
+    @property
+    def injections(self) -> tuple[Injection, ...]:
+        return tuple(item for log in self.train_logs for item in log.injections)
+
+    @property
+    def iterations(self) -> tuple[IterationLine, ...]:
+        return tuple(item for log in self.train_logs for item in log.iterations)
+
+
+def _read_train_logs(run_dir: Path, clock: Clock) -> tuple[tuple[TrainLog, ...], SourceStatus]:
+    folder = run_dir / LOGS
+    if not folder.is_dir():
+        return (), missing("train_logs", f"{LOGS}/ is absent")
+    found = sorted((int(m[1]), name) for name in os.listdir(folder) if (m := TRAIN_LOG.match(name)))
+    if not found:
+        return (), missing("train_logs", f"no {LOGS}/train_cycle<N>.log")
+    logs: list[TrainLog] = []
+    for cycle, name in found:
+        rel = f"{LOGS}/{name}"
+        try:
+            logs.append(parse_train_log(folder / name, rel, cycle, clock))
+        except OSError as exc:
+            return (), missing("train_logs", f"{rel} unreadable: {exc}", rel)
+    cut = [log.path for log in logs if not log.complete]
+    reason = f"cut short (last line without newline): {', '.join(cut)}" if cut else ""
+    status = SourceStatus(
+        "train_logs", ok=True, complete=not cut, reason=reason, paths=tuple(log.path for log in logs)
+    )
+    return tuple(logs), status
+
+
+def build_snapshot(run_dir: Path) -> RunSnapshot:
+    """Read every source of `run_dir`. Raises RunMetaError when run.json is absent or unusable."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunMetaError(f"{run_dir}: not a directory")
+    meta = read_run_meta(run_dir)
+    clock = clock_from_meta(meta.tz_offset_s)
+    sources: dict[str, SourceStatus] = {"run_meta": SourceStatus("run_meta", ok=True, paths=("run.json",))}
+    marker, sources["marker"] = read_marker(run_dir)
+    cycles, sources["cycle_infos"] = read_cycle_infos(run_dir)
+    year = (meta.started_at or datetime.now(UTC)).year
+    launcher, sources["launcher_log"] = read_launcher_log(run_dir, clock, year)
+    train_logs, sources["train_logs"] = _read_train_logs(run_dir, clock)
+    checkpoints, sources["checkpoints"] = read_checkpoints(run_dir, meta.checkpoint_dir)
+    return RunSnapshot(
+        run_dir=run_dir,
+        meta=meta,
+        clock=clock,
+        marker=marker,
+        cycles=cycles,
+        launcher=launcher,
+        train_logs=train_logs,
+        checkpoints=checkpoints,
+        sources=MappingProxyType(sources),
+    )

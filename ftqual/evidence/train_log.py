@@ -1,0 +1,356 @@
+"""logs/train_cycle<N>.log: Megatron's account of one cycle, each line prefixed `"<rank>: "`.
+
+Facts kept: FT timeouts (`FT: initialized. Timeouts=SectionTimeouts(...)`, `FT: loaded timeouts from`),
+checkpoint saves (saving / scheduled / successfully saved), loads (fresh start, loading, successfully loaded,
+`Unable to load optimizer`), iteration lines (consumed samples, batch size, loss), a few arguments, timers,
+`FT: closed.`, our wrapper's `[ftqual-inject] {...}` line (the legacy `[inject] {...}` line is counted apart
+and otherwise ignored), and errors (tracebacks, `...Error:` lines). One streaming pass; a last line without
+newline marks the log incomplete.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+
+from ftqual.evidence.clock import Clock
+from ftqual.evidence.model import Ref, ref
+
+MAX_ERRORS = 200
+TRAIN_LOG = re.compile(r"^train_cycle(\d+)\.log$")
+WANTED_ARGS = frozenset(
+    {
+        "no_load_optim",
+        "no_load_rng",
+        "finetune",
+        "use_distributed_optimizer",
+        "global_batch_size",
+        "micro_batch_size",
+        "train_iters",
+        "save_interval",
+        "load",
+        "save",
+        "ckpt_format",
+        "async_save",
+        "calc_ft_timeouts",
+        "transformer_impl",
+        "exit_on_missing_checkpoint",
+    }
+)
+
+_PREFIX = re.compile(r"^\s*(\d+): ?")
+_TS = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]"
+_FT_INIT = re.compile(
+    r"FT: initialized\. Timeouts=SectionTimeouts\(out_of_section=([^,]+), sections=\[(.*?)\], "
+    r"calculated_sections=(.*?), is_out_of_section_calculated=(\w+)\)"
+)
+_SECTION_VALUE = re.compile(r"(\w+)=([-\d.]+|None|inf)")
+_SAVING = re.compile(_TS + r" saving checkpoint at iteration\s+(\d+) to")
+_SCHEDULED = re.compile(_TS + r" scheduled an async checkpoint save at iteration\s+(\d+)")
+_SAVED = re.compile(r"(?:" + _TS + r" )?successfully saved checkpoint from iteration\s+(\d+) to")
+_LOADING = re.compile(r"loading (?:distributed )?checkpoint from .* at iteration (\d+)")
+_LOADED = re.compile(r"successfully loaded checkpoint from .* at iteration (\d+)")
+_ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \|")
+_ITER_TS = re.compile(r"^\s*" + _TS + r" iteration")
+_GBS = re.compile(r"global batch size:\s+(\d+)")
+_LOSS = re.compile(r"lm loss: ([-+]?(?:[\d.]+(?:[Ee][-+]?\d+)?|nan|inf))", re.IGNORECASE)
+_ELAPSED = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
+_ARG = re.compile(r"^  (\w+) (?:\.+ |\s)\s*(.*?)\s*$")
+_NUM = r"(\d+(?:\.\d+)?)"
+_TIMER = re.compile(r"^\s+(load-checkpoint|save-checkpoint) \.*: \(" + _NUM + ", " + _NUM + r"\)")
+_MILESTONE = re.compile(r"^\[([^\]]+)\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
+MODEL_BUILT = "after model, optimizer, and learning rate scheduler are built"
+TRAINING_DONE = "after training is done"
+# Every line a fact can come from contains one of these; noise lines cost these substring tests only.
+_KEYWORDS = (
+    "checkpoint",
+    "consumed samples",
+    "FT: ",
+    "inject] ",
+    "] datetime: ",
+    "Unable to load",
+    "Traceback",
+    "Error",
+    "Exception",
+    "-- arguments",
+)
+
+
+def _interesting(line: str) -> bool:
+    for keyword in _KEYWORDS:
+        if keyword in line:
+            return True
+    return False
+
+
+_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::|\s*$)")
+
+
+@dataclass(frozen=True)
+class FtInit:
+    out_of_section: float | None
+    sections: Mapping[str, float | None]
+    calculated: bool  # calculated_sections non-empty or out-of-section calculated
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class SaveEvent:
+    kind: str  # "start" | "scheduled" | "done"
+    iteration: int
+    t: datetime | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class LoadEvent:
+    kind: str  # "start" | "done"
+    iteration: int
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class IterationLine:
+    cycle: int
+    iteration: int
+    train_iters: int
+    consumed_samples: int
+    global_batch_size: int | None
+    loss: float | None
+    elapsed_ms: float | None
+    t: datetime | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Timer:
+    name: str
+    min_ms: float
+    max_ms: float
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Injection:
+    payload: dict
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """Megatron's `[label] datetime: ...` lines (setup phases, end of training)."""
+
+    label: str
+    t: datetime | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class ArgValue:
+    value: str
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class TrainLog:
+    cycle: int
+    path: str
+    lines: int
+    complete: bool
+    ft_inits: tuple[FtInit, ...] = ()
+    ft_loaded: tuple[Ref, ...] = ()
+    saves: tuple[SaveEvent, ...] = ()
+    loads: tuple[LoadEvent, ...] = ()
+    fresh_starts: tuple[Ref, ...] = ()
+    optimizer_errors: tuple[Ref, ...] = ()
+    iterations: tuple[IterationLine, ...] = ()
+    args: Mapping[str, ArgValue] = field(default_factory=dict)
+    timers: tuple[Timer, ...] = ()
+    closed: tuple[Ref, ...] = ()
+    injections: tuple[Injection, ...] = ()
+    legacy_injections: tuple[Ref, ...] = ()
+    errors: tuple[Ref, ...] = ()
+    milestones: tuple[Milestone, ...] = ()
+
+    def milestone(self, label: str) -> Milestone | None:
+        for item in self.milestones:
+            if item.label == label:
+                return item
+        return None
+
+    def saves_of(self, kind: str) -> tuple[SaveEvent, ...]:
+        return tuple(s for s in self.saves if s.kind == kind)
+
+    def loads_of(self, kind: str) -> tuple[LoadEvent, ...]:
+        return tuple(item for item in self.loads if item.kind == kind)
+
+    def arg_true(self, name: str) -> bool:
+        item = self.args.get(name)
+        return item is not None and item.value.strip().lower() == "true"
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _ft_init(m: re.Match, here: Ref) -> FtInit:
+    sections = {
+        name: (None if value == "None" else _float(value)) for name, value in _SECTION_VALUE.findall(m[2])
+    }
+    calculated = m[3].strip() not in ("set()", "[]", "") or m[4] == "True"
+    return FtInit(_float(m[1].strip()), MappingProxyType(sections), calculated, here)
+
+
+def _payload(text: str) -> dict:
+    text = text.strip()
+    for loader in (json.loads, ast.literal_eval):
+        try:
+            value = loader(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return {"raw": text[:200]}
+
+
+class _Collector:
+    """Mutable accumulator used only inside parse_train_log; frozen into a TrainLog at the end."""
+
+    def __init__(self, cycle: int, rel: str, clock: Clock) -> None:
+        self.cycle, self.rel, self.clock = cycle, rel, clock
+        self.lists: dict[str, list] = {}
+        self.args: dict[str, ArgValue] = {}
+        self.seen_iterations: set[int] = set()
+        self.in_args = False
+        self.args_rank: str | None = None
+
+    def add(self, kind: str, fact: object, cap: int | None = None) -> None:
+        items = self.lists.setdefault(kind, [])
+        if cap is None or len(items) < cap:
+            items.append(fact)
+
+    def line(self, number: int, raw: str) -> None:
+        prefix = _PREFIX.match(raw)
+        rank = prefix[1] if prefix else None
+        text = raw[prefix.end() :] if prefix else raw
+        text = text.rstrip("\r\n")
+        if self.in_args and rank == self.args_rank:
+            if "end of arguments" in text:
+                self.in_args = False
+            elif (m := _ARG.match(text)) and m[1] in WANTED_ARGS:
+                self.args[m[1]] = ArgValue(m[2], ref(self.rel, number, raw))
+            return
+        if "------ arguments ------" in text:
+            self.in_args, self.args_rank = True, rank
+            return
+
+        def at() -> Ref:
+            return ref(self.rel, number, raw)
+
+        if text.startswith("FT: "):
+            if m := _FT_INIT.search(text):
+                self.add("ft_inits", _ft_init(m, at()))
+            elif text.startswith("FT: loaded timeouts from"):
+                self.add("ft_loaded", at())
+            elif text.startswith("FT: closed."):
+                self.add("closed", at())
+        elif text.startswith("[ftqual-inject]"):
+            self.add("injections", Injection(_payload(text[len("[ftqual-inject]") :]), at()))
+        elif text.startswith("[inject] "):
+            self.add("legacy_injections", at())
+        elif "consumed samples" in text and (m := _ITERATION.search(text)):
+            self._iteration(m, text, at())
+        elif "-checkpoint ." in text and (m := _TIMER.match(text)):
+            self.add("timers", Timer(m[1], float(m[2]), float(m[3]), at()))
+        elif "checkpoint" in text:
+            self._checkpoint(text, at)
+        elif "] datetime: " in text and (m := _MILESTONE.match(text)):
+            self.add("milestones", Milestone(m[1], self.clock.parse_local(m[2]), at()), 100)
+        if "Unable to load optimizer" in text:
+            self.add("optimizer_errors", at())
+        if text.startswith("Traceback (most recent call last)") or _ERROR.match(text):
+            self.add("errors", at(), MAX_ERRORS)
+
+    def _checkpoint(self, text: str, at) -> None:
+        if m := _SAVING.search(text):
+            self.add("saves", SaveEvent("start", int(m[2]), self.clock.parse_local(m[1]), at()))
+        elif m := _SCHEDULED.search(text):
+            self.add("saves", SaveEvent("scheduled", int(m[2]), self.clock.parse_local(m[1]), at()))
+        elif m := _SAVED.search(text):
+            t = self.clock.parse_local(m[1]) if m[1] else None
+            self.add("saves", SaveEvent("done", int(m[2]), t, at()))
+        elif m := _LOADED.search(text):
+            self.add("loads", LoadEvent("done", int(m[1]), at()))
+        elif m := _LOADING.search(text):
+            self.add("loads", LoadEvent("start", int(m[1]), at()))
+        elif "could not find the metadata file" in text:
+            self.add("fresh_starts", at())
+
+    def _iteration(self, m: re.Match, text: str, here: Ref) -> None:
+        iteration = int(m[1])
+        if iteration in self.seen_iterations:
+            return
+        self.seen_iterations.add(iteration)
+        ts = _ITER_TS.match(text)
+        gbs = _GBS.search(text)
+        loss = _LOSS.search(text)
+        elapsed = _ELAPSED.search(text)
+        self.add(
+            "iterations",
+            IterationLine(
+                cycle=self.cycle,
+                iteration=iteration,
+                train_iters=int(m[2]),
+                consumed_samples=int(m[3]),
+                global_batch_size=int(gbs[1]) if gbs else None,
+                loss=_float(loss[1]) if loss else None,
+                elapsed_ms=_float(elapsed[1]) if elapsed else None,
+                t=self.clock.parse_local(ts[1]) if ts else None,
+                ref=here,
+            ),
+        )
+
+    def freeze(self, lines: int, complete: bool) -> TrainLog:
+        get = self.lists.get
+        return TrainLog(
+            cycle=self.cycle,
+            path=self.rel,
+            lines=lines,
+            complete=complete,
+            ft_inits=tuple(get("ft_inits", ())),
+            ft_loaded=tuple(get("ft_loaded", ())),
+            saves=tuple(get("saves", ())),
+            loads=tuple(get("loads", ())),
+            fresh_starts=tuple(get("fresh_starts", ())),
+            optimizer_errors=tuple(get("optimizer_errors", ())),
+            iterations=tuple(get("iterations", ())),
+            args=MappingProxyType(dict(self.args)),
+            timers=tuple(get("timers", ())),
+            closed=tuple(get("closed", ())),
+            injections=tuple(get("injections", ())),
+            legacy_injections=tuple(get("legacy_injections", ())),
+            errors=tuple(get("errors", ())),
+            milestones=tuple(get("milestones", ())),
+        )
+
+
+def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
+    """One pass over one cycle's log. Raises OSError if the file cannot be opened."""
+    collector = _Collector(cycle, rel, clock)
+    number = 0
+    last_newline = True
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, start=1):
+            last_newline = raw.endswith("\n")
+            if collector.in_args or _interesting(raw):
+                collector.line(number, raw)
+    return collector.freeze(number, complete=last_newline)

@@ -1,0 +1,233 @@
+"""Timeline and metrics of one run: pure functions of a RunSnapshot, all times on one UTC clock.
+
+Fault runs: injection -> detection (`detection_s`, by the launcher's exit line, a timeout line, or
+cycle_end_time) -> teardown -> rendezvous -> replacement cycle start (`restart_s` from cycle end) ->
+checkpoint load -> first committed step (`failure_to_first_step_s`). Baselines: wall time, steady iterations
+per second, save durations.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ftqual.checks import derive
+from ftqual.evidence.clock import iso_z, seconds
+from ftqual.evidence.snapshot import RunSnapshot
+from ftqual.evidence.train_log import MODEL_BUILT, IterationLine, TrainLog
+
+EVENT_KINDS = (
+    "cycle_start",
+    "cycle_end",
+    "injection",
+    "detection",
+    "checkpoint_saved",
+    "checkpoint_loaded",
+    "first_step",
+    "exit",
+)
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def checkpoint_saves(snap: RunSnapshot) -> list[dict[str, object]]:
+    """Each completed save: `saving checkpoint` line -> `successfully saved` line of the same cycle."""
+    out = []
+    for log in snap.train_logs:
+        for done in log.saves_of("done"):
+            start = derive.save_start(log, done)
+            out.append(
+                {
+                    "cycle": log.cycle,
+                    "iteration": done.iteration,
+                    "started_at": iso_z(start.t) if start else None,
+                    "completed_at": iso_z(done.t),
+                    "save_s": seconds(start.t, done.t) if start else None,
+                }
+            )
+    return out
+
+
+def _save_summary(saves: list[dict[str, object]]) -> dict[str, object]:
+    durations = [s["save_s"] for s in saves if isinstance(s["save_s"], float | int)]
+    return {
+        "checkpoint_saves": saves,
+        "checkpoint_save_s_max": max(durations) if durations else None,
+        "checkpoint_save_s_mean": _round(sum(durations) / len(durations)) if durations else None,
+    }
+
+
+def iterations_per_s(lines: tuple[IterationLine, ...] | list[IterationLine]) -> float | None:
+    timed = sorted((i for i in lines if i.t is not None), key=lambda i: i.iteration)
+    if len(timed) < 2:
+        return None
+    span = (timed[-1].t - timed[0].t).total_seconds()
+    steps = timed[-1].iteration - timed[0].iteration
+    return round(steps / span, 3) if span > 0 and steps > 0 else None
+
+
+def _wall(snap: RunSnapshot) -> float | None:
+    if snap.meta.started_at and snap.meta.finished_at:
+        return seconds(snap.meta.started_at, snap.meta.finished_at)
+    if snap.cycles and snap.cycles.records:
+        return seconds(snap.cycles.records[0].start, snap.cycles.records[-1].end)
+    return None
+
+
+def _load_s(log: TrainLog | None) -> float | None:
+    if log is None:
+        return None
+    timers = [t for t in log.timers if t.name == "load-checkpoint"]
+    return round(timers[0].max_ms / 1000.0, 3) if timers else None
+
+
+def _teardown(snap: RunSnapshot, detected: datetime | None, replacement: int) -> float | None:
+    launcher = snap.launcher
+    if launcher is None or detected is None:
+        return None
+    floor = detected - timedelta(seconds=derive.SLACK_S)
+    for event in launcher.events:
+        if event.event == "worker_terminated" and event.t is not None and event.t >= floor:
+            return seconds(detected, event.t)
+    new = snap.cycles.by_cycle(replacement) if snap.cycles else None
+    rdzv_start = launcher.event("rendezvous_started", replacement)
+    rdzv_done = launcher.event("rendezvous_completed", replacement)
+    if new is None or new.start is None or not (rdzv_start and rdzv_done and rdzv_start.t and rdzv_done.t):
+        return None
+    return _round((new.start - detected).total_seconds() - (rdzv_done.t - rdzv_start.t).total_seconds())
+
+
+def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
+    failed, replacement = derive.fault_cycle(snap), derive.replacement_cycle(snap)
+    injected = derive.injected_at(snap)
+    found = derive.detection(snap)
+    detected = found.t if found else None
+    old = snap.cycles.by_cycle(failed) if snap.cycles else None
+    new = snap.cycles.by_cycle(replacement) if snap.cycles else None
+    replay_log = snap.train_log(replacement)
+    restored = derive.restore(snap)
+    first = derive.first_step_after(replay_log, restored.ref.line if restored else 0)
+    fault_it = derive.fault_iteration(snap)
+    restored_it = restored.iteration if restored else None
+    metrics: dict[str, object] = {
+        "checkpoint_iteration": snap.marker.checkpoint_iteration if snap.marker else None,
+        "fault_iteration": fault_it.iteration if fault_it else None,
+        "restored_iteration": restored_it,
+        "lost_iterations": (fault_it.iteration - restored_it)
+        if fault_it and restored_it is not None
+        else None,
+        "injected_at": iso_z(injected),
+        "detected_at": iso_z(detected),
+        "detected_by": found.detected_by if found else None,
+        "detection_source": found.ref.path if found and found.ref else None,
+        "detected_local_rank": found.local_rank if found else None,
+        "detection_s": seconds(injected, detected),
+        "teardown_s": _teardown(snap, detected, replacement),
+        "restart_s": seconds(old.end if old else None, new.start if new else None),
+        "checkpoint_load_s": _load_s(replay_log),
+        "replacement_startup_s": seconds(new.start if new else None, first.t if first else None),
+        "failure_to_first_step_s": seconds(injected, first.t if first else None),
+        "first_step_iteration": first.iteration if first else None,
+        "cycles": derive.cycle_count(snap)[0],
+        "wall_time_s": _wall(snap),
+    }
+    metrics.update(_save_summary(checkpoint_saves(snap)))
+    return metrics
+
+
+def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
+    log = snap.train_logs[-1] if snap.train_logs else None
+    info = snap.cycles.by_cycle(0) if snap.cycles else None
+    first = derive.first_step_after(log) if log else None
+    metrics: dict[str, object] = {
+        "wall_time_s": _wall(snap),
+        "cycles": derive.cycle_count(snap)[0],
+        "iterations": max((i.iteration for i in log.iterations), default=None) if log else None,
+        "iterations_per_s": iterations_per_s(log.iterations) if log else None,
+        "time_to_first_step_s": seconds(info.start if info else None, first.t if first else None),
+    }
+    metrics.update(_save_summary(checkpoint_saves(snap)))
+    return metrics
+
+
+def compute_metrics(snap: RunSnapshot) -> dict[str, object]:
+    return fault_metrics(snap) if snap.meta.fault != "none" else baseline_metrics(snap)
+
+
+def _event(
+    kind: str, t: datetime | None, cycle: int | None, iteration: int | None = None, detail: str = "", ref=None
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "kind": kind,
+        "t": iso_z(t),
+        "cycle": cycle,
+        "iteration": iteration,
+        "detail": detail,
+    }
+    if ref is not None:
+        out.update(path=ref.path, line=ref.line)
+    return out
+
+
+def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
+    iterations = [
+        {
+            "cycle": i.cycle,
+            "iteration": i.iteration,
+            "t": iso_z(i.t),
+            "loss": i.loss,
+            "consumed_samples": i.consumed_samples,
+            "line": i.ref.line,
+            "path": i.ref.path,
+        }
+        for log in snap.train_logs
+        for i in log.iterations
+    ]
+    events: list[dict[str, object]] = []
+    for record in snap.cycles.records if snap.cycles else ():
+        events.append(_event("cycle_start", record.start, record.cycle, ref=record.ref))
+        if record.end is not None:
+            events.append(_event("cycle_end", record.end, record.cycle, ref=record.ref))
+    marker = snap.marker
+    if marker is not None:
+        events.append(
+            _event(
+                "injection",
+                marker.injected_at,
+                marker.cycle,
+                marker.checkpoint_iteration,
+                f"{marker.fault} rank {marker.rank} (local {marker.local_rank}) on {marker.host}",
+                marker.ref,
+            )
+        )
+        found = derive.detection(snap)
+        if found is not None:
+            events.append(
+                _event(
+                    "detection",
+                    found.t,
+                    derive.fault_cycle(snap),
+                    None,
+                    found.detected_by or "cycle_end_time",
+                    found.ref,
+                )
+            )
+    for log in snap.train_logs:
+        for done in log.saves_of("done"):
+            events.append(_event("checkpoint_saved", done.t, log.cycle, done.iteration, ref=done.ref))
+        for load in log.loads_of("done"):
+            built = log.milestone(MODEL_BUILT)
+            t = built.t if built and built.ref.line > load.ref.line else None
+            events.append(_event("checkpoint_loaded", t, log.cycle, load.iteration, ref=load.ref))
+        if log.cycle > 0 and log.iterations:
+            first = min(log.iterations, key=lambda i: i.ref.line)
+            events.append(_event("first_step", first.t, log.cycle, first.iteration, ref=first.ref))
+    if snap.meta.exit_code is not None:
+        events.append(
+            _event(
+                "exit", snap.meta.finished_at, None, None, f"exit code {snap.meta.exit_code}", snap.meta.ref
+            )
+        )
+    events.sort(key=lambda e: (e["t"] is None, e["t"] or ""))
+    return {"iterations": iterations, "events": events}

@@ -1,0 +1,203 @@
+"""`ftqual verify RUN_DIR [--baseline RUN_DIR] [--json PATH] [--replay-tolerance X]`.
+
+snapshot (read every source once) -> checks (pure) -> metrics + timeline -> report. The report goes where
+--json says (`-` for stdout) and nowhere else: run directories may be read-only evidence. A terminal summary,
+one line per check, goes to stdout (stderr when the JSON does). Exit 0 pass, 1 fail, 3 inconclusive, 2 usage
+or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from ftqual import __version__
+from ftqual.checks import expectations_from, run_checks, verdict
+from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
+from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
+from ftqual.evidence.clock import iso_z
+from ftqual.metrics import compute_metrics, timeline
+
+SCHEMA = "ftqual.verify/v1"
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
+USAGE_ERROR = 2
+SUMMARY_METRICS = (
+    "checkpoint_iteration",
+    "fault_iteration",
+    "restored_iteration",
+    "lost_iterations",
+    "detected_by",
+    "detection_s",
+    "teardown_s",
+    "restart_s",
+    "checkpoint_load_s",
+    "failure_to_first_step_s",
+    "wall_time_s",
+    "iterations_per_s",
+    "checkpoint_save_s_max",
+)
+
+
+def build_report(
+    run_dir: Path | str,
+    baseline_dir: Path | str | None = None,
+    replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
+    baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
+) -> dict[str, object]:
+    """Verify one run directory and return its report. Raises RunMetaError if a run.json is unusable."""
+    snap = build_snapshot(Path(run_dir))
+    baseline = build_snapshot(Path(baseline_dir)) if baseline_dir is not None else None
+    exp = expectations_from(snap.meta, replay_tolerance, baseline_tolerance)
+    results = run_checks(snap, exp, baseline)
+    notes = [snap.clock.describe()] if snap.clock.assumed else []
+    if baseline is not None and baseline.meta.fault != "none":
+        notes.append(
+            f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
+        )
+    return {
+        "schema": SCHEMA,
+        "run_id": snap.meta.run_id,
+        "scenario": snap.meta.scenario,
+        "fault": snap.meta.fault,
+        "verdict": verdict(results),
+        "checks": [r.as_dict() for r in results],
+        "metrics": compute_metrics(snap),
+        "timeline": timeline(snap),
+        "expected": exp.as_dict(),
+        "sources": {name: status.as_dict() for name, status in snap.sources.items()},
+        "clock": snap.clock.as_dict(),
+        "baseline": _baseline_info(baseline),
+        "notes": notes,
+        "verifier": {"version": __version__, "generated_at": iso_z(datetime.now(UTC))},
+    }
+
+
+def _baseline_info(baseline: RunSnapshot | None) -> dict[str, object] | None:
+    if baseline is None:
+        return None
+    return {"run_id": baseline.meta.run_id, "scenario": baseline.meta.scenario, "fault": baseline.meta.fault}
+
+
+def check_by_id(report: dict[str, object], check_id: str) -> dict[str, object]:
+    """The report's entry for one check (KeyError if the report has none)."""
+    for item in report["checks"]:  # type: ignore[union-attr]
+        if item["id"] == check_id:
+            return item
+    raise KeyError(check_id)
+
+
+def exit_code_for(report: dict[str, object]) -> int:
+    return EXIT_CODES.get(str(report.get("verdict")), USAGE_ERROR)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def summary_lines(report: dict[str, object]) -> list[str]:
+    """The human summary: a header, one line per check (status, id, detail, first evidence), key metrics."""
+    lines = [
+        f"ftqual verify {report['run_id']} (scenario {report['scenario']}, fault {report['fault']}): "
+        f"{str(report['verdict']).upper()}"
+    ]
+    for check in report["checks"]:  # type: ignore[union-attr]
+        where = ""
+        if check["evidence"]:
+            first = check["evidence"][0]
+            where = f" [{first['path']}:{first['line']}]" if first["line"] else f" [{first['path']}]"
+        lines.append(f"  {check['status'].upper():<12} {check['id']:<31} {_cut(check['detail'], 150)}{where}")
+    metrics = report.get("metrics") or {}
+    shown = [f"{k}={metrics[k]}" for k in SUMMARY_METRICS if metrics.get(k) is not None]  # type: ignore[union-attr]
+    if shown:
+        lines.append("  metrics: " + " ".join(shown))
+    for note in report.get("notes") or []:  # type: ignore[union-attr]
+        lines.append(f"  note: {note}")
+    return lines
+
+
+def write_json(report: dict[str, object], target: str) -> None:
+    text = json.dumps(report, indent=2, sort_keys=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ftqual verify", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to verify (read only)")
+    p.add_argument(
+        "--baseline", metavar="RUN_DIR", help="a no-fault run to compare losses with (informative)"
+    )
+    p.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
+    p.add_argument(
+        "--replay-tolerance",
+        type=_tolerance,
+        default=DEFAULT_REPLAY_TOLERANCE,
+        metavar="X",
+        help=f"relative loss tolerance of replayed iterations (default {DEFAULT_REPLAY_TOLERANCE:g})",
+    )
+    p.add_argument(
+        "--baseline-tolerance",
+        type=_tolerance,
+        default=DEFAULT_BASELINE_TOLERANCE,
+        metavar="X",
+        help=f"informative relative tolerance vs --baseline (default {DEFAULT_BASELINE_TOLERANCE:g})",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        report = build_report(args.run_dir, args.baseline, args.replay_tolerance, args.baseline_tolerance)
+    except RunMetaError as exc:
+        print(f"ftqual verify: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    out: TextIO = sys.stderr if args.json == "-" else sys.stdout
+    try:
+        print("\n".join(summary_lines(report)), file=out, flush=True)
+    except BrokenPipeError:  # `ftqual verify ... | head`: the summary is a courtesy, the report still counts
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    if args.json:
+        try:
+            write_json(report, args.json)
+        except OSError as exc:
+            print(f"ftqual verify: cannot write {args.json}: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+    return exit_code_for(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
