@@ -1,0 +1,186 @@
+"""`ftqual cleanup RUN_DIR`: kill what a run left behind on this host, by its recorded process groups.
+
+ft_launcher starts every worker in its own session, and a SIGSTOPped rank ignores SIGTERM, so a launcher
+that died (OOM, scheduler timeout, SIGKILL) leaves training processes holding GPUs. The run directory
+records every process group that matters (pids/<host>.launcher.json by our launcher,
+pids/<host>.cycle<N>.rank<R>.json by the worker wrapper); this module kills exactly those groups, never
+anything found by name. A group is only touched after /proc proves it is still the recorded one (same
+start time), so a pid the kernel reused is left alone.
+
+Order matters: the launcher is frozen (SIGSTOP) first so it cannot start replacement workers while we
+kill, then its descendants are collected from /proc, then every group gets SIGCONT and SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftqual import procs
+
+RECORD_NAME = re.compile(r"^(?P<host>.+)\.(?P<kind>launcher|cycle\d+\.rank\d+)\.json$")
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    path: Path
+    host: str
+    kind: str  # "launcher" or "worker"
+    pid: int
+    pgid: int
+    start_time: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """One process group to kill: members must have started at or after `not_before`."""
+
+    pgid: int
+    not_before: int
+    leader_start: int | None  # exact start time of the leader when recorded; None when only inferred
+    source: str
+
+
+@dataclass
+class CleanupReport:
+    killed: list[dict] = field(default_factory=list)  # {"pid", "pgid", "source"}
+    skipped: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def load_records(run_dir: Path, host: str) -> tuple[list[PidRecord], list[str]]:
+    """This host's pid records, and the names of record files that could not be read."""
+    records, bad = [], []
+    pid_dir = run_dir / "pids"
+    if not pid_dir.is_dir():
+        return records, bad
+    for path in sorted(pid_dir.iterdir()):
+        match = RECORD_NAME.match(path.name)
+        if not match or match["host"] != host:
+            continue
+        try:
+            data = json.loads(path.read_text())
+            records.append(PidRecord(
+                path=path, host=host, kind="launcher" if match["kind"] == "launcher" else "worker",
+                pid=int(data["pid"]), pgid=int(data["pgid"]), start_time=int(data["start_time"]),
+            ))
+        except (OSError, ValueError, KeyError, TypeError):
+            bad.append(path.name)  # a record being written right now; the next round reads it
+    return records, bad
+
+
+def _signal(pid: int, sig: int, group: bool) -> bool:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _members(target: Target, snapshot: list[procs.ProcStat]) -> list[procs.ProcStat] | None:
+    """Live members of the target group, or None when the group id now belongs to someone else."""
+    leader = next((p for p in snapshot if p.pid == target.pgid), None)
+    if leader is not None:
+        expected_ok = (leader.start_time == target.leader_start if target.leader_start is not None
+                       else leader.start_time >= target.not_before)
+        if not expected_ok:
+            return None
+    return [p for p in snapshot if p.pgid == target.pgid and p.start_time >= target.not_before]
+
+
+def _targets(records: list[PidRecord], snapshot: list[procs.ProcStat]) -> list[Target]:
+    targets = [Target(r.pgid, r.start_time, r.start_time if r.pgid == r.pid else None, r.path.name)
+               for r in records]
+    for rec in records:
+        if rec.kind != "launcher" or not any(p.pid == rec.pid and p.start_time == rec.start_time
+                                             for p in snapshot):
+            continue
+        # Workers live in their own sessions: find them through the launcher's process tree.
+        for child in procs.descendants(rec.pid, snapshot):
+            targets.append(Target(child.pgid, rec.start_time, None, f"descendant of {rec.path.name}"))
+    return targets
+
+
+def kill_run(run_dir: Path, host: str | None = None, rounds: int = 5, pause_s: float = 0.3) -> CleanupReport:
+    """Kill every live process of the run's recorded groups on this host; returns what was done."""
+    host = host or procs.host_name()
+    report = CleanupReport()
+    protected = {os.getpid(), os.getpgrp()}
+    killed_pids: set[int] = set()
+    for round_no in range(rounds):
+        records, bad = load_records(run_dir, host)
+        snapshot = procs.all_procs()
+        # Freeze the launchers first so they cannot restart workers between our reads and our kills.
+        for rec in records:
+            if rec.kind == "launcher" and procs.alive(rec.pid, rec.start_time) and rec.pgid not in protected:
+                _signal(rec.pgid, signal.SIGSTOP, group=True)
+        snapshot = procs.all_procs()
+        victims: dict[int, tuple[procs.ProcStat, str]] = {}
+        for target in _targets(records, snapshot):
+            if target.pgid in protected:
+                continue
+            members = _members(target, snapshot)
+            if members is None:
+                report.skipped.append(f"group {target.pgid} ({target.source}): id reused by another process")
+                continue
+            for member in members:
+                if member.pid not in protected:
+                    victims.setdefault(member.pid, (member, target.source))
+        if not victims:
+            report.unreadable = bad
+            if not bad or round_no == rounds - 1:
+                break
+            time.sleep(pause_s)
+            continue
+        for member, _ in victims.values():
+            _signal(member.pid, signal.SIGCONT, group=False)
+        for member, source in victims.values():
+            if _signal(member.pid, signal.SIGKILL, group=False) and member.pid not in killed_pids:
+                killed_pids.add(member.pid)
+                report.killed.append({"pid": member.pid, "pgid": member.pgid, "source": source})
+        time.sleep(pause_s)  # let the kernel reap, and let a record written meanwhile land
+    return report
+
+
+def survivors(run_dir: Path, host: str | None = None) -> list[procs.ProcStat]:
+    """Live processes of the run's recorded groups (what kill_run would kill now)."""
+    host = host or procs.host_name()
+    records, _ = load_records(run_dir, host)
+    snapshot = procs.all_procs()
+    found: dict[int, procs.ProcStat] = {}
+    for target in _targets(records, snapshot):
+        for member in _members(target, snapshot) or []:
+            found[member.pid] = member
+    return list(found.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ftqual cleanup", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="the run directory (runs/<run-id>)")
+    parser.add_argument("--host", help="host name of the pid records (default: this host)")
+    parser.add_argument("--dry-run", action="store_true", help="list survivors, kill nothing")
+    args = parser.parse_args(argv)
+    if not args.run_dir.is_dir():
+        print(f"ftqual cleanup: {args.run_dir} is not a directory", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for proc in survivors(args.run_dir, args.host):
+            print(f"alive: pid {proc.pid} pgid {proc.pgid}")
+        return 0
+    report = kill_run(args.run_dir, args.host)
+    for item in report.killed:
+        print(f"killed pid {item['pid']} (group {item['pgid']}, {item['source']})")
+    for line in report.skipped:
+        print(f"skipped {line}")
+    for name in report.unreadable:
+        print(f"unreadable pid record: {name}", file=sys.stderr)
+    if not report.killed:
+        print("nothing left to kill")
+    return 0

@@ -1,0 +1,5 @@
+import sys
+
+from ftqual.launch import main
+
+sys.exit(main())

@@ -1,0 +1,123 @@
+"""Build the one ft_launcher command of a run: launcher flags, the worker wrapper, the workload's arguments.
+
+Pure functions of (Settings, StackChoice, port, executable): the dry run prints exactly what the real run
+executes. Flags use the `--name=value` form so the command reads the same in logs and in command.txt.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftqual.launch.settings import Settings
+from ftqual.launch.stack import StackChoice
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS_DIR = REPO_ROOT / "scripts"
+WORKER = SCRIPTS_DIR / "megatron_gpt_worker.py"
+SMOKE = SCRIPTS_DIR / "smoke_train.py"
+
+# Megatron core_v0.19 needs an eval interval whenever --eval-iters=0; never reached in these runs.
+MIN_EVAL_INTERVAL = 1000
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    launcher: list[str]  # ft_launcher and its flags
+    workload: list[str]  # wrapper, its flags, `--`, the workload's arguments, extra argv
+    megatron_flags: list[str]  # the stack-dependent flags chosen (empty for the smoke workload)
+    log_server_port: int
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.launcher, *self.workload]
+
+    @property
+    def shell(self) -> str:
+        return shlex.join(self.argv)
+
+
+def ft_launcher_executable() -> str | None:
+    """ft_launcher beside this interpreter (a virtualenv), else the one on PATH."""
+    beside = Path(sys.executable).parent / "ft_launcher"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("ft_launcher")
+
+
+def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
+    run = s.run_dir
+    return [
+        executable,
+        f"--nnodes={s.nnodes}",
+        f"--nproc-per-node={s.gpus_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={s.rdzv_endpoint}",
+        f"--rdzv-id={s.run_id}",
+        f"--max-restarts={s.max_restarts}",
+        f"--term-timeout={s.term_timeout}",
+        f"--workers-stop-timeout={s.workers_stop_timeout}",
+        f"--ft-rank-section-timeouts={s.section_timeouts_arg()}",
+        f"--ft-rank-out-of-section-timeout={s.timeouts_record()['out_of_section']}",
+        f"--ft-checkpoint-iteration-file={s.tracker_path}",
+        f"--ft-cycle-info-dir={run / 'cycle_infos'}",
+        f"--ft-per-cycle-applog-prefix={run / 'logs' / 'train.log'}",
+        f"--ft-nvrx-logfile={run / 'logs' / 'launcher.log'}",
+        f"--ft-log-server-port={port}",
+    ]
+
+
+def wrapper_args(s: Settings) -> list[str]:
+    entrypoint = s.entrypoint if s.workload == "megatron" else SMOKE
+    args = [
+        str(WORKER),
+        "--entrypoint", str(entrypoint),
+        "--checkpoint-dir", str(s.checkpoint_dir),
+        "--fault-marker", str(s.marker_path),
+        "--fault", s.fault,
+    ]
+    if s.fault_rank is not None:
+        args += ["--fault-rank", str(s.fault_rank)]
+    args += ["--run-id", s.run_id, "--hang-placement", s.hang_placement, "--pid-dir", str(s.run_dir / "pids")]
+    return args
+
+
+def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
+    ckpt = s.checkpoint_dir
+    return [
+        "--enable-ft-package", "--ft-num-warmup-iters=0",
+        "--mock-data", "--tokenizer-type=NullTokenizer", "--vocab-size=1024",
+        "--num-layers=4", "--hidden-size=512", "--num-attention-heads=8",
+        "--seq-length=256", "--max-position-embeddings=256",
+        f"--tensor-model-parallel-size={s.tp}", f"--pipeline-model-parallel-size={s.pp}",
+        "--micro-batch-size=1", f"--global-batch-size={s.global_batch_size}",
+        f"--train-iters={s.train_iters}", "--lr=0.0001", "--lr-decay-style=constant",
+        "--bf16", *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
+        f"--load={ckpt}", f"--save={ckpt}", f"--save-interval={s.save_interval}",
+        "--ckpt-format=torch_dist", "--async-save", "--use-persistent-ckpt-worker",
+        "--eval-iters=0", f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}", "--log-interval=1",
+        *stack.megatron_flags,
+    ]
+
+
+def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
+    ckpt = s.checkpoint_dir
+    return [
+        "--enable-ft-package", "--ft-num-warmup-iters=0",
+        "--micro-batch-size=1", f"--global-batch-size={s.global_batch_size}",
+        f"--train-iters={s.train_iters}", "--lr=0.0001", "--lr-decay-style=constant",
+        *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
+        f"--load={ckpt}", f"--save={ckpt}", f"--save-interval={s.save_interval}",
+        "--ckpt-format=torch_dist", "--async-save", "--eval-iters=0", "--log-interval=1",
+    ]
+
+
+def build_plan(s: Settings, stack: StackChoice, port: int, executable: str) -> LaunchPlan:
+    body = megatron_args(s, stack) if s.workload == "megatron" else smoke_args(s, stack)
+    workload = [*wrapper_args(s), "--", *body, *s.extra_args]
+    flags = list(stack.megatron_flags) if s.workload == "megatron" else []
+    return LaunchPlan(launcher=launcher_args(s, port, executable), workload=workload,
+                      megatron_flags=flags, log_server_port=port)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Seed-compatible entry point: the seed's environment interface, implemented in `python -m ftqual.launch`.
+# FTQUAL_PYTHON picks the interpreter (default python3); it needs nvidia-resiliency-ext (ft_launcher)
+# and, for a real run, torch and Megatron-LM (or NVRX_WORKLOAD=smoke). See docs/architecture.md.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PYTHONPATH="${REPO_ROOT}${PYTHONPATH:+:${PYTHONPATH}}"
+exec "${FTQUAL_PYTHON:-python3}" -m ftqual.launch "$@"

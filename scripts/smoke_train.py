@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""CPU stand-in for Megatron's pretrain_gpt.py: a tiny real training job that recovers like Megatron does.
+
+torch + gloo (the environment ft_launcher sets), a tiny next-token model on deterministic synthetic data
+(batch i is a function of i alone, so a replayed iteration sees the same data and, from the same restored
+state, prints the same loss), gradients averaged with all-reduce, AdamW, real torch.distributed.checkpoint
+saves of model + optimizer + iteration + consumed samples into <save>/iter_XXXXXXX/, and the tracker
+written by rank 0 only after every rank finished the save. NVRx's RankMonitorClient is used the way
+Megatron's ft_integration uses it (sections `setup`, `step`, `checkpointing`), and the lines verifiers
+parse are printed in Megatron core_v0.19's exact formats: iteration lines from the last rank, the rest
+from rank 0. Accepts Megatron-style arguments (unknown ones are ignored) plus --smoke-step-seconds and
+--smoke-save-seconds, which slow steps and saves down so that faults land where tests want them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
+PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
+VOCAB, SEQ, HIDDEN = 64, 16, 32
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="smoke_train.py", allow_abbrev=False)
+    add = parser.add_argument
+    add("--train-iters", type=int, required=True)
+    add("--save-interval", type=int, default=None)
+    add("--save", default=None)
+    add("--load", default=None)
+    add("--micro-batch-size", type=int, default=1)
+    add("--global-batch-size", type=int, default=None)
+    add("--log-interval", type=int, default=1)
+    add("--lr", type=float, default=1e-4)
+    add("--lr-decay-style", default="constant")
+    add("--seed", type=int, default=1234)
+    add("--clip-grad", type=float, default=1.0)
+    add("--weight-decay", type=float, default=0.01)
+    # Megatron's store_true flags default to None or False; the arguments block prints them as Megatron does.
+    add("--no-load-optim", action="store_true", default=None)
+    add("--no-load-rng", action="store_true", default=None)
+    add("--finetune", action="store_true", default=False)
+    add("--use-distributed-optimizer", action="store_true", default=False)
+    add("--enable-ft-package", action="store_true", default=False)
+    add("--ft-num-warmup-iters", type=int, default=5)
+    add("--ckpt-format", default="torch_dist")
+    add("--async-save", action="store_true", default=None)
+    add("--eval-iters", type=int, default=100)
+    add("--eval-interval", type=int, default=None)
+    add("--smoke-step-seconds", type=float, default=0.2)
+    add("--smoke-save-seconds", type=float, default=0.0)
+    args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
+    return args
+
+
+def stamp() -> str:
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")  # local naive time, as Megatron prints
+
+
+class Printer:
+    def __init__(self, rank: int, world: int):
+        self.rank, self.world = rank, world
+
+    def rank_0(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def rank_last(self, message: str) -> None:
+        if self.rank == self.world - 1:
+            print(message, flush=True)
+
+
+def print_arguments(args: argparse.Namespace, out: Printer) -> None:
+    out.rank_0("------------------------ arguments ------------------------")
+    for name in sorted(vars(args)):
+        out.rank_0("  {} {} {}".format(name, "." * (48 - len(name)), getattr(args, name)))
+    out.rank_0("-------------------- end of arguments ---------------------")
+
+
+class FaultTolerance:
+    """Megatron's ft_integration, reduced to what the smoke workload needs: the same calls, same prints."""
+
+    def __init__(self, args: argparse.Namespace, out: Printer):
+        self.enabled = args.enable_ft_package
+        self.warmup = args.ft_num_warmup_iters
+        self.out = out
+        self.client = None
+        self.seen_steps = 0
+        self.step_open = False
+        self.setup_open = False
+        if not self.enabled:
+            return
+        if not args.save:
+            raise ValueError("checkpointing save dir must be set to enable fault tolerance")
+        from nvidia_resiliency_ext.fault_tolerance.rank_monitor_client import RankMonitorClient
+
+        out.rank_0("FT: initializing...")
+        Path(args.save).mkdir(parents=True, exist_ok=True)
+        self.client = RankMonitorClient()
+        self.client.init_workload_monitoring(num_warmup_iters=self.warmup)
+        state_file = Path(args.save) / "ft_state.json"
+        if state_file.exists():  # Megatron loads it unconditionally; so do we, visibly
+            self.client.load_state_dict(json.loads(state_file.read_text()))
+            out.rank_0(f"FT: loaded timeouts from {state_file}. {self.client.section_timeouts}")
+        out.rank_0(f"FT: initialized. Timeouts={self.client.section_timeouts}")
+        self.client.start_section("setup")
+        self.setup_open = True
+
+    def step_start(self) -> None:
+        if self.client is None:
+            return
+        if self.setup_open:
+            self.client.end_section("setup")
+            self.setup_open = False
+        if self.seen_steps >= self.warmup:
+            self.client.start_section("step")
+            self.step_open = True
+
+    def step_end(self) -> None:
+        if self.client is None:
+            return
+        if self.step_open:
+            self.client.end_section("step")
+            self.step_open = False
+        self.seen_steps += 1
+
+    def checkpointing_start(self) -> None:
+        if self.client is not None:
+            self.client.start_section("checkpointing")
+
+    def checkpointing_end(self) -> None:
+        if self.client is not None:
+            self.client.end_section("checkpointing")
+
+    def shutdown(self) -> None:
+        if self.client is None:
+            return
+        self.out.rank_0("FT: closing...")
+        self.client.shutdown_workload_monitoring()
+        self.out.rank_0("FT: closed.")
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.hidden = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.head = torch.nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.hidden(self.embed(tokens))))
+
+
+def sample(index: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global sample `index`: random tokens, each followed by a fixed function of itself (learnable)."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
+    tokens = torch.randint(0, VOCAB, (SEQ,), generator=gen)
+    return tokens, (tokens * 7 + 3) % VOCAB
+
+
+def local_batch(iteration: int, rank: int, per_rank: int, gbs: int, seed: int):
+    """The samples of this rank at 1-based `iteration` (consumed samples before it: (iteration-1)*gbs)."""
+    first = (iteration - 1) * gbs + rank * per_rank
+    pairs = [sample(first + i, seed) for i in range(per_rank)]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def checkpoint_dir(root: str, iteration: int) -> Path:
+    return Path(root) / f"iter_{iteration:07d}"
+
+
+def read_tracker(root: str) -> int | None:
+    path = Path(root) / TRACKER_NAME
+    if not path.exists():
+        return None
+    return int(path.read_text().strip())  # Megatron fails on a bad tracker too
+
+
+def save_checkpoint(args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance,
+                    out: Printer) -> None:
+    """Write the checkpoint of `iteration` on every rank; the tracker waits for finalize_checkpoint."""
+    ft.checkpointing_start()
+    out.rank_0(f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {args.save} "
+               "in torch_dist format")
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optimizer": optim_sd,
+             "progress": torch.tensor([iteration, consumed], dtype=torch.int64)}
+    dcp.save(state, checkpoint_id=str(checkpoint_dir(args.save, iteration)))
+    if args.async_save:
+        out.rank_0(f"  [{stamp()}] scheduled an async checkpoint save at iteration {iteration:7d} "
+                   f"to {args.save}")
+    if args.smoke_save_seconds > 0:
+        time.sleep(args.smoke_save_seconds)
+    ft.checkpointing_end()
+
+
+def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, rank: int) -> None:
+    """Once every rank has written `iteration`, rank 0 advances the tracker (as Megatron's finalize does)."""
+    ft.checkpointing_start()
+    dist.barrier()  # every rank has written its part before the tracker may advance
+    if rank == 0:
+        target = checkpoint_dir(args.save, iteration)
+        (target / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist",
+                                                           "sharded_backend_version": 1}))
+        with open(Path(args.save) / TRACKER_NAME, "w") as fh:  # truncate then write, like Megatron
+            fh.write(str(iteration))
+        out.rank_0(f"  [{stamp()}] successfully saved checkpoint from iteration {iteration:7d} "
+                   f"to {args.save} {PARALLEL_TAG}")
+    dist.barrier()
+    ft.checkpointing_end()
+
+
+def load_checkpoint(args, model, optimizer, out: Printer) -> tuple[int, int]:
+    """(iteration, consumed samples) to continue from; (0, 0) for a fresh start."""
+    if not args.load:
+        return 0, 0
+    iteration = read_tracker(args.load)
+    if iteration is None:
+        out.rank_0(f"WARNING: could not find the metadata file {Path(args.load) / TRACKER_NAME}")
+        out.rank_0("    will not load any checkpoints and will start from random")
+        return 0, 0
+    out.rank_0(f" loading distributed checkpoint from {args.load} at iteration {iteration}")
+    load_optim = not (args.no_load_optim or args.finetune)
+    state = {"model": get_model_state_dict(model), "progress": torch.zeros(2, dtype=torch.int64)}
+    if load_optim:
+        state["optimizer"] = get_optimizer_state_dict(model, optimizer)
+    dcp.load(state, checkpoint_id=str(checkpoint_dir(args.load, iteration)))
+    set_model_state_dict(model, state["model"])
+    if load_optim:
+        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+    iteration, consumed = (int(v) for v in state["progress"])
+    if args.finetune:
+        iteration, consumed = 0, 0
+    out.rank_0(f"  successfully loaded checkpoint from {args.load} {PARALLEL_TAG} at iteration {iteration}")
+    return iteration, consumed
+
+
+def checkpoint(args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer,
+               rank: int, pending: int | None) -> int | None:
+    """Save `iteration`; returns the save still to finalize (async) or None (finalized now)."""
+    if pending is not None:  # at most one save in flight
+        finalize_checkpoint(args, pending, ft, out, rank)
+    save_checkpoint(args, model, optimizer, iteration, consumed, ft, out)
+    if args.async_save:
+        return iteration
+    finalize_checkpoint(args, iteration, ft, out, rank)
+    return None
+
+
+def train_step(model, optimizer, iteration: int, args, rank: int, world: int) -> tuple[float, float]:
+    per_rank = args.global_batch_size // world
+    tokens, targets = local_batch(iteration, rank, per_rank, args.global_batch_size, args.seed)
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(tokens)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    loss.backward()
+    for param in model.parameters():  # data parallel: average the gradients of all ranks
+        dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+        param.grad.div_(world)
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad))
+    optimizer.step()
+    reduced = loss.detach().clone()
+    dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+    return float(reduced) / world, grad_norm
+
+
+def iteration_line(iteration: int, args, consumed: int, elapsed_ms: float, loss: float,
+                   grad_norm: float) -> str:
+    return (
+        f" [{stamp()}] iteration {iteration:8d}/{args.train_iters:8d} |"
+        f" consumed samples: {consumed:12d} |"
+        f" elapsed time per iteration (ms): {elapsed_ms:.1f} |"
+        f" learning rate: {args.lr:.6E} |"
+        f" global batch size: {args.global_batch_size:5d} |"
+        f" lm loss: {loss:.6E} |"
+        f" loss scale: {1.0:.1f} |"
+        f" grad norm: {grad_norm:.3f} |"
+        f" number of skipped iterations: {0:3d} |"
+        f" number of nan iterations: {0:3d} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    out = Printer(rank, world)
+    if args.global_batch_size is None:
+        args.global_batch_size = args.micro_batch_size * world
+    if args.global_batch_size % world:
+        print(f"global batch size {args.global_batch_size} is not divisible by world size {world}",
+              file=sys.stderr)
+        return 1
+    print_arguments(args, out)
+
+    ft = FaultTolerance(args, out)
+    out.rank_0("> initializing torch distributed ...")
+    dist.init_process_group(backend="gloo")
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    model = TinyLM()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    iteration, consumed = load_checkpoint(args, model, optimizer, out)
+    out.rank_0("done with setup ...")
+    out.rank_0("training ...")
+
+    last_saved = iteration if iteration else None  # a loaded iteration is already in a checkpoint
+    # With --async-save, like Megatron, a save is finalized (tracker advanced) only after a later step:
+    # the tracker then trails the training, and a fault it triggers replays the iterations in between.
+    pending: int | None = None
+    last_log = time.monotonic()
+    while iteration < args.train_iters:
+        if pending is not None and iteration > pending:
+            finalize_checkpoint(args, pending, ft, out, rank)
+            pending = None
+        ft.step_start()
+        loss, grad_norm = train_step(model, optimizer, iteration + 1, args, rank, world)
+        if args.smoke_step_seconds > 0:
+            time.sleep(args.smoke_step_seconds)  # a slower step, so an injected fault lands inside one
+        ft.step_end()
+        iteration += 1
+        consumed += args.global_batch_size
+        if not math.isfinite(loss):
+            print(f"loss is not finite at iteration {iteration}", file=sys.stderr)
+            return 1
+        if iteration % args.log_interval == 0:
+            now = time.monotonic()
+            elapsed_ms = (now - last_log) * 1000.0 / args.log_interval
+            last_log = now
+            out.rank_last(iteration_line(iteration, args, consumed, elapsed_ms, loss, grad_norm))
+        if args.save and args.save_interval and iteration % args.save_interval == 0:
+            pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+            last_saved = iteration
+    if args.save and iteration and last_saved != iteration:
+        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+    if pending is not None:
+        out.rank_0("Unfinalized async checkpoint saves. Finalizing them synchronously now.")
+        finalize_checkpoint(args, pending, ft, out, rank)
+
+    out.rank_0(f"[after training is done] datetime: {stamp()} ")
+    ft.shutdown()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""ftqual cleanup: kill a run's survivors by recorded process group, never a process whose pid was reused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ftqual import cleanup, procs
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def record(run_dir, name, proc_pid, **extra):
+    pid_dir = run_dir / "pids"
+    pid_dir.mkdir(exist_ok=True)
+    data = procs.pid_record(proc_pid) | extra
+    (pid_dir / name).write_text(json.dumps(data))
+    return data
+
+
+def wait_dead(proc: subprocess.Popen, timeout=10) -> int:
+    return proc.wait(timeout=timeout)
+
+
+@pytest.fixture
+def started():
+    """Processes a test starts; whatever survives the test is killed by pid here."""
+    mine: list[subprocess.Popen] = []
+
+    def _start(cmd, **kw):
+        proc = subprocess.Popen(cmd, start_new_session=True, **kw)
+        mine.append(proc)
+        return proc
+
+    yield _start
+    for proc in mine:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_parse_stat_with_odd_command_names():
+    stat = procs.parse_stat("42 (a) b (c)) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 777 0 0")
+    assert (stat.pid, stat.state, stat.ppid, stat.pgid, stat.start_time) == (42, "S", 1, 42, 777)
+
+
+def test_own_stat():
+    me = procs.read_stat(os.getpid())
+    assert me.pid == os.getpid() and me.pgid == os.getpgrp() and me.ppid == os.getppid()
+    assert procs.alive(os.getpid(), me.start_time)
+    assert not procs.alive(os.getpid(), me.start_time + 1)
+
+
+def test_kills_recorded_worker_groups_including_stopped_ones(tmp_path, started):
+    host = procs.host_name()
+    worker = started(["sh", "-c", f"{' '.join(SLEEPER[:2])} 'import time; time.sleep(120)' & exec sleep 120"])
+    stopped = started(SLEEPER)
+    time.sleep(0.3)
+    os.kill(stopped.pid, signal.SIGSTOP)
+    record(tmp_path, f"{host}.cycle0.rank0.json", worker.pid)
+    record(tmp_path, f"{host}.cycle0.rank1.json", stopped.pid)
+    group = [p.pid for p in procs.all_procs() if p.pgid == worker.pid]
+    assert len(group) == 2  # the worker and its child, one process group
+
+    report = cleanup.kill_run(tmp_path, host)
+
+    assert wait_dead(worker) == -signal.SIGKILL
+    assert wait_dead(stopped) == -signal.SIGKILL
+    assert {item["pid"] for item in report.killed} >= {worker.pid, stopped.pid}
+    time.sleep(0.2)
+    assert not any(p.pgid == worker.pid for p in procs.all_procs())
+    assert cleanup.survivors(tmp_path, host) == []
+
+
+def test_reused_pid_is_left_alone(tmp_path, started):
+    host = procs.host_name()
+    innocent = started(SLEEPER)
+    time.sleep(0.2)
+    data = record(tmp_path, f"{host}.cycle0.rank0.json", innocent.pid)
+    data["start_time"] -= 5  # the recorded process started earlier: this pid now names someone else
+    (tmp_path / "pids" / f"{host}.cycle0.rank0.json").write_text(json.dumps(data))
+
+    report = cleanup.kill_run(tmp_path, host)
+
+    assert innocent.poll() is None
+    assert report.killed == [] and "id reused" in report.skipped[0]
+
+
+def test_other_hosts_records_are_ignored(tmp_path, started):
+    proc = started(SLEEPER)
+    time.sleep(0.2)
+    record(tmp_path, "some-other-node.cycle0.rank0.json", proc.pid)
+    assert cleanup.kill_run(tmp_path, procs.host_name()).killed == []
+    assert proc.poll() is None
+
+
+def test_launcher_descendants_in_their_own_sessions_are_found(tmp_path, started):
+    """Workers ft_launcher started in new sessions, before their pid record was written."""
+    host = procs.host_name()
+    child_pid_file = tmp_path / "child.pid"
+    launcher = started([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"c = subprocess.Popen({SLEEPER!r}, start_new_session=True)\n"
+        f"open({str(child_pid_file)!r}, 'w').write(str(c.pid))\n"
+        "time.sleep(120)\n")])
+    deadline = time.monotonic() + 10
+    while not child_pid_file.exists() or not child_pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int(child_pid_file.read_text())
+    child_start = procs.start_time(child)
+    record(tmp_path, f"{host}.launcher.json", launcher.pid)
+
+    report = cleanup.kill_run(tmp_path, host)
+
+    assert wait_dead(launcher) == -signal.SIGKILL
+    assert child in {item["pid"] for item in report.killed}
+    time.sleep(0.2)
+    assert not procs.alive(child, child_start)
+
+
+def test_cli(tmp_path, started, capsys):
+    host = procs.host_name()
+    proc = started(SLEEPER)
+    time.sleep(0.2)
+    record(tmp_path, f"{host}.cycle1.rank0.json", proc.pid)
+    assert cleanup.main([str(tmp_path), "--dry-run"]) == 0
+    assert f"alive: pid {proc.pid}" in capsys.readouterr().out
+    assert cleanup.main([str(tmp_path)]) == 0
+    assert f"killed pid {proc.pid}" in capsys.readouterr().out
+    assert wait_dead(proc) == -signal.SIGKILL
+    assert cleanup.main([str(tmp_path)]) == 0
+    assert "nothing left to kill" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_missing_run_dir(tmp_path, capsys):
+    assert cleanup.main([str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_half_written_record_is_reported_not_fatal(tmp_path):
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "pids" / f"{procs.host_name()}.cycle0.rank0.json").write_text("{")
+    report = cleanup.kill_run(tmp_path, procs.host_name(), rounds=2, pause_s=0.01)
+    assert report.killed == [] and report.unreadable == [f"{procs.host_name()}.cycle0.rank0.json"]

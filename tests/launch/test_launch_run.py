@@ -1,0 +1,158 @@
+"""ftqual.launch.run against a stand-in ft_launcher: run.json before and after, pid records, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ftqual import procs
+from ftqual.launch import command, run, settings, stack
+
+CONTRACT_KEYS = ["schema", "run_id", "scenario", "fault", "fault_rank", "world_size", "train_iters",
+                 "save_interval", "checkpoint_dir", "max_restarts", "timeouts", "started_at", "finished_at",
+                 "exit_code"]
+EXTENSION_KEYS = ["workload", "hang_placement", "global_batch_size", "tz_offset_s", "command", "nnodes",
+                  "gpus_per_node", "tp", "pp", "megatron_flags", "log_server_port"]
+
+# A stand-in for ft_launcher: starts one "worker" in its own session that records itself like the wrapper
+# does and stops itself (a hung rank), then behaves as MODE says.
+FAKE_LAUNCHER = textwrap.dedent("""
+    import json, os, signal, socket, subprocess, sys, time
+    run_dir, mode = sys.argv[1], sys.argv[2]
+    worker = subprocess.Popen([sys.executable, "-c", '''
+    import json, os, signal, socket, sys
+    stat = open("/proc/self/stat").read().rpartition(")")[2].split()
+    rec = {"pid": os.getpid(), "pgid": os.getpgrp(), "start_time": int(stat[19])}
+    path = os.path.join(sys.argv[1], "pids", socket.gethostname() + ".cycle0.rank1.json")
+    open(path, "w").write(json.dumps(rec))
+    os.kill(os.getpid(), signal.SIGSTOP)
+    '''.replace("\\n    ", "\\n"), run_dir], start_new_session=True)
+    open(os.path.join(run_dir, "worker.pid"), "w").write(str(worker.pid))
+    if mode == "exit7":
+        time.sleep(1)
+        sys.exit(7)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a launcher that never finishes its shutdown
+    time.sleep(300)
+""")
+
+DRIVER = textwrap.dedent("""
+    import json, os, sys
+    from ftqual import procs
+    from ftqual.launch import command, run, settings, stack
+    run.SHUTDOWN_MARGIN_S = 1
+    env = json.loads(sys.argv[1])
+    s = settings.load_settings(env, [], pid=os.getpid())
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    plan = command.LaunchPlan(launcher=[sys.executable, sys.argv[2], str(s.run_dir), sys.argv[3]],
+                              workload=[], megatron_flags=[], log_server_port=1)
+    run.make_dirs(s)
+    sys.exit(run.launch(s, plan, choice, procs.host_name()))
+""")
+
+
+@pytest.fixture
+def env(work):
+    return {"NVRX_WORK_DIR": str(work), "NVRX_WORKLOAD": "smoke", "NVRX_RUN_ID": "r1",
+            "NVRX_TERM_TIMEOUT": "1", "NVRX_DEMO_FAULT": "hang", "TRAIN_ITERS": "12", "SAVE_INTERVAL": "4"}
+
+
+def start_driver(repo_root, tmp_path, env, mode):
+    fake = tmp_path / "fake_ft_launcher.py"
+    fake.write_text(FAKE_LAUNCHER)
+    child_env = {**os.environ, "PYTHONPATH": str(repo_root)}
+    return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(env), str(fake), mode], env=child_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_run_record_has_contract_and_extension_keys(env):
+    s = settings.load_settings(env, ["--extra"], pid=1)
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    plan = command.build_plan(s, choice, 1234, "ft_launcher")
+    record = run.run_record(s, plan, choice, run.child_env({}), "h")
+    assert list(record)[:len(CONTRACT_KEYS)] == CONTRACT_KEYS
+    assert all(key in record for key in EXTENSION_KEYS)
+    assert record["schema"] == "ftqual.run/v1"
+    assert record["timeouts"] == {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}
+    assert (record["fault"], record["fault_rank"], record["scenario"]) == ("hang", 1, "hang")
+    assert record["checkpoint_dir"] == "checkpoints" and record["exit_code"] is None
+    assert record["finished_at"] is None and record["started_at"].endswith("Z")
+    assert record["tz_offset_s"] == 0 and record["command"] == plan.argv and record["log_server_port"] == 1234
+    assert record["global_batch_size"] == 2 and record["hang_placement"] == "step"
+
+
+def test_baseline_record_has_no_fault_rank_and_custom_checkpoint_dir(env, tmp_path):
+    s = settings.load_settings({**env, "NVRX_DEMO_FAULT": "none", "NVRX_SCENARIO": "baseline",
+                                "NVRX_CHECKPOINT_DIR": str(tmp_path / "c")}, pid=1)
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+    assert (record["fault_rank"], record["scenario"], record["hang_placement"]) == (None, "baseline", None)
+    assert record["checkpoint_dir"] == str(tmp_path / "c")
+
+
+def test_child_environment_keeps_our_settings():
+    env = run.child_env({"TZ": "Europe/Paris", "NCCL_NVLS_ENABLE": "1", "KEEP": "x"})
+    assert env["TZ"] == "UTC" and env["NCCL_NVLS_ENABLE"] == "0" and env["KEEP"] == "x"
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_free_port_is_bindable():
+    port = run.free_port()
+    assert 1024 <= port <= 65535
+
+
+@pytest.mark.timeout(60)
+def test_exit_code_is_ft_launchers_and_nothing_survives(repo_root, tmp_path, env, work):
+    driver = start_driver(repo_root, tmp_path, env, "exit7")
+    out, err = driver.communicate(timeout=40)
+    assert driver.returncode == 7, err
+    run_dir = work / "runs" / "r1"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["exit_code"] == 7 and record["finished_at"] and record["interrupted_by"] is None
+    launcher = json.loads((run_dir / "pids" / f"{procs.host_name()}.launcher.json").read_text())
+    assert {"pid", "pgid", "start_time"} <= set(launcher) and launcher["pid"] == launcher["pgid"]
+    worker_pid = int((run_dir / "worker.pid").read_text())
+    assert procs.read_stat(worker_pid) is None or procs.read_stat(worker_pid).state == "Z"
+    assert "killed 1 leftover process(es) of run r1" in err
+    assert (run_dir / "command.txt").read_text().strip().endswith("exit7")
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_is_forwarded_then_everything_is_killed(repo_root, tmp_path, env, work):
+    run_dir = work / "runs" / "r1"
+    driver = start_driver(repo_root, tmp_path, env, "ignore-term")
+    deadline = time.monotonic() + 20
+    pid_dir = run_dir / "pids"
+    while not (pid_dir.is_dir() and list(pid_dir.glob("*.cycle0.rank1.json"))):
+        assert time.monotonic() < deadline, "the stand-in worker never recorded itself"
+        time.sleep(0.1)
+    time.sleep(0.3)
+    started = time.monotonic()
+    driver.send_signal(signal.SIGTERM)
+    out, err = driver.communicate(timeout=30)
+    took = time.monotonic() - started
+    assert driver.returncode == 128 + signal.SIGKILL  # the stand-in ignored SIGTERM, so it was killed
+    assert took < 1 + 1 + 10  # term-timeout + margin + cleanup
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["interrupted_by"] == "SIGTERM" and record["exit_code"] == -signal.SIGKILL
+    worker_pid = int((run_dir / "worker.pid").read_text())
+    stat = procs.read_stat(worker_pid)
+    assert stat is None or stat.state == "Z"
+
+
+def test_launcher_that_cannot_start_is_recorded(env, work):
+    s = settings.load_settings(env, [], pid=1)
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    plan = command.LaunchPlan(launcher=[str(work / "no-such-ft_launcher")], workload=[], megatron_flags=[],
+                              log_server_port=1)
+    run.make_dirs(s)
+    assert run.launch(s, plan, choice, procs.host_name(), {"PATH": "/usr/bin"}) == run.EXIT_CANNOT_START
+    record = json.loads((s.run_dir / "run.json").read_text())
+    assert record["exit_code"] == run.EXIT_CANNOT_START and record["finished_at"]

@@ -1,0 +1,213 @@
+"""Every refusal of the launcher: exit 2, its own one-line reason on stderr, nothing created or launched."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from launch_helpers import tree
+
+from ftqual import procs
+
+
+def assert_refused(result, fragment: str) -> None:
+    assert result.rc == 2, (result.out, result.err)
+    assert result.out == ""
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert fragment in lines[0], lines[0]
+
+
+# (environment changes, expected fragment of the one-line message); each line is a different rule.
+ENV_CASES = [
+    ({"NVRX_WORK_DIR": None}, "Set NVRX_WORK_DIR to an absolute directory"),
+    ({"NVRX_WORK_DIR": "relative/dir"}, "NVRX_WORK_DIR must be absolute"),
+    ({"NVRX_WORKLOAD": "bert"}, "NVRX_WORKLOAD must be megatron or smoke"),
+    ({"NVRX_WORKLOAD": "megatron"}, "Set MEGATRON_PATH"),
+    ({"NVRX_DEMO_FAULT": "crash"}, "NVRX_DEMO_FAULT must be none, kill, or hang"),
+    ({"GPUS_PER_NODE": "3", "TP": "2"}, "World size 3 (NNODES*GPUS_PER_NODE) must be divisible by TP*PP=2"),
+    ({"GPUS_PER_NODE": "3", "PP": "3"}, "PP=3 must divide the model's 4 layers"),
+    ({"GPUS_PER_NODE": "3", "TP": "3"}, "TP=3 must divide the model's 8 attention heads"),
+    ({"NNODES": "2"}, "Set RDZV_ENDPOINT to a common reachable host:port"),
+    ({"NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_RUN_ID": None},
+     "Set NVRX_RUN_ID (or run under Slurm)"),
+    ({"RDZV_ENDPOINT": "node1"}, "RDZV_ENDPOINT must be host:port"),
+    ({"RDZV_ENDPOINT": "node1:99999"}, "RDZV_ENDPOINT must be host:port"),
+    ({"NVRX_RUN_ID": "../escape"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
+    ({"NVRX_RUN_ID": "a b"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
+    ({"NVRX_CHECKPOINT_DIR": "ckpt"}, "NVRX_CHECKPOINT_DIR must be absolute"),
+    ({"NVRX_FAULT_RANK": "2"}, "NVRX_FAULT_RANK=2 is outside the world of 2 rank(s)"),
+    ({"NVRX_DEMO_FAULT": "hang", "GPUS_PER_NODE": "1"},
+     "NVRX_FAULT_RANK=1 is outside the world of 1 rank(s)"),
+    ({"NVRX_FAULT_RANK": "one"}, "NVRX_FAULT_RANK must be a non-negative integer"),
+    ({"NVRX_FAULT_RANK": "-1"}, "NVRX_FAULT_RANK must be a non-negative integer"),
+    ({"NVRX_DRY_RUN": "yes"}, "NVRX_DRY_RUN must be 0 or 1"),
+    # ours
+    ({"NVRX_SCENARIO": "kill me"}, "Use letters, digits, underscores or hyphens in NVRX_SCENARIO"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120"}, "must give all of setup, step and checkpointing"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,checkpointing:600,eval:5"},
+     "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup=900,step=120,checkpointing=600"},
+     "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,step:1,checkpointing:600"}, "names section 'step' twice"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:-1,checkpointing:600"},
+     "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds"),
+    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:nan,checkpointing:600"},
+     "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds"),
+    ({"NVRX_OUT_OF_SECTION_TIMEOUT": "0"},
+     "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number of seconds"),
+    ({"NVRX_MAX_RESTARTS": "three"}, "NVRX_MAX_RESTARTS must be a non-negative integer"),
+    ({"NVRX_TERM_TIMEOUT": "0"}, "NVRX_TERM_TIMEOUT must be a positive integer"),
+    ({"NVRX_WORKERS_STOP_TIMEOUT": "1.5"}, "NVRX_WORKERS_STOP_TIMEOUT must be a positive integer"),
+    ({"NVRX_LOG_SERVER_PORT": "70000"}, "NVRX_LOG_SERVER_PORT must be a TCP port 1..65535"),
+    ({"NVRX_LOG_SERVER_PORT": "http"}, "NVRX_LOG_SERVER_PORT must be a TCP port 1..65535"),
+    ({"NVRX_TRANSFORMER_IMPL": "te"}, "NVRX_TRANSFORMER_IMPL must be auto, local or transformer_engine"),
+    ({"NVRX_DIST_OPTIMIZER": "yes"}, "NVRX_DIST_OPTIMIZER must be auto, on or off"),
+    ({"NVRX_HANG_PLACEMENT": "later"}, "NVRX_HANG_PLACEMENT must be step or immediate"),
+    ({"NVRX_NODE_RANK": "1"}, "NVRX_NODE_RANK=1 must be below NNODES=1"),
+    ({"NVRX_NODE_RANK": "x"}, "NVRX_NODE_RANK must be a non-negative integer"),
+    ({"SLURM_NODEID": "3", "NNODES": "2", "RDZV_ENDPOINT": "n:1"}, "SLURM_NODEID=3 must be below NNODES=2"),
+]
+
+
+@pytest.mark.parametrize(("changes", "fragment"), ENV_CASES, ids=[c[1][:40] for c in ENV_CASES])
+def test_bad_environment_is_refused(changes, fragment, base_env, work, run_launch):
+    env = {**base_env}
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    before = tree(work.parent)
+    assert_refused(run_launch(env), fragment)
+    assert tree(work.parent) == before
+
+
+@pytest.mark.parametrize("name", ["NNODES", "GPUS_PER_NODE", "TP", "PP", "TRAIN_ITERS", "SAVE_INTERVAL"])
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "08"])
+def test_shape_and_iteration_settings_must_be_positive_integers(name, value, base_env, work, run_launch):
+    before = tree(work.parent)
+    result = run_launch({**base_env, name: value})
+    assert_refused(result, f"{name} must be a positive integer (got {value!r})")
+    assert tree(work.parent) == before
+
+
+def test_megatron_path_must_hold_pretrain_gpt(base_env, work, tmp_path, run_launch):
+    empty = tmp_path / "not-megatron"
+    empty.mkdir()
+    before = tree(work.parent)
+    result = run_launch({**base_env, "NVRX_WORKLOAD": "megatron", "MEGATRON_PATH": str(empty)})
+    assert_refused(result, f"pretrain_gpt.py not found in MEGATRON_PATH ({empty})")
+    assert tree(work.parent) == before
+
+
+def test_smoke_workload_ignores_megatron_path(base_env, run_launch):
+    result = run_launch({**base_env, "MEGATRON_PATH": "/nowhere"})
+    assert result.rc == 0, result.err
+
+
+def test_fault_rank_is_ignored_without_a_fault(base_env, run_launch):
+    env = {**base_env, "NVRX_DEMO_FAULT": "none", "NVRX_FAULT_RANK": "99", "GPUS_PER_NODE": "1"}
+    result = run_launch(env)
+    assert result.rc == 0, result.err
+    assert "--fault-rank" not in result.argv
+
+
+def run_dir(work, run_id="r1"):
+    path = work / "runs" / run_id
+    path.mkdir(parents=True)
+    return path
+
+
+def test_old_injection_marker_is_refused(base_env, work, run_launch):
+    (run_dir(work) / "fault_injected.json").write_text("{}")
+    before = tree(work)
+    assert_refused(run_launch(base_env), "This run ID already has an injection marker; use a new NVRX_RUN_ID")
+    assert tree(work) == before
+
+
+def test_second_launch_of_a_run_id_is_refused(base_env, work, run_launch):
+    (run_dir(work) / "run.json").write_text(json.dumps({"schema": "ftqual.run/v1"}))
+    before = tree(work)
+    assert_refused(run_launch(base_env), "already holds run.json from an earlier launch")
+    assert tree(work) == before
+
+
+def test_multinode_host_that_already_launched_is_refused(base_env, work, run_launch):
+    pids = run_dir(work) / "pids"
+    pids.mkdir()
+    (pids / f"{procs.host_name()}.launcher.json").write_text("{}")
+    env = {**base_env, "NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_NODE_RANK": "1"}
+    before = tree(work)
+    assert_refused(run_launch(env), f"Host {procs.host_name()} already launched run r1")
+    assert tree(work) == before
+
+
+def test_multinode_other_node_may_find_run_json(base_env, work, run_launch):
+    (run_dir(work) / "run.json").write_text("{}")  # node 0 was faster
+    env = {**base_env, "NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_NODE_RANK": "1"}
+    assert run_launch(env).rc == 0
+
+
+def test_calculated_ft_state_is_refused(base_env, work, tmp_path, run_launch):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "ft_state.json").write_text("{}")
+    before = tree(tmp_path)
+    assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}),
+                   "requires a checkpoint directory without calculated ft_state.json")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (b"", "is empty"),
+    (b"  \n", "is empty"),
+    (b"release", "does not hold an integer iteration (got 'release')"),
+    (b"-5", "does not hold an integer iteration"),
+    (b"\xff\xfe", "is unreadable"),
+])
+def test_untrustworthy_tracker_is_refused(content, fragment, base_env, tmp_path, run_launch):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_bytes(content)
+    before = tree(tmp_path)
+    assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}), fragment)
+    assert tree(tmp_path) == before
+
+
+def test_unreadable_tracker_is_refused(base_env, tmp_path, run_launch):
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "latest_checkpointed_iteration.txt").mkdir(parents=True)  # a directory: reading it fails
+    result = run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)})
+    assert_refused(result, "is unreadable (IsADirectoryError)")
+
+
+def test_valid_existing_tracker_is_accepted(base_env, tmp_path, run_launch):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("30")
+    assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}).rc == 0
+
+
+def test_multinode_run_id_defaults_to_slurm_job_id(base_env, run_launch):
+    env = {**base_env, "NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "SLURM_JOB_ID": "4242"}
+    env.pop("NVRX_RUN_ID")
+    result = run_launch(env)
+    assert result.rc == 0, result.err
+    assert "--rdzv-id=4242" in result.argv
+
+
+def test_real_run_without_ft_launcher_is_refused(base_env, work, run_launch, monkeypatch):
+    from ftqual.launch import command
+
+    monkeypatch.setattr(command, "ft_launcher_executable", lambda: None)
+    before = tree(work)
+    assert_refused(run_launch({**base_env, "NVRX_DRY_RUN": "0"}), "ft_launcher not found")
+    assert tree(work) == before
+
+
+def test_environment_is_not_read_from_os_environ_when_given(base_env, monkeypatch, run_launch):
+    monkeypatch.setenv("NVRX_DEMO_FAULT", "crash")  # ignored: main() reads the mapping it is given
+    assert run_launch(base_env).rc == 0
+    assert os.environ["NVRX_DEMO_FAULT"] == "crash"
