@@ -10,9 +10,10 @@ The workload runs in this process (runpy, as `__main__`), so the pid that NVRx's
 the pid we signal. On the fault rank a daemon thread polls the checkpoint tracker; once it advances past
 its startup value the rank claims the marker (O_CREAT|O_EXCL, fsynced) and sends itself SIGKILL (kill) or
 SIGSTOP (hang). With placement `step` (the default, for both faults; `--hang-placement` keeps the seed
-variable's name) the signal waits until the rank is inside an NVRx `step` section (seen by wrapping
-RankMonitorClient.start_section/end_section in this process), so a hang is detected by the step timeout
-rather than whichever section happened to be open; `immediate` signals at once, as the seed does.
+variable's name) the training thread itself claims the marker and signals at the start of the next NVRx
+`step` section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is
+detected by the step timeout rather than whichever section happened to be open; `immediate` signals from the
+poller thread at once, as the seed does (and lands wherever training is once the marker is fsynced).
 Replacement workers find the marker and never inject again. A requested fault that never happened fails the
 fault rank at exit, so an uninterrupted run cannot pass as a recovery.
 
@@ -239,9 +240,11 @@ class Injector:
                 self.armed_at = value
         if self.placement == "immediate":
             self.inject(self.watch.current() if self.watch else None)
-        elif self.watch is not None and self.watch.inside("step"):
-            self.inject("step")
-        # else: the next start_section("step") injects (see _on_section_start)
+        # else: the next start_section("step") injects, on the training thread itself (see
+        # _on_section_start). Injecting from this poller thread while a step is open would race: claiming
+        # and fsyncing the marker takes tens of milliseconds on a shared filesystem, longer than a whole
+        # step of a small model on a GPU, so the signal would land wherever training had moved on to
+        # (seen on an H200: decided inside 'step', stopped inside 'checkpointing', detected after 300 s).
         return True
 
     def _on_section_start(self, name: str) -> None:

@@ -135,10 +135,14 @@ def test_step_placement_waits_for_a_step_section(w, tmp_path):
     assert (marker["placement"], marker["section"], marker["checkpoint_iteration"]) == ("step", "step", 5)
 
 
-def test_step_placement_inside_a_step_injects_at_once(w, tmp_path):
+def test_step_placement_never_injects_from_the_poller_thread(w, tmp_path):
+    # Marker claim + fsync can outlast a GPU step: only the training thread, at a step's start, injects.
     injector, kills = make_injector(w, tmp_path)
     injector.watch.started("step")
     injector.on_tracker(5)
+    assert kills == []
+    injector.watch.ended("step")
+    injector.watch.started("step")
     assert len(kills) == 1
 
 
