@@ -23,12 +23,23 @@ from pathlib import Path
 NVRX_VERSION = "0.7.0"
 
 
-
 def download_wheel(dest: Path) -> Path:
     cmd = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-        "--python-version", "3.12", "--implementation", "cp",
-        "--platform", "manylinux_2_39_x86_64", "-d", str(dest),
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "--platform",
+        "manylinux_2_39_x86_64",
+        "-d",
+        str(dest),
         f"nvidia-resiliency-ext=={NVRX_VERSION}",
     ]
     subprocess.run(cmd, check=True)
@@ -92,7 +103,9 @@ def main() -> int:
             ep_name = next(m for m in zf.namelist() if m.endswith(".dist-info/entry_points.txt"))
             entry_points = zf.read(ep_name).decode()
     scripts = write_console_scripts(entry_points, bin_dir)
-    print(f"install_nvrx: nvidia-resiliency-ext {NVRX_VERSION} modules in {site}; scripts: {', '.join(scripts)}")
+    print(
+        f"install_nvrx: nvidia-resiliency-ext {NVRX_VERSION} modules in {site}; scripts: {', '.join(scripts)}"
+    )
     return 0
 
 
