@@ -11,6 +11,7 @@ newline marks the log incomplete.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
 from collections.abc import Mapping
@@ -343,14 +344,69 @@ class _Collector:
         )
 
 
+# Logs are read in blocks of this many bytes (extended to the next newline). Within a block each keyword is
+# found with bytes.find (C speed), and only the lines holding one are decoded and parsed: the chatter that
+# makes a large log (per-rank warnings, NCCL INFO) is never split into Python strings.
+_BLOCK_BYTES = 4 << 20
+_NEEDLES = tuple(keyword.encode() for keyword in _KEYWORDS)
+
+
+def _candidate_starts(block: bytes) -> list[int]:
+    """Sorted offsets of the lines in `block` that contain a keyword (the same test as `_interesting`:
+    the keywords are ASCII, so a keyword is in the decoded line exactly when its bytes are in the raw one)."""
+    starts: set[int] = set()
+    find, rfind = block.find, block.rfind
+    for needle in _NEEDLES:
+        pos = find(needle)
+        while pos >= 0:
+            starts.add(rfind(b"\n", 0, pos) + 1)
+            end = find(b"\n", pos)
+            if end < 0:
+                break
+            pos = find(needle, end + 1)
+    return sorted(starts)
+
+
 def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
-    """One pass over one cycle's log. Raises OSError if the file cannot be opened."""
+    """One pass over one cycle's log. Raises OSError if the file cannot be opened.
+
+    Same lines, line numbers and text as reading the file in text mode line by line and handing every
+    keyword line (and every line of the argument dump) to the collector; a block holding a carriage return
+    is read exactly that way, since universal newlines make a lone `\r` end a line.
+    """
     collector = _Collector(cycle, rel, clock)
-    number = 0
-    last_newline = True
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            last_newline = raw.endswith("\n")
-            if collector.in_args or _interesting(raw):
-                collector.line(number, raw)
-    return collector.freeze(number, complete=last_newline)
+    number = 0  # lines before the current position
+    complete = True
+    with path.open("rb") as handle:
+        while block := handle.read(_BLOCK_BYTES):
+            if not block.endswith(b"\n"):
+                block += handle.readline()
+            if b"\r" in block:
+                for raw in io.StringIO(block.decode("utf-8", "replace"), newline=None):
+                    number += 1
+                    complete = raw.endswith("\n")
+                    if collector.in_args or _interesting(raw):
+                        collector.line(number, raw)
+                continue
+            size, pos = len(block), 0
+            starts = _candidate_starts(block)
+            if collector.in_args:  # an argument dump continues from the previous block
+                starts.insert(0, 0)
+            for start in starts:
+                if start < pos:
+                    continue
+                number += block.count(b"\n", pos, start)
+                pos = start
+                while True:  # the keyword line, then every line while inside the argument dump
+                    end = block.find(b"\n", pos)
+                    stop = size if end < 0 else end + 1
+                    number += 1
+                    collector.line(number, block[pos:stop].decode("utf-8", "replace"))
+                    pos = stop
+                    if not collector.in_args or pos >= size:
+                        break
+            number += block.count(b"\n", pos)
+            complete = block.endswith(b"\n")
+            if not complete and pos < size:
+                number += 1  # the last line, without newline, held no keyword
+    return collector.freeze(number, complete=complete)
