@@ -1,0 +1,135 @@
+"""`snakemake -n` on the project: the stages of the default config; bad configs rejected at parse time
+or, for what only the stack check can judge, by the preflight before any run."""
+
+from __future__ import annotations
+
+import pytest
+from wfutil import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
+
+pytestmark = pytest.mark.workflow
+
+
+def test_dry_run_lists_the_stages_in_order(project):
+    proc = run_snakemake(project, "-n")
+    assert proc.returncode == 0, proc.stdout
+    assert job_stats(proc.stdout) == {
+        "scenario_settings": 3,
+        "preflight": 1,
+        "run_scenario": 3,
+        "verify": 3,
+        "summary": 1,
+        "all": 1,
+    }
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill"]
+    assert sorted(scenario_jobs(proc.stdout, "verify")) == ["baseline", "hang", "kill"]
+
+    by_key = {(j["rule"], j.get("wildcards", "")): j for j in jobs(proc.stdout)}
+    # settings -> preflight -> baseline run -> baseline verify -> fault runs -> their verify -> summary -> all
+    settings = [f"results/{s}/settings.json" for s in ("baseline", "kill", "hang")]
+    assert by_key[("preflight", "")]["input"].split(", ") == settings
+    run_inputs = by_key[("run_scenario", "scenario=baseline")]["input"].split(", ")
+    assert run_inputs == ["results/baseline/settings.json", "results/preflight.json"]
+    for fault in ("kill", "hang"):
+        run_inputs = by_key[("run_scenario", f"scenario={fault}")]["input"].split(", ")
+        assert run_inputs == [
+            f"results/{fault}/settings.json",
+            "results/preflight.json",
+            "results/baseline/verify.json",
+        ]
+        verify_inputs = by_key[("verify", f"scenario={fault}")]["input"].split(", ")
+        assert verify_inputs == [f"results/{fault}/run.json", "results/baseline/run.json"]
+    summary_inputs = by_key[("summary", "")]["input"].split(", ")
+    assert summary_inputs[0] == "results/preflight.json"
+    assert sorted(summary_inputs[1:]) == [f"results/{s}/verify.json" for s in ("baseline", "hang", "kill")]
+    all_inputs = by_key[("all", "")]["input"].split(", ")
+    assert all_inputs[0] == "results/summary.json" and sorted(all_inputs[1:]) == sorted(summary_inputs[1:])
+
+
+def test_dry_run_with_the_profiles(project):
+    for profile in ("profiles/local", "profiles/slurm"):
+        proc = run_snakemake(project, "-n", "--profile", profile)
+        assert proc.returncode == 0, proc.stdout
+        assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_profiles_work_by_name(project, tmp_path):
+    """As after `ftqual install-profiles`: <user config dir>/snakemake/<name> -> profiles/<name>."""
+    config_home = tmp_path / "xdg"
+    (config_home / "snakemake").mkdir(parents=True)
+    for name in ("local", "slurm"):
+        (config_home / "snakemake" / name).symlink_to(project / "profiles" / name)
+        proc = run_snakemake(project, "-n", "--profile", name, env={"XDG_CONFIG_HOME": str(config_home)})
+        assert proc.returncode == 0, proc.stdout
+        assert f"Using profile {name} for setting default command line arguments" in proc.stdout
+        assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_megatron_config_dry_runs(project):
+    proc = run_snakemake(project, "-n", "--configfile", "config/megatron-h200.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_user_scenario_is_added(project):
+    write_yaml(project / "extra.yaml", {"scenarios": {"kill_rank0": {"fault": "kill", "rank": 0}}})
+    proc = run_snakemake(project, "-n", "--configfile", "extra.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill", "kill_rank0"]
+
+
+def test_disabled_scenario_is_left_out(project):
+    write_yaml(project / "less.yaml", {"scenarios": {"hang": {"fault": "hang", "enabled": False}}})
+    proc = run_snakemake(project, "-n", "--configfile", "less.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "kill"]
+
+
+@pytest.mark.parametrize(
+    ("config_args", "message"),
+    [
+        (["--config", "train_iter=5"], "Additional properties are not allowed ('train_iter' was unexpected)"),
+        (["--config", "train_iters=0"], "0 is less than the minimum of 1"),
+        (["--config", "workload=gpu"], "'gpu' is not one of ['smoke', 'megatron']"),
+        (["--config", "hang_placement=later"], "'later' is not one of ['step', 'immediate']"),
+    ],
+)
+def test_bad_config_fails_the_dry_run_with_the_schema_message(project, config_args, message):
+    proc = run_snakemake(project, "-n", *config_args)
+    assert proc.returncode != 0
+    assert message in proc.stdout, proc.stdout
+    assert "Job stats" not in proc.stdout
+
+
+def test_typo_inside_a_scenario_is_rejected(project):
+    write_yaml(project / "typo.yaml", {"scenarios": {"kill": {"fault": "kill", "rnak": 0}}})
+    proc = run_snakemake(project, "-n", "--configfile", "typo.yaml")
+    assert proc.returncode != 0
+    assert "Additional properties are not allowed ('rnak' was unexpected)" in proc.stdout, proc.stdout
+
+
+def test_impossible_fault_rank_is_rejected(project):
+    write_yaml(project / "rank.yaml", {"scenarios": {"kill": {"fault": "kill", "rank": 5}}})
+    proc = run_snakemake(project, "-n", "--configfile", "rank.yaml")
+    assert proc.returncode != 0
+    assert "scenarios.kill: rank 5 is outside the world of 2 rank(s)" in proc.stdout, proc.stdout
+
+
+def test_multinode_scenario_is_rejected_on_the_local_profile(project):
+    write_yaml(project / "multi.yaml", {"scenarios": {"kill": {"fault": "kill", "nnodes": 2}}})
+    dry = run_snakemake(project, "-n", "--configfile", "multi.yaml", "--profile", "profiles/slurm")
+    assert dry.returncode == 0, dry.stdout  # the plan is fine; it needs Slurm to run
+    proc = run_snakemake(project, "--configfile", "multi.yaml", "--profile", "profiles/local")
+    assert proc.returncode != 0
+    assert "multi-node runs need the Slurm executor" in proc.stdout, proc.stdout
+    assert not (project / "runs").exists()  # rejected while building the DAG: nothing ran
+
+
+def test_failed_preflight_stops_before_any_run(project):
+    """A config the preflight rejects (a kill that can never be restarted) stops everything."""
+    write_yaml(project / "broken.yaml", {"scenarios": {"kill": {"fault": "kill", "max_restarts": 0}}})
+    proc = run_snakemake(project, "--profile", "profiles/local", "--configfile", "broken.yaml")
+    assert proc.returncode != 0
+    assert "Error in rule preflight" in proc.stdout, proc.stdout
+    assert "preflight failed (exit 1): no run will start" in proc.stdout  # the log, via --show-failed-logs
+    assert not (project / "results" / "preflight.json").exists()
+    assert not (project / "runs").exists() and "rule run_scenario" not in proc.stdout

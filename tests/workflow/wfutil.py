@@ -1,0 +1,139 @@
+"""Helpers for tests that run the Snakemake workflow through its CLI in a copy of the project.
+
+A copy, not the checkout: the workflow writes results/, logs/, runs/ and .snakemake/ into its working
+directory, and each test wants its own. The copy holds everything a user's checkout has that the
+workflow reads (the Snakefile, rules, scripts, config, profiles, report captions and the ftqual package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ITEMS = ("Snakefile", "rules", "scripts", "config", "profiles", "report", "ftqual")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def copy_project(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PROJECT_ITEMS:
+        src = REPO_ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=IGNORE)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def write_yaml(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def snakemake_env() -> dict[str, str]:
+    """This interpreter's bin directory first on PATH (snakemake, ft_launcher), unbuffered output."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def snakemake_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", *args]
+
+
+def run_snakemake(
+    workdir: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m snakemake ARGS` in `workdir`; stdout and stderr together in `.stdout`."""
+    return subprocess.run(
+        snakemake_cmd(*args),
+        cwd=workdir,
+        env={**snakemake_env(), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The `Job stats` table of a snakemake run or dry run: rule -> job count (total left out)."""
+    match = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\n\s*\n", output + "\n\n", re.S)
+    if not match:
+        return {}
+    stats = {}
+    for line in match.group(1).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] != "total":
+            stats[parts[0]] = int(parts[1])
+    return stats
+
+
+def jobs(output: str) -> list[dict[str, str]]:
+    """The job blocks snakemake prints (`rule X:` / `localrule X:` then indented `key: value` lines)."""
+    found = []
+    current = None
+    for line in output.splitlines():
+        head = re.match(r"^(?:local)?rule (\w+):$", line)
+        if head:
+            current = {"rule": head.group(1)}
+            found.append(current)
+            continue
+        item = re.match(r"^    (\w+): (.*)$", line)
+        if current is not None and item:
+            current[item.group(1)] = item.group(2)
+        elif not line.startswith("    "):
+            current = None
+    return found
+
+
+def scenario_jobs(output: str, rule: str) -> list[str]:
+    """Scenarios of the `rule` jobs in a snakemake output, in the order printed."""
+    return [
+        job["wildcards"].split("=", 1)[1]
+        for job in jobs(output)
+        if job["rule"] == rule and "wildcards" in job
+    ]
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def run_dirs(workdir: Path, scenario: str) -> list[Path]:
+    return sorted((workdir / "runs").glob(f"{scenario}-*"))
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat, None when the process is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains `text` (e.g. a run ID)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and start_time(int(entry.name)) is not None:
+                found.append(int(entry.name))
+    return found
