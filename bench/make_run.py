@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate a large, realistic ftqual run directory in the formats recorded on H200 (stdlib only).
 
-    python bench/make_run.py --ranks 1024 --iters 200 --restarts 1 --seed 7 --out bench/out/run --target-mb 500
+    python bench/make_run.py --ranks 1024 --iters 200 --restarts 1 --seed 7 \
+        --out bench/out/run --target-mb 500
 
 What it writes (design.md section 2, formats of the recorded `kill-2gpu` / `baseline-2gpu` fixtures):
 run.json, fault_injected.json (fault runs), cycle_infos/cycle_info.<job>.0.<N> + .current,

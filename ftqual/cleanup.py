@@ -67,10 +67,16 @@ def load_records(run_dir: Path, host: str) -> tuple[list[PidRecord], list[str]]:
             continue
         try:
             data = json.loads(path.read_text())
-            records.append(PidRecord(
-                path=path, host=host, kind="launcher" if match["kind"] == "launcher" else "worker",
-                pid=int(data["pid"]), pgid=int(data["pgid"]), start_time=int(data["start_time"]),
-            ))
+            records.append(
+                PidRecord(
+                    path=path,
+                    host=host,
+                    kind="launcher" if match["kind"] == "launcher" else "worker",
+                    pid=int(data["pid"]),
+                    pgid=int(data["pgid"]),
+                    start_time=int(data["start_time"]),
+                )
+            )
         except (OSError, ValueError, KeyError, TypeError):
             bad.append(path.name)  # a record being written right now; the next round reads it
     return records, bad
@@ -88,19 +94,24 @@ def _members(target: Target, snapshot: list[procs.ProcStat]) -> list[procs.ProcS
     """Live members of the target group, or None when the group id now belongs to someone else."""
     leader = next((p for p in snapshot if p.pid == target.pgid), None)
     if leader is not None:
-        expected_ok = (leader.start_time == target.leader_start if target.leader_start is not None
-                       else leader.start_time >= target.not_before)
+        expected_ok = (
+            leader.start_time == target.leader_start
+            if target.leader_start is not None
+            else leader.start_time >= target.not_before
+        )
         if not expected_ok:
             return None
     return [p for p in snapshot if p.pgid == target.pgid and p.start_time >= target.not_before]
 
 
 def _targets(records: list[PidRecord], snapshot: list[procs.ProcStat]) -> list[Target]:
-    targets = [Target(r.pgid, r.start_time, r.start_time if r.pgid == r.pid else None, r.path.name)
-               for r in records]
+    targets = [
+        Target(r.pgid, r.start_time, r.start_time if r.pgid == r.pid else None, r.path.name) for r in records
+    ]
     for rec in records:
-        if rec.kind != "launcher" or not any(p.pid == rec.pid and p.start_time == rec.start_time
-                                             for p in snapshot):
+        if rec.kind != "launcher" or not any(
+            p.pid == rec.pid and p.start_time == rec.start_time for p in snapshot
+        ):
             continue
         # Workers live in their own sessions: find them through the launcher's process tree.
         for child in procs.descendants(rec.pid, snapshot):

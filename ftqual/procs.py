@@ -28,8 +28,9 @@ def parse_stat(text: str) -> ProcStat:
     pid = int(head.split("(", 1)[0])
     fields = rest.split()
     # fields[0] is field 3 (state); field N is fields[N - 3].
-    return ProcStat(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), state=fields[0],
-                    start_time=int(fields[19]))
+    return ProcStat(
+        pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), state=fields[0], start_time=int(fields[19])
+    )
 
 
 def read_stat(pid: int | str) -> ProcStat | None:

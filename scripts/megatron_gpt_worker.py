@@ -110,8 +110,15 @@ def proc_start_time(pid: int | str = "self") -> int:
 
 
 def write_pid_record(pid_dir: Path, host: str, cycle: int, rank: int, local_rank: int) -> Path:
-    record = {"pid": os.getpid(), "pgid": os.getpgrp(), "start_time": proc_start_time(), "rank": rank,
-              "local_rank": local_rank, "cycle": cycle, "host": host}
+    record = {
+        "pid": os.getpid(),
+        "pgid": os.getpgrp(),
+        "start_time": proc_start_time(),
+        "rank": rank,
+        "local_rank": local_rank,
+        "cycle": cycle,
+        "host": host,
+    }
     path = pid_dir / f"{host}.cycle{cycle}.rank{rank}.json"
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(record) + "\n")
@@ -181,9 +188,19 @@ def install_section_hooks(watch: SectionWatch) -> bool:
 class Injector:
     """Once-only fault injection on the fault rank, triggered by the tracker advancing past its baseline."""
 
-    def __init__(self, *, fault: str, placement: str, tracker: Path, marker: Path, baseline: int,
-                 identity: dict, watch: SectionWatch | None,
-                 kill=os.kill, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(
+        self,
+        *,
+        fault: str,
+        placement: str,
+        tracker: Path,
+        marker: Path,
+        baseline: int,
+        identity: dict,
+        watch: SectionWatch | None,
+        kill=os.kill,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
         self.fault = fault
         self.placement = placement if watch is not None else "immediate"
         self.tracker = tracker
@@ -272,7 +289,7 @@ class Injector:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         cut = argv.index("--")
-        own, workload = argv[:cut], argv[cut + 1:]
+        own, workload = argv[:cut], argv[cut + 1 :]
     else:
         own, workload = argv, []
     parser = argparse.ArgumentParser(prog="megatron_gpt_worker.py", description=__doc__.splitlines()[0])
@@ -334,26 +351,39 @@ def main(argv: list[str]) -> int:
     elif fault_here:
         watch = SectionWatch()
         if not install_section_hooks(watch):
-            log("NVRx is not importable here: sections are unknown, "
-                "injecting as soon as the tracker advances")
+            log(
+                "NVRx is not importable here: sections are unknown, injecting as soon as the tracker advances"
+            )
             watch = None
         injector = Injector(
-            fault=args.fault, placement=args.hang_placement,
-            tracker=tracker, marker=args.fault_marker, baseline=baseline,
-            identity={"run_id": args.run_id or os.environ.get("TORCHELASTIC_RUN_ID", ""), "rank": rank,
-                      "local_rank": local_rank, "host": host, "cycle": cycle},
+            fault=args.fault,
+            placement=args.hang_placement,
+            tracker=tracker,
+            marker=args.fault_marker,
+            baseline=baseline,
+            identity={
+                "run_id": args.run_id or os.environ.get("TORCHELASTIC_RUN_ID", ""),
+                "rank": rank,
+                "local_rank": local_rank,
+                "host": host,
+                "cycle": cycle,
+            },
             watch=watch,
         )
-        log(f"fault {args.fault} armed on rank {rank} (cycle {cycle}): waiting for the tracker to pass "
-            f"{baseline}, placement {injector.placement}")
+        log(
+            f"fault {args.fault} armed on rank {rank} (cycle {cycle}): waiting for the tracker to pass "
+            f"{baseline}, placement {injector.placement}"
+        )
         injector.start()
 
     status = run_entrypoint(args.entrypoint, workload_args)
     if injector is not None:
         injector.finish()
         if status == 0 and not args.fault_marker.exists():
-            log(f"the requested {args.fault} fault was never injected (tracker stayed at or below {baseline} "
-                "while a step could follow); failing so an uninterrupted run cannot pass as recovery")
+            log(
+                f"the requested {args.fault} fault was never injected (tracker stayed at or below {baseline} "
+                "while a step could follow); failing so an uninterrupted run cannot pass as recovery"
+            )
             return EXIT_FAULT_NEVER_INJECTED
     return status
 

@@ -194,19 +194,25 @@ def read_tracker(root: str) -> int | None:
     return int(path.read_text().strip())  # Megatron fails on a bad tracker too
 
 
-def save_checkpoint(args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance,
-                    out: Printer) -> None:
+def save_checkpoint(
+    args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer
+) -> None:
     """Write the checkpoint of `iteration` on every rank; the tracker waits for finalize_checkpoint."""
     ft.checkpointing_start()
-    out.rank_0(f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {args.save} "
-               "in torch_dist format")
+    out.rank_0(
+        f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {args.save} in torch_dist format"
+    )
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optimizer": optim_sd,
-             "progress": torch.tensor([iteration, consumed], dtype=torch.int64)}
+    state = {
+        "model": model_sd,
+        "optimizer": optim_sd,
+        "progress": torch.tensor([iteration, consumed], dtype=torch.int64),
+    }
     dcp.save(state, checkpoint_id=str(checkpoint_dir(args.save, iteration)))
     if args.async_save:
-        out.rank_0(f"  [{stamp()}] scheduled an async checkpoint save at iteration {iteration:7d} "
-                   f"to {args.save}")
+        out.rank_0(
+            f"  [{stamp()}] scheduled an async checkpoint save at iteration {iteration:7d} to {args.save}"
+        )
     if args.smoke_save_seconds > 0:
         time.sleep(args.smoke_save_seconds)
     ft.checkpointing_end()
@@ -218,12 +224,15 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
     dist.barrier()  # every rank has written its part before the tracker may advance
     if rank == 0:
         target = checkpoint_dir(args.save, iteration)
-        (target / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist",
-                                                           "sharded_backend_version": 1}))
+        (target / "metadata.json").write_text(
+            json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
+        )
         with open(Path(args.save) / TRACKER_NAME, "w") as fh:  # truncate then write, like Megatron
             fh.write(str(iteration))
-        out.rank_0(f"  [{stamp()}] successfully saved checkpoint from iteration {iteration:7d} "
-                   f"to {args.save} {PARALLEL_TAG}")
+        out.rank_0(
+            f"  [{stamp()}] successfully saved checkpoint from iteration {iteration:7d} "
+            f"to {args.save} {PARALLEL_TAG}"
+        )
     dist.barrier()
     ft.checkpointing_end()
 
@@ -253,8 +262,17 @@ def load_checkpoint(args, model, optimizer, out: Printer) -> tuple[int, int]:
     return iteration, consumed
 
 
-def checkpoint(args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer,
-               rank: int, pending: int | None) -> int | None:
+def checkpoint(
+    args,
+    model,
+    optimizer,
+    iteration: int,
+    consumed: int,
+    ft: FaultTolerance,
+    out: Printer,
+    rank: int,
+    pending: int | None,
+) -> int | None:
     """Save `iteration`; returns the save still to finalize (async) or None (finalized now)."""
     if pending is not None:  # at most one save in flight
         finalize_checkpoint(args, pending, ft, out, rank)
@@ -282,8 +300,9 @@ def train_step(model, optimizer, iteration: int, args, rank: int, world: int) ->
     return float(reduced) / world, grad_norm
 
 
-def iteration_line(iteration: int, args, consumed: int, elapsed_ms: float, loss: float,
-                   grad_norm: float) -> str:
+def iteration_line(
+    iteration: int, args, consumed: int, elapsed_ms: float, loss: float, grad_norm: float
+) -> str:
     return (
         f" [{stamp()}] iteration {iteration:8d}/{args.train_iters:8d} |"
         f" consumed samples: {consumed:12d} |"
@@ -306,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.global_batch_size is None:
         args.global_batch_size = args.micro_batch_size * world
     if args.global_batch_size % world:
-        print(f"global batch size {args.global_batch_size} is not divisible by world size {world}",
-              file=sys.stderr)
+        print(
+            f"global batch size {args.global_batch_size} is not divisible by world size {world}",
+            file=sys.stderr,
+        )
         return 1
     print_arguments(args, out)
 

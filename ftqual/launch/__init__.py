@@ -40,8 +40,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     choice = stack.resolve(s.transformer_impl, s.dist_optimizer, stack.probe())
     executable = command.ft_launcher_executable()
     if executable is None and not s.dry_run:
-        print("ft_launcher not found beside this Python or on PATH; install nvidia-resiliency-ext",
-              file=sys.stderr)
+        print(
+            "ft_launcher not found beside this Python or on PATH; install nvidia-resiliency-ext",
+            file=sys.stderr,
+        )
         return 2
     # Every node must dial the store host's log server on one port: multi-node runs keep NVRx's default
     # unless NVRX_LOG_SERVER_PORT says otherwise; a single node takes a free port (runs may share the host).

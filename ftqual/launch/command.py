@@ -74,10 +74,14 @@ def wrapper_args(s: Settings) -> list[str]:
     entrypoint = s.entrypoint if s.workload == "megatron" else SMOKE
     args = [
         str(WORKER),
-        "--entrypoint", str(entrypoint),
-        "--checkpoint-dir", str(s.checkpoint_dir),
-        "--fault-marker", str(s.marker_path),
-        "--fault", s.fault,
+        "--entrypoint",
+        str(entrypoint),
+        "--checkpoint-dir",
+        str(s.checkpoint_dir),
+        "--fault-marker",
+        str(s.marker_path),
+        "--fault",
+        s.fault,
     ]
     if s.fault_rank is not None:
         args += ["--fault-rank", str(s.fault_rank)]
@@ -88,17 +92,34 @@ def wrapper_args(s: Settings) -> list[str]:
 def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
     ckpt = s.checkpoint_dir
     return [
-        "--enable-ft-package", "--ft-num-warmup-iters=0",
-        "--mock-data", "--tokenizer-type=NullTokenizer", "--vocab-size=1024",
-        "--num-layers=4", "--hidden-size=512", "--num-attention-heads=8",
-        "--seq-length=256", "--max-position-embeddings=256",
-        f"--tensor-model-parallel-size={s.tp}", f"--pipeline-model-parallel-size={s.pp}",
-        "--micro-batch-size=1", f"--global-batch-size={s.global_batch_size}",
-        f"--train-iters={s.train_iters}", "--lr=0.0001", "--lr-decay-style=constant",
-        "--bf16", *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
-        f"--load={ckpt}", f"--save={ckpt}", f"--save-interval={s.save_interval}",
-        "--ckpt-format=torch_dist", "--async-save", "--use-persistent-ckpt-worker",
-        "--eval-iters=0", f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}", "--log-interval=1",
+        "--enable-ft-package",
+        "--ft-num-warmup-iters=0",
+        "--mock-data",
+        "--tokenizer-type=NullTokenizer",
+        "--vocab-size=1024",
+        "--num-layers=4",
+        "--hidden-size=512",
+        "--num-attention-heads=8",
+        "--seq-length=256",
+        "--max-position-embeddings=256",
+        f"--tensor-model-parallel-size={s.tp}",
+        f"--pipeline-model-parallel-size={s.pp}",
+        "--micro-batch-size=1",
+        f"--global-batch-size={s.global_batch_size}",
+        f"--train-iters={s.train_iters}",
+        "--lr=0.0001",
+        "--lr-decay-style=constant",
+        "--bf16",
+        *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
+        f"--load={ckpt}",
+        f"--save={ckpt}",
+        f"--save-interval={s.save_interval}",
+        "--ckpt-format=torch_dist",
+        "--async-save",
+        "--use-persistent-ckpt-worker",
+        "--eval-iters=0",
+        f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}",
+        "--log-interval=1",
         *stack.megatron_flags,
     ]
 
@@ -106,12 +127,21 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
 def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
     ckpt = s.checkpoint_dir
     return [
-        "--enable-ft-package", "--ft-num-warmup-iters=0",
-        "--micro-batch-size=1", f"--global-batch-size={s.global_batch_size}",
-        f"--train-iters={s.train_iters}", "--lr=0.0001", "--lr-decay-style=constant",
+        "--enable-ft-package",
+        "--ft-num-warmup-iters=0",
+        "--micro-batch-size=1",
+        f"--global-batch-size={s.global_batch_size}",
+        f"--train-iters={s.train_iters}",
+        "--lr=0.0001",
+        "--lr-decay-style=constant",
         *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
-        f"--load={ckpt}", f"--save={ckpt}", f"--save-interval={s.save_interval}",
-        "--ckpt-format=torch_dist", "--async-save", "--eval-iters=0", "--log-interval=1",
+        f"--load={ckpt}",
+        f"--save={ckpt}",
+        f"--save-interval={s.save_interval}",
+        "--ckpt-format=torch_dist",
+        "--async-save",
+        "--eval-iters=0",
+        "--log-interval=1",
     ]
 
 
@@ -119,5 +149,9 @@ def build_plan(s: Settings, stack: StackChoice, port: int, executable: str) -> L
     body = megatron_args(s, stack) if s.workload == "megatron" else smoke_args(s, stack)
     workload = [*wrapper_args(s), "--", *body, *s.extra_args]
     flags = list(stack.megatron_flags) if s.workload == "megatron" else []
-    return LaunchPlan(launcher=launcher_args(s, port, executable), workload=workload,
-                      megatron_flags=flags, log_server_port=port)
+    return LaunchPlan(
+        launcher=launcher_args(s, port, executable),
+        workload=workload,
+        megatron_flags=flags,
+        log_server_port=port,
+    )

@@ -84,8 +84,9 @@ def child_env(base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_record(s: Settings, plan: LaunchPlan, stack: StackChoice, env: dict[str, str],
-               host: str) -> dict[str, Any]:
+def run_record(
+    s: Settings, plan: LaunchPlan, stack: StackChoice, env: dict[str, str], host: str
+) -> dict[str, Any]:
     """run.json as written before the launch: the contract keys first, then our extensions."""
     return {
         "schema": RUN_SCHEMA,
@@ -177,8 +178,9 @@ def _wait(proc: subprocess.Popen, signals: _Signals, term_timeout: int) -> int |
             return None
 
 
-def launch(s: Settings, plan: LaunchPlan, stack: StackChoice, host: str,
-           base_env: Mapping[str, str] | None = None) -> int:
+def launch(
+    s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None = None
+) -> int:
     """Start ft_launcher and see it through; returns our exit code (ft_launcher's, 128+N for a signal)."""
     env = child_env(dict(os.environ if base_env is None else base_env))
     run_json = s.run_dir / "run.json"
@@ -209,8 +211,10 @@ def launch(s: Settings, plan: LaunchPlan, stack: StackChoice, host: str,
             rc = proc.wait()
         if report.killed:
             pids = ", ".join(str(item["pid"]) for item in report.killed)
-            print(f"ftqual launch: killed {len(report.killed)} leftover process(es) of run {s.run_id}: "
-                  f"{pids}", file=sys.stderr)
+            print(
+                f"ftqual launch: killed {len(report.killed)} leftover process(es) of run {s.run_id}: {pids}",
+                file=sys.stderr,
+            )
     finally:
         signals.restore()
 

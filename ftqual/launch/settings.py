@@ -154,13 +154,15 @@ def parse_section_timeouts(raw: str) -> dict[str, float]:
         timeouts[section] = _positive_seconds(value, f"{name} {section}")
     missing = [s for s in SECTIONS if s not in timeouts]
     if missing:
-        raise SettingsError(f"{name} must give all of setup, step and checkpointing "
-                            f"(missing {', '.join(missing)})")
+        raise SettingsError(
+            f"{name} must give all of setup, step and checkpointing (missing {', '.join(missing)})"
+        )
     return {s: timeouts[s] for s in SECTIONS}
 
 
-def load_settings(env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None,
-                  pid: int = 0) -> Settings:
+def load_settings(
+    env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None, pid: int = 0
+) -> Settings:
     """Validate the environment in the seed's order; SettingsError (one line) on the first problem."""
     work_dir_raw = env.get("NVRX_WORK_DIR", "")
     if not work_dir_raw:
@@ -172,8 +174,10 @@ def load_settings(env: Mapping[str, str], argv: Sequence[str] = (), now: datetim
     if workload == "megatron":
         raw = env.get("MEGATRON_PATH", "")
         if not raw:
-            raise SettingsError("Set MEGATRON_PATH to an installed Megatron-LM source checkout "
-                                "(or NVRX_WORKLOAD=smoke for the CPU stand-in)")
+            raise SettingsError(
+                "Set MEGATRON_PATH to an installed Megatron-LM source checkout "
+                "(or NVRX_WORKLOAD=smoke for the CPU stand-in)"
+            )
         megatron_path = Path(raw)
         if not (megatron_path / "pretrain_gpt.py").is_file():
             raise SettingsError(f"pretrain_gpt.py not found in MEGATRON_PATH ({raw})")
@@ -223,8 +227,10 @@ def load_settings(env: Mapping[str, str], argv: Sequence[str] = (), now: datetim
     if fault != "none":
         fault_rank = _non_negative_int(env, "NVRX_FAULT_RANK", "1")
         if fault_rank >= world:
-            raise SettingsError(f"NVRX_FAULT_RANK={fault_rank} is outside the world of {world} rank(s); "
-                                f"use 0..{world - 1} (NVRX_FAULT_RANK=0 on one GPU)")
+            raise SettingsError(
+                f"NVRX_FAULT_RANK={fault_rank} is outside the world of {world} rank(s); "
+                f"use 0..{world - 1} (NVRX_FAULT_RANK=0 on one GPU)"
+            )
 
     dry_raw = env.get("NVRX_DRY_RUN", "0") or "0"
     if dry_raw not in ("0", "1"):
@@ -232,11 +238,13 @@ def load_settings(env: Mapping[str, str], argv: Sequence[str] = (), now: datetim
 
     scenario = _get(env, "NVRX_SCENARIO", fault)
     if not RUN_ID_RE.match(scenario):
-        raise SettingsError(f"Use letters, digits, underscores or hyphens in NVRX_SCENARIO "
-                            f"(got {scenario!r})")
+        raise SettingsError(
+            f"Use letters, digits, underscores or hyphens in NVRX_SCENARIO (got {scenario!r})"
+        )
     section_timeouts = parse_section_timeouts(_get(env, "NVRX_SECTION_TIMEOUTS", DEFAULT_SECTION_TIMEOUTS))
-    out_of_section = _positive_seconds(_get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"),
-                                       "NVRX_OUT_OF_SECTION_TIMEOUT")
+    out_of_section = _positive_seconds(
+        _get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT"
+    )
     max_restarts = _non_negative_int(env, "NVRX_MAX_RESTARTS", "3")
     term_timeout = _positive_int(env, "NVRX_TERM_TIMEOUT", "15")
     workers_stop_timeout = _positive_int(env, "NVRX_WORKERS_STOP_TIMEOUT", "15")
@@ -255,15 +263,34 @@ def load_settings(env: Mapping[str, str], argv: Sequence[str] = (), now: datetim
         raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES={nnodes}")
 
     return Settings(
-        workload=workload, megatron_path=megatron_path, work_dir=work_dir, run_id=run_id,
-        checkpoint_dir=checkpoint_dir, checkpoint_dir_is_default=not ckpt_raw,
-        nnodes=nnodes, gpus_per_node=gpus_per_node, tp=tp, pp=pp,
-        train_iters=train_iters, save_interval=save_interval, fault=fault, fault_rank=fault_rank,
-        rdzv_endpoint=endpoint, dry_run=dry_raw == "1", scenario=scenario,
-        section_timeouts=section_timeouts, out_of_section_timeout=out_of_section,
-        max_restarts=max_restarts, term_timeout=term_timeout, workers_stop_timeout=workers_stop_timeout,
-        log_server_port=log_server_port, transformer_impl=transformer_impl, dist_optimizer=dist_optimizer,
-        hang_placement=hang_placement, node_rank=node_rank, extra_args=tuple(argv),
+        workload=workload,
+        megatron_path=megatron_path,
+        work_dir=work_dir,
+        run_id=run_id,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_dir_is_default=not ckpt_raw,
+        nnodes=nnodes,
+        gpus_per_node=gpus_per_node,
+        tp=tp,
+        pp=pp,
+        train_iters=train_iters,
+        save_interval=save_interval,
+        fault=fault,
+        fault_rank=fault_rank,
+        rdzv_endpoint=endpoint,
+        dry_run=dry_raw == "1",
+        scenario=scenario,
+        section_timeouts=section_timeouts,
+        out_of_section_timeout=out_of_section,
+        max_restarts=max_restarts,
+        term_timeout=term_timeout,
+        workers_stop_timeout=workers_stop_timeout,
+        log_server_port=log_server_port,
+        transformer_impl=transformer_impl,
+        dist_optimizer=dist_optimizer,
+        hang_placement=hang_placement,
+        node_rank=node_rank,
+        extra_args=tuple(argv),
     )
 
 
@@ -274,14 +301,16 @@ def read_tracker(path: Path) -> int | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"Checkpoint tracker {path} is unreadable ({exc.__class__.__name__}); "
-                            "fix it before launching") from exc
+        raise SettingsError(
+            f"Checkpoint tracker {path} is unreadable ({exc.__class__.__name__}); fix it before launching"
+        ) from exc
     value = text.strip()
     if not value:
         raise SettingsError(f"Checkpoint tracker {path} is empty; fix it before launching")
     if not NON_NEGATIVE_INT_RE.match(value):
-        raise SettingsError(f"Checkpoint tracker {path} does not hold an integer iteration "
-                            f"(got {value[:40]!r})")
+        raise SettingsError(
+            f"Checkpoint tracker {path} does not hold an integer iteration (got {value[:40]!r})"
+        )
     return int(value)
 
 
@@ -293,11 +322,14 @@ def check_run_state(settings: Settings, host: str) -> None:
     # Node 0 writes run.json; on the other nodes of a multi-node run it may already be there, so each of
     # them checks its own launcher record instead.
     if settings.node_rank == 0 and (run_dir / "run.json").exists():
-        raise SettingsError(f"Run directory {run_dir} already holds run.json from an earlier launch; "
-                            "use a new NVRX_RUN_ID")
+        raise SettingsError(
+            f"Run directory {run_dir} already holds run.json from an earlier launch; use a new NVRX_RUN_ID"
+        )
     if (run_dir / "pids" / f"{host}.launcher.json").exists():
         raise SettingsError(f"Host {host} already launched run {settings.run_id}; use a new NVRX_RUN_ID")
     if (settings.checkpoint_dir / "ft_state.json").exists():
-        raise SettingsError("This fixed-timeout run requires a checkpoint directory without calculated "
-                            f"ft_state.json ({settings.checkpoint_dir}); archive it deliberately")
+        raise SettingsError(
+            "This fixed-timeout run requires a checkpoint directory without calculated "
+            f"ft_state.json ({settings.checkpoint_dir}); archive it deliberately"
+        )
     read_tracker(settings.tracker_path)

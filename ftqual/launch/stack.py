@@ -63,22 +63,27 @@ def resolve(transformer_impl: str, dist_optimizer: str, found: Probe) -> StackCh
     warnings: list[str] = []
     if transformer_impl == "auto":
         impl = "transformer_engine" if found.transformer_engine else "local"
-        reasons["transformer_impl"] = ("transformer_engine is importable" if found.transformer_engine
-                                       else "transformer_engine is not installed")
+        reasons["transformer_impl"] = (
+            "transformer_engine is importable"
+            if found.transformer_engine
+            else "transformer_engine is not installed"
+        )
     else:
         impl = transformer_impl
         reasons["transformer_impl"] = f"set to {transformer_impl}"
         if impl == "transformer_engine" and not found.transformer_engine:
-            warnings.append("NVRX_TRANSFORMER_IMPL=transformer_engine but transformer_engine "
-                            "is not importable")
+            warnings.append(
+                "NVRX_TRANSFORMER_IMPL=transformer_engine but transformer_engine is not importable"
+            )
 
     flags = ["--transformer-impl", impl]
     if found.apex_grad_acc_fusion:
         reasons["gradient_accumulation_fusion"] = "on: Apex's fused_weight_gradient_mlp_cuda is installed"
     else:
         flags.append(NO_GRAD_ACC_FUSION)
-        reasons["gradient_accumulation_fusion"] = ("off: Apex's fused_weight_gradient_mlp_cuda "
-                                                   "is not installed")
+        reasons["gradient_accumulation_fusion"] = (
+            "off: Apex's fused_weight_gradient_mlp_cuda is not installed"
+        )
     if impl == "local":
         flags += LOCAL_ONLY_FLAGS
 
@@ -86,15 +91,24 @@ def resolve(transformer_impl: str, dist_optimizer: str, found: Probe) -> StackCh
     if dist_optimizer == "auto":
         use_dist = can_resume_dist_opt
         reasons["dist_optimizer"] = (
-            "on: Transformer Engine or Apex is installed" if use_dist else
-            "off: without Transformer Engine and Apex a distributed-optimizer checkpoint does not resume "
-            "in Megatron core 0.19 (assert in DistributedOptimizer.state_dict)")
+            "on: Transformer Engine or Apex is installed"
+            if use_dist
+            else "off: without Transformer Engine and Apex a distributed-optimizer checkpoint does not "
+            "resume in Megatron core 0.19 (assert in DistributedOptimizer.state_dict)"
+        )
     else:
         use_dist = dist_optimizer == "on"
         reasons["dist_optimizer"] = f"set to {dist_optimizer}"
         if use_dist and not can_resume_dist_opt:
-            warnings.append("NVRX_DIST_OPTIMIZER=on without Transformer Engine and Apex: Megatron core 0.19 "
-                            "cannot resume this checkpoint; expect restarts until the no-progress stop "
-                            "(exit 93)")
-    return StackChoice(transformer_impl=impl, dist_optimizer=use_dist, megatron_flags=flags,
-                       reasons=reasons, warnings=warnings)
+            warnings.append(
+                "NVRX_DIST_OPTIMIZER=on without Transformer Engine and Apex: Megatron core 0.19 "
+                "cannot resume this checkpoint; expect restarts until the no-progress stop "
+                "(exit 93)"
+            )
+    return StackChoice(
+        transformer_impl=impl,
+        dist_optimizer=use_dist,
+        megatron_flags=flags,
+        reasons=reasons,
+        warnings=warnings,
+    )

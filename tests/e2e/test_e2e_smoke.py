@@ -25,8 +25,10 @@ pytestmark = pytest.mark.e2e
 TRAIN_ITERS = 16
 SAVE_INTERVAL = 4
 RUN_TIMEOUT_S = 240
-ITERATION = re.compile(r"^(\d+): +\[[^]]+\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \|.*"
-                       r"\| lm loss: ([-+.\dE]+) \|")
+ITERATION = re.compile(
+    r"^(\d+): +\[[^]]+\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \|.*"
+    r"\| lm loss: ([-+.\dE]+) \|"
+)
 HANG_ENV = {"NVRX_SECTION_TIMEOUTS": "setup:60,step:10,checkpointing:30", "NVRX_OUT_OF_SECTION_TIMEOUT": "20"}
 
 
@@ -56,32 +58,51 @@ class Run:
         return found
 
     def cycle_files(self) -> list[str]:
-        return sorted(p.name for p in (self.run_dir / "cycle_infos").iterdir()
-                      if re.fullmatch(r"cycle_info\..*\.\d+", p.name))
+        return sorted(
+            p.name
+            for p in (self.run_dir / "cycle_infos").iterdir()
+            if re.fullmatch(r"cycle_info\..*\.\d+", p.name)
+        )
 
 
-def scenario_env(repo_root: Path, work: Path, run_id: str, fault: str,
-                 extra: dict[str, str]) -> dict[str, str]:
+def scenario_env(
+    repo_root: Path, work: Path, run_id: str, fault: str, extra: dict[str, str]
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
-    env.update({
-        "FTQUAL_PYTHON": sys.executable, "NVRX_WORKLOAD": "smoke", "NVRX_WORK_DIR": str(work),
-        "NVRX_RUN_ID": run_id, "NVRX_DEMO_FAULT": fault, "GPUS_PER_NODE": "2",
-        "TRAIN_ITERS": str(TRAIN_ITERS), "SAVE_INTERVAL": str(SAVE_INTERVAL),
-        "NVRX_TERM_TIMEOUT": "5", "NVRX_WORKERS_STOP_TIMEOUT": "5",
-        "TMPDIR": "/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
-    })
+    env.update(
+        {
+            "FTQUAL_PYTHON": sys.executable,
+            "NVRX_WORKLOAD": "smoke",
+            "NVRX_WORK_DIR": str(work),
+            "NVRX_RUN_ID": run_id,
+            "NVRX_DEMO_FAULT": fault,
+            "GPUS_PER_NODE": "2",
+            "TRAIN_ITERS": str(TRAIN_ITERS),
+            "SAVE_INTERVAL": str(SAVE_INTERVAL),
+            "NVRX_TERM_TIMEOUT": "5",
+            "NVRX_WORKERS_STOP_TIMEOUT": "5",
+            "TMPDIR": "/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
+        }
+    )
     env.update(extra)
     return env
 
 
 def start(repo_root: Path, env: dict[str, str]) -> subprocess.Popen:
     # bash execs Python: the Popen pid is our launcher's.
-    return subprocess.Popen(["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh")], env=env,
-                            cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh")],
+        env=env,
+        cwd=repo_root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def run_scenario(repo_root: Path, work: Path, run_id: str, fault: str,
-                 extra: dict[str, str] | None = None) -> Run:
+def run_scenario(
+    repo_root: Path, work: Path, run_id: str, fault: str, extra: dict[str, str] | None = None
+) -> Run:
     env = scenario_env(repo_root, work, run_id, fault, extra or {})
     began = time.monotonic()
     proc = start(repo_root, env)
@@ -142,8 +163,10 @@ def assert_recovered(run: Run) -> dict:
     # 2. the launcher recorded the failed cycle and started replacements
     assert run.cycle_files() == ["cycle_info..0.0", "cycle_info..0.1"]
     assert run.json("cycle_infos/cycle_info..0.0")["cycle_end_time"]
-    assert re.search(r"Worker group (UNHEALTHY|FAILED)\. 3/3 attempts left; will restart worker group",
-                     run.text("logs/launcher.log"))
+    assert re.search(
+        r"Worker group (UNHEALTHY|FAILED)\. 3/3 attempts left; will restart worker group",
+        run.text("logs/launcher.log"),
+    )
     # 3. restored from that checkpoint, with optimizer state, not from zero
     cycle1 = run.text("logs/train_cycle1.log")
     assert f" loading distributed checkpoint from {run.run_dir / 'checkpoints'} at iteration {k}\n" in cycle1
@@ -175,9 +198,11 @@ def test_no_fault_finishes_in_one_cycle(none_run):
     assert not (none_run.run_dir / "logs" / "train_cycle1.log").exists()
     assert sorted(none_run.iterations(0)) == list(range(1, TRAIN_ITERS + 1))
     cycle0 = none_run.text("logs/train_cycle0.log")
-    assert "0: FT: initialized. Timeouts=SectionTimeouts(out_of_section=180.00, sections=[setup=900.00, " \
-           "step=120.00, checkpointing=600.00, ], calculated_sections=set(), " \
-           "is_out_of_section_calculated=False)\n" in cycle0
+    assert (
+        "0: FT: initialized. Timeouts=SectionTimeouts(out_of_section=180.00, sections=[setup=900.00, "
+        "step=120.00, checkpointing=600.00, ], calculated_sections=set(), "
+        "is_out_of_section_calculated=False)\n" in cycle0
+    )
     assert "0: FT: closed.\n" in cycle0 and "[ftqual-inject]" not in cycle0
     pids = sorted(p.name.split(".", 1)[1] for p in (none_run.run_dir / "pids").iterdir())
     assert pids == ["cycle0.rank0.json", "cycle0.rank1.json", "launcher.json"]
@@ -194,12 +219,21 @@ def test_kill_is_detected_restarted_and_resumed(kill_run):
 def test_hang_is_detected_by_the_step_timeout_and_resumed(hang_run):
     assert_recovered(hang_run)
     launcher_log = hang_run.text("logs/launcher.log")
-    assert re.search(r"\[Cycle 0\] Section 'step' has been open for [\d.]+ seconds\. "
-                     r"Timeout is 10\.00 seconds\.", launcher_log)
-    assert "FT: initialized. Timeouts=SectionTimeouts(out_of_section=20.00, sections=[setup=60.00, " \
-           "step=10.00, checkpointing=30.00, ]" in hang_run.text("logs/train_cycle1.log")
-    assert hang_run.json("run.json")["timeouts"] == {"setup": 60, "step": 10, "checkpointing": 30,
-                                                      "out_of_section": 20}
+    assert re.search(
+        r"\[Cycle 0\] Section 'step' has been open for [\d.]+ seconds\. "
+        r"Timeout is 10\.00 seconds\.",
+        launcher_log,
+    )
+    assert (
+        "FT: initialized. Timeouts=SectionTimeouts(out_of_section=20.00, sections=[setup=60.00, "
+        "step=10.00, checkpointing=30.00, ]" in hang_run.text("logs/train_cycle1.log")
+    )
+    assert hang_run.json("run.json")["timeouts"] == {
+        "setup": 60,
+        "step": 10,
+        "checkpointing": 30,
+        "out_of_section": 20,
+    }
 
 
 @pytest.mark.timeout(300)

@@ -104,11 +104,18 @@ def test_launcher_descendants_in_their_own_sessions_are_found(tmp_path, started)
     """Workers ft_launcher started in new sessions, before their pid record was written."""
     host = procs.host_name()
     child_pid_file = tmp_path / "child.pid"
-    launcher = started([sys.executable, "-c", (
-        "import subprocess, sys, time\n"
-        f"c = subprocess.Popen({SLEEPER!r}, start_new_session=True)\n"
-        f"open({str(child_pid_file)!r}, 'w').write(str(c.pid))\n"
-        "time.sleep(120)\n")])
+    launcher = started(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import subprocess, sys, time\n"
+                f"c = subprocess.Popen({SLEEPER!r}, start_new_session=True)\n"
+                f"open({str(child_pid_file)!r}, 'w').write(str(c.pid))\n"
+                "time.sleep(120)\n"
+            ),
+        ]
+    )
     deadline = time.monotonic() + 10
     while not child_pid_file.exists() or not child_pid_file.read_text():
         assert time.monotonic() < deadline

@@ -14,21 +14,39 @@ from launch_helpers import tree
 from ftqual.launch import command, settings, stack
 
 SEED_MEGATRON_ARGS = [
-    "--enable-ft-package", "--ft-num-warmup-iters=0", "--mock-data", "--tokenizer-type=NullTokenizer",
-    "--vocab-size=1024", "--num-layers=4", "--hidden-size=512", "--num-attention-heads=8", "--seq-length=256",
-    "--max-position-embeddings=256", "--tensor-model-parallel-size=1", "--pipeline-model-parallel-size=1",
-    "--micro-batch-size=1", "--global-batch-size=2", "--train-iters=100", "--lr=0.0001",
-    "--lr-decay-style=constant", "--bf16", "--save-interval=5", "--ckpt-format=torch_dist", "--async-save",
-    "--use-persistent-ckpt-worker", "--eval-iters=0", "--log-interval=1",
+    "--enable-ft-package",
+    "--ft-num-warmup-iters=0",
+    "--mock-data",
+    "--tokenizer-type=NullTokenizer",
+    "--vocab-size=1024",
+    "--num-layers=4",
+    "--hidden-size=512",
+    "--num-attention-heads=8",
+    "--seq-length=256",
+    "--max-position-embeddings=256",
+    "--tensor-model-parallel-size=1",
+    "--pipeline-model-parallel-size=1",
+    "--micro-batch-size=1",
+    "--global-batch-size=2",
+    "--train-iters=100",
+    "--lr=0.0001",
+    "--lr-decay-style=constant",
+    "--bf16",
+    "--save-interval=5",
+    "--ckpt-format=torch_dist",
+    "--async-save",
+    "--use-persistent-ckpt-worker",
+    "--eval-iters=0",
+    "--log-interval=1",
 ]
 
 
 def launcher_flags(argv: list[str]) -> list[str]:
-    return argv[1:argv.index(str(command.WORKER))]
+    return argv[1 : argv.index(str(command.WORKER))]
 
 
 def workload_args(argv: list[str]) -> list[str]:
-    return argv[argv.index("--") + 1:]
+    return argv[argv.index("--") + 1 :]
 
 
 @pytest.fixture
@@ -47,15 +65,20 @@ def test_dry_run_prints_paths_and_command(megatron_env, work, run_launch):
     flags = launcher_flags(result.argv)
     assert result.argv[0].endswith("ft_launcher")
     for flag in [
-        "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=localhost:0",
         "--rdzv-id=r1",
-        "--max-restarts=3", "--ft-rank-section-timeouts=setup:900,step:120,checkpointing:600",
+        "--max-restarts=3",
+        "--ft-rank-section-timeouts=setup:900,step:120,checkpointing:600",
         "--ft-rank-out-of-section-timeout=180",
         f"--ft-checkpoint-iteration-file={run / 'checkpoints' / 'latest_checkpointed_iteration.txt'}",
         f"--ft-cycle-info-dir={run / 'cycle_infos'}",
         f"--ft-per-cycle-applog-prefix={run / 'logs' / 'train.log'}",
         f"--ft-nvrx-logfile={run / 'logs' / 'launcher.log'}",
-        "--term-timeout=15", "--workers-stop-timeout=15",
+        "--term-timeout=15",
+        "--workers-stop-timeout=15",
     ]:
         assert flag in flags, flag
     port = [f for f in flags if f.startswith("--ft-log-server-port=")]
@@ -73,13 +96,24 @@ def test_wrapper_and_megatron_arguments(megatron_env, megatron_checkout, work, r
     argv = run_launch(megatron_env).argv
     run = work / "runs" / "r1"
     start = argv.index(str(command.WORKER))
-    wrapper = argv[start + 1:argv.index("--")]
+    wrapper = argv[start + 1 : argv.index("--")]
     assert wrapper == [
-        "--entrypoint", str(megatron_checkout / "pretrain_gpt.py"),
-        "--checkpoint-dir", str(run / "checkpoints"),
-        "--fault-marker", str(run / "fault_injected.json"),
-        "--fault", "kill", "--fault-rank", "1", "--run-id", "r1", "--hang-placement", "step",
-        "--pid-dir", str(run / "pids"),
+        "--entrypoint",
+        str(megatron_checkout / "pretrain_gpt.py"),
+        "--checkpoint-dir",
+        str(run / "checkpoints"),
+        "--fault-marker",
+        str(run / "fault_injected.json"),
+        "--fault",
+        "kill",
+        "--fault-rank",
+        "1",
+        "--run-id",
+        "r1",
+        "--hang-placement",
+        "step",
+        "--pid-dir",
+        str(run / "pids"),
     ]
     body = workload_args(argv)
     for arg in SEED_MEGATRON_ARGS:
@@ -90,7 +124,7 @@ def test_wrapper_and_megatron_arguments(megatron_env, megatron_checkout, work, r
 
 
 def test_extra_arguments_are_appended_and_quoted(megatron_env, run_launch):
-    extra = ["--seed=7", "--note=it's a \"test\" $HOME"]
+    extra = ["--seed=7", '--note=it\'s a "test" $HOME']
     result = run_launch(megatron_env, extra)
     assert result.argv[-2:] == extra
     assert "'" in result.out.splitlines()[-1]  # quoted, so a shell gives back the same arguments
@@ -99,36 +133,66 @@ def test_extra_arguments_are_appended_and_quoted(megatron_env, run_launch):
 def test_printed_command_survives_a_shell(megatron_env, run_launch):
     extra = ["--odd=a b;c|d"]
     line = run_launch(megatron_env, extra).out.splitlines()[-1]
-    echoed = subprocess.run(["bash", "-c", f"printf '%s\\n' {line}"], capture_output=True, text=True,
-                            check=True)
+    echoed = subprocess.run(
+        ["bash", "-c", f"printf '%s\\n' {line}"], capture_output=True, text=True, check=True
+    )
     assert echoed.stdout.splitlines() == shlex.split(line)
 
 
 def test_custom_checkpoint_dir_and_shape(megatron_env, tmp_path, run_launch):
     ckpt = tmp_path / "shared" / "ckpt"
-    env = {**megatron_env, "NVRX_CHECKPOINT_DIR": str(ckpt), "GPUS_PER_NODE": "4", "TP": "2", "PP": "2",
-           "TRAIN_ITERS": "30", "SAVE_INTERVAL": "10", "NVRX_DEMO_FAULT": "hang", "NVRX_FAULT_RANK": "3"}
+    env = {
+        **megatron_env,
+        "NVRX_CHECKPOINT_DIR": str(ckpt),
+        "GPUS_PER_NODE": "4",
+        "TP": "2",
+        "PP": "2",
+        "TRAIN_ITERS": "30",
+        "SAVE_INTERVAL": "10",
+        "NVRX_DEMO_FAULT": "hang",
+        "NVRX_FAULT_RANK": "3",
+    }
     result = run_launch(env)
     assert result.rc == 0, result.err
     argv = result.argv
     assert f"--ft-checkpoint-iteration-file={ckpt / 'latest_checkpointed_iteration.txt'}" in argv
     body = workload_args(argv)
-    for arg in ["--tensor-model-parallel-size=2", "--pipeline-model-parallel-size=2", "--global-batch-size=4",
-                "--train-iters=30", "--save-interval=10", f"--load={ckpt}", f"--save={ckpt}"]:
+    for arg in [
+        "--tensor-model-parallel-size=2",
+        "--pipeline-model-parallel-size=2",
+        "--global-batch-size=4",
+        "--train-iters=30",
+        "--save-interval=10",
+        f"--load={ckpt}",
+        f"--save={ckpt}",
+    ]:
         assert arg in body
-    assert ["--fault", "hang", "--fault-rank", "3"] == argv[argv.index("--fault"):argv.index("--fault") + 4]
+    assert ["--fault", "hang", "--fault-rank", "3"] == argv[argv.index("--fault") : argv.index("--fault") + 4]
     assert ckpt.is_dir()
 
 
 def test_our_variables_reach_the_command(base_env, run_launch):
-    env = {**base_env, "NVRX_SECTION_TIMEOUTS": "setup:60,step:10.5,checkpointing:30",
-           "NVRX_OUT_OF_SECTION_TIMEOUT": "20", "NVRX_MAX_RESTARTS": "0", "NVRX_TERM_TIMEOUT": "5",
-           "NVRX_WORKERS_STOP_TIMEOUT": "7", "NVRX_LOG_SERVER_PORT": "45678",
-           "NVRX_HANG_PLACEMENT": "immediate", "RDZV_ENDPOINT": "127.0.0.1:29500"}
+    env = {
+        **base_env,
+        "NVRX_SECTION_TIMEOUTS": "setup:60,step:10.5,checkpointing:30",
+        "NVRX_OUT_OF_SECTION_TIMEOUT": "20",
+        "NVRX_MAX_RESTARTS": "0",
+        "NVRX_TERM_TIMEOUT": "5",
+        "NVRX_WORKERS_STOP_TIMEOUT": "7",
+        "NVRX_LOG_SERVER_PORT": "45678",
+        "NVRX_HANG_PLACEMENT": "immediate",
+        "RDZV_ENDPOINT": "127.0.0.1:29500",
+    }
     flags = launcher_flags(run_launch(env).argv)
-    for flag in ["--ft-rank-section-timeouts=setup:60,step:10.5,checkpointing:30",
-                 "--ft-rank-out-of-section-timeout=20", "--max-restarts=0", "--term-timeout=5",
-                 "--workers-stop-timeout=7", "--ft-log-server-port=45678", "--rdzv-endpoint=127.0.0.1:29500"]:
+    for flag in [
+        "--ft-rank-section-timeouts=setup:60,step:10.5,checkpointing:30",
+        "--ft-rank-out-of-section-timeout=20",
+        "--max-restarts=0",
+        "--term-timeout=5",
+        "--workers-stop-timeout=7",
+        "--ft-log-server-port=45678",
+        "--rdzv-endpoint=127.0.0.1:29500",
+    ]:
         assert flag in flags
     argv = run_launch(env).argv
     assert argv[argv.index("--hang-placement") + 1] == "immediate"
@@ -139,8 +203,15 @@ def test_smoke_workload_command(base_env, run_launch):
     assert argv[argv.index("--entrypoint") + 1] == str(command.SMOKE)
     body = workload_args(argv)
     assert "--mock-data" not in body and "--bf16" not in body
-    for arg in ["--enable-ft-package", "--ft-num-warmup-iters=0", "--train-iters=100", "--save-interval=5",
-                "--global-batch-size=2", "--eval-iters=0", "--log-interval=1"]:
+    for arg in [
+        "--enable-ft-package",
+        "--ft-num-warmup-iters=0",
+        "--train-iters=100",
+        "--save-interval=5",
+        "--global-batch-size=2",
+        "--eval-iters=0",
+        "--log-interval=1",
+    ]:
         assert arg in body
 
 
@@ -169,7 +240,7 @@ def test_stack_flags_come_from_the_resolution(megatron_env, run_launch):
     choice = stack.resolve("auto", "auto", stack.probe())
     flags = choice.megatron_flags
     start = body.index(flags[0])
-    assert body[start:start + len(flags)] == flags
+    assert body[start : start + len(flags)] == flags
 
 
 def test_explicit_transformer_engine_without_it_warns(megatron_env, run_launch):
@@ -193,16 +264,32 @@ def test_plan_is_a_pure_function_of_settings(base_env):
 
 def test_seed_entry_script_dry_run(repo_root, megatron_checkout, work):
     """The contract command: NVRX_DRY_RUN=1 bash scripts/run_megatron_gpt.sh with the seed's variables."""
-    env = {"PATH": os.environ.get("PATH", ""), "FTQUAL_PYTHON": sys.executable,
-           "MEGATRON_PATH": str(megatron_checkout), "NVRX_WORK_DIR": str(work),
-           "NVRX_RUN_ID": "gpt-recovery-001", "GPUS_PER_NODE": "2", "NVRX_DRY_RUN": "1"}
-    ok = subprocess.run(["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh"), "--seed=3"], env=env,
-                        capture_output=True, text=True, cwd="/")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "FTQUAL_PYTHON": sys.executable,
+        "MEGATRON_PATH": str(megatron_checkout),
+        "NVRX_WORK_DIR": str(work),
+        "NVRX_RUN_ID": "gpt-recovery-001",
+        "GPUS_PER_NODE": "2",
+        "NVRX_DRY_RUN": "1",
+    }
+    ok = subprocess.run(
+        ["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh"), "--seed=3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     assert ok.returncode == 0, ok.stderr
     line = ok.stdout.strip().splitlines()[-1]
     assert "--rdzv-id=gpt-recovery-001" in line and line.endswith("--seed=3")
-    bad = subprocess.run(["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh")],
-                         env={**env, "NVRX_DEMO_FAULT": "segfault"}, capture_output=True, text=True, cwd="/")
+    bad = subprocess.run(
+        ["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh")],
+        env={**env, "NVRX_DEMO_FAULT": "segfault"},
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert bad.stderr.strip() == "NVRX_DEMO_FAULT must be none, kill, or hang (got 'segfault')"

@@ -15,11 +15,35 @@ import pytest
 from ftqual import procs
 from ftqual.launch import command, run, settings, stack
 
-CONTRACT_KEYS = ["schema", "run_id", "scenario", "fault", "fault_rank", "world_size", "train_iters",
-                 "save_interval", "checkpoint_dir", "max_restarts", "timeouts", "started_at", "finished_at",
-                 "exit_code"]
-EXTENSION_KEYS = ["workload", "hang_placement", "global_batch_size", "tz_offset_s", "command", "nnodes",
-                  "gpus_per_node", "tp", "pp", "megatron_flags", "log_server_port"]
+CONTRACT_KEYS = [
+    "schema",
+    "run_id",
+    "scenario",
+    "fault",
+    "fault_rank",
+    "world_size",
+    "train_iters",
+    "save_interval",
+    "checkpoint_dir",
+    "max_restarts",
+    "timeouts",
+    "started_at",
+    "finished_at",
+    "exit_code",
+]
+EXTENSION_KEYS = [
+    "workload",
+    "hang_placement",
+    "global_batch_size",
+    "tz_offset_s",
+    "command",
+    "nnodes",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "megatron_flags",
+    "log_server_port",
+]
 
 # A stand-in for ft_launcher: starts one "worker" in its own session that records itself like the wrapper
 # does and stops itself (a hung rank), then behaves as MODE says.
@@ -59,16 +83,28 @@ DRIVER = textwrap.dedent("""
 
 @pytest.fixture
 def env(work):
-    return {"NVRX_WORK_DIR": str(work), "NVRX_WORKLOAD": "smoke", "NVRX_RUN_ID": "r1",
-            "NVRX_TERM_TIMEOUT": "1", "NVRX_DEMO_FAULT": "hang", "TRAIN_ITERS": "12", "SAVE_INTERVAL": "4"}
+    return {
+        "NVRX_WORK_DIR": str(work),
+        "NVRX_WORKLOAD": "smoke",
+        "NVRX_RUN_ID": "r1",
+        "NVRX_TERM_TIMEOUT": "1",
+        "NVRX_DEMO_FAULT": "hang",
+        "TRAIN_ITERS": "12",
+        "SAVE_INTERVAL": "4",
+    }
 
 
 def start_driver(repo_root, tmp_path, env, mode):
     fake = tmp_path / "fake_ft_launcher.py"
     fake.write_text(FAKE_LAUNCHER)
     child_env = {**os.environ, "PYTHONPATH": str(repo_root)}
-    return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(env), str(fake), mode], env=child_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps(env), str(fake), mode],
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_run_record_has_contract_and_extension_keys(env):
@@ -76,7 +112,7 @@ def test_run_record_has_contract_and_extension_keys(env):
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
     plan = command.build_plan(s, choice, 1234, "ft_launcher")
     record = run.run_record(s, plan, choice, run.child_env({}), "h")
-    assert list(record)[:len(CONTRACT_KEYS)] == CONTRACT_KEYS
+    assert list(record)[: len(CONTRACT_KEYS)] == CONTRACT_KEYS
     assert all(key in record for key in EXTENSION_KEYS)
     assert record["schema"] == "ftqual.run/v1"
     assert record["timeouts"] == {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}
@@ -88,8 +124,15 @@ def test_run_record_has_contract_and_extension_keys(env):
 
 
 def test_baseline_record_has_no_fault_rank_and_custom_checkpoint_dir(env, tmp_path):
-    s = settings.load_settings({**env, "NVRX_DEMO_FAULT": "none", "NVRX_SCENARIO": "baseline",
-                                "NVRX_CHECKPOINT_DIR": str(tmp_path / "c")}, pid=1)
+    s = settings.load_settings(
+        {
+            **env,
+            "NVRX_DEMO_FAULT": "none",
+            "NVRX_SCENARIO": "baseline",
+            "NVRX_CHECKPOINT_DIR": str(tmp_path / "c"),
+        },
+        pid=1,
+    )
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
     record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
     assert (record["fault_rank"], record["scenario"], record["hang_placement"]) == (None, "baseline", None)
@@ -150,8 +193,9 @@ def test_sigterm_is_forwarded_then_everything_is_killed(repo_root, tmp_path, env
 def test_launcher_that_cannot_start_is_recorded(env, work):
     s = settings.load_settings(env, [], pid=1)
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
-    plan = command.LaunchPlan(launcher=[str(work / "no-such-ft_launcher")], workload=[], megatron_flags=[],
-                              log_server_port=1)
+    plan = command.LaunchPlan(
+        launcher=[str(work / "no-such-ft_launcher")], workload=[], megatron_flags=[], log_server_port=1
+    )
     run.make_dirs(s)
     assert run.launch(s, plan, choice, procs.host_name(), {"PATH": "/usr/bin"}) == run.EXIT_CANNOT_START
     record = json.loads((s.run_dir / "run.json").read_text())

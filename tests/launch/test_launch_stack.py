@@ -6,8 +6,13 @@ import pytest
 
 from ftqual.launch.stack import Probe, probe, resolve
 
-LOCAL = ["--transformer-impl", "local", "--no-gradient-accumulation-fusion", "--no-persist-layer-norm",
-         "--no-masked-softmax-fusion"]
+LOCAL = [
+    "--transformer-impl",
+    "local",
+    "--no-gradient-accumulation-fusion",
+    "--no-persist-layer-norm",
+    "--no-masked-softmax-fusion",
+]
 
 
 def test_no_te_no_apex_uses_local_and_no_distributed_optimizer():
@@ -21,8 +26,11 @@ def test_no_te_no_apex_uses_local_and_no_distributed_optimizer():
 
 def test_te_without_apex_disables_gradient_accumulation_fusion():
     choice = resolve("auto", "auto", Probe(transformer_engine=True, apex=False, apex_grad_acc_fusion=False))
-    assert choice.megatron_flags == ["--transformer-impl", "transformer_engine",
-                                     "--no-gradient-accumulation-fusion"]
+    assert choice.megatron_flags == [
+        "--transformer-impl",
+        "transformer_engine",
+        "--no-gradient-accumulation-fusion",
+    ]
     assert choice.dist_optimizer is True
 
 
@@ -34,8 +42,12 @@ def test_te_with_apex_extension_keeps_fusion():
 
 def test_apex_without_te_runs_local_with_fusion():
     choice = resolve("auto", "auto", Probe(transformer_engine=False, apex=True, apex_grad_acc_fusion=True))
-    assert choice.megatron_flags == ["--transformer-impl", "local", "--no-persist-layer-norm",
-                                     "--no-masked-softmax-fusion"]
+    assert choice.megatron_flags == [
+        "--transformer-impl",
+        "local",
+        "--no-persist-layer-norm",
+        "--no-masked-softmax-fusion",
+    ]
     assert choice.dist_optimizer is True
 
 
@@ -44,10 +56,13 @@ def test_explicit_local_on_a_te_stack():
     assert choice.megatron_flags == LOCAL and choice.dist_optimizer is False
 
 
-@pytest.mark.parametrize(("impl", "dist", "warning"), [
-    ("transformer_engine", "auto", "transformer_engine is not importable"),
-    ("auto", "on", "cannot resume this checkpoint"),
-])
+@pytest.mark.parametrize(
+    ("impl", "dist", "warning"),
+    [
+        ("transformer_engine", "auto", "transformer_engine is not importable"),
+        ("auto", "on", "cannot resume this checkpoint"),
+    ],
+)
 def test_explicit_settings_that_cannot_work_warn(impl, dist, warning):
     choice = resolve(impl, dist, Probe(transformer_engine=False, apex=False, apex_grad_acc_fusion=False))
     assert any(warning in w for w in choice.warnings)

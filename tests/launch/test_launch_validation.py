@@ -30,33 +30,47 @@ ENV_CASES = [
     ({"GPUS_PER_NODE": "3", "PP": "3"}, "PP=3 must divide the model's 4 layers"),
     ({"GPUS_PER_NODE": "3", "TP": "3"}, "TP=3 must divide the model's 8 attention heads"),
     ({"NNODES": "2"}, "Set RDZV_ENDPOINT to a common reachable host:port"),
-    ({"NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_RUN_ID": None},
-     "Set NVRX_RUN_ID (or run under Slurm)"),
+    (
+        {"NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_RUN_ID": None},
+        "Set NVRX_RUN_ID (or run under Slurm)",
+    ),
     ({"RDZV_ENDPOINT": "node1"}, "RDZV_ENDPOINT must be host:port"),
     ({"RDZV_ENDPOINT": "node1:99999"}, "RDZV_ENDPOINT must be host:port"),
     ({"NVRX_RUN_ID": "../escape"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
     ({"NVRX_RUN_ID": "a b"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
     ({"NVRX_CHECKPOINT_DIR": "ckpt"}, "NVRX_CHECKPOINT_DIR must be absolute"),
     ({"NVRX_FAULT_RANK": "2"}, "NVRX_FAULT_RANK=2 is outside the world of 2 rank(s)"),
-    ({"NVRX_DEMO_FAULT": "hang", "GPUS_PER_NODE": "1"},
-     "NVRX_FAULT_RANK=1 is outside the world of 1 rank(s)"),
+    (
+        {"NVRX_DEMO_FAULT": "hang", "GPUS_PER_NODE": "1"},
+        "NVRX_FAULT_RANK=1 is outside the world of 1 rank(s)",
+    ),
     ({"NVRX_FAULT_RANK": "one"}, "NVRX_FAULT_RANK must be a non-negative integer"),
     ({"NVRX_FAULT_RANK": "-1"}, "NVRX_FAULT_RANK must be a non-negative integer"),
     ({"NVRX_DRY_RUN": "yes"}, "NVRX_DRY_RUN must be 0 or 1"),
     # ours
     ({"NVRX_SCENARIO": "kill me"}, "Use letters, digits, underscores or hyphens in NVRX_SCENARIO"),
     ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120"}, "must give all of setup, step and checkpointing"),
-    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,checkpointing:600,eval:5"},
-     "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S"),
-    ({"NVRX_SECTION_TIMEOUTS": "setup=900,step=120,checkpointing=600"},
-     "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S"),
+    (
+        {"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,checkpointing:600,eval:5"},
+        "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S",
+    ),
+    (
+        {"NVRX_SECTION_TIMEOUTS": "setup=900,step=120,checkpointing=600"},
+        "NVRX_SECTION_TIMEOUTS must be setup:S,step:S,checkpointing:S",
+    ),
     ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,step:1,checkpointing:600"}, "names section 'step' twice"),
-    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:-1,checkpointing:600"},
-     "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds"),
-    ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:nan,checkpointing:600"},
-     "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds"),
-    ({"NVRX_OUT_OF_SECTION_TIMEOUT": "0"},
-     "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number of seconds"),
+    (
+        {"NVRX_SECTION_TIMEOUTS": "setup:900,step:-1,checkpointing:600"},
+        "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds",
+    ),
+    (
+        {"NVRX_SECTION_TIMEOUTS": "setup:900,step:nan,checkpointing:600"},
+        "NVRX_SECTION_TIMEOUTS step must be a positive number of seconds",
+    ),
+    (
+        {"NVRX_OUT_OF_SECTION_TIMEOUT": "0"},
+        "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number of seconds",
+    ),
     ({"NVRX_MAX_RESTARTS": "three"}, "NVRX_MAX_RESTARTS must be a non-negative integer"),
     ({"NVRX_TERM_TIMEOUT": "0"}, "NVRX_TERM_TIMEOUT must be a positive integer"),
     ({"NVRX_WORKERS_STOP_TIMEOUT": "1.5"}, "NVRX_WORKERS_STOP_TIMEOUT must be a positive integer"),
@@ -155,18 +169,23 @@ def test_calculated_ft_state_is_refused(base_env, work, tmp_path, run_launch):
     ckpt.mkdir()
     (ckpt / "ft_state.json").write_text("{}")
     before = tree(tmp_path)
-    assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}),
-                   "requires a checkpoint directory without calculated ft_state.json")
+    assert_refused(
+        run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}),
+        "requires a checkpoint directory without calculated ft_state.json",
+    )
     assert tree(tmp_path) == before
 
 
-@pytest.mark.parametrize(("content", "fragment"), [
-    (b"", "is empty"),
-    (b"  \n", "is empty"),
-    (b"release", "does not hold an integer iteration (got 'release')"),
-    (b"-5", "does not hold an integer iteration"),
-    (b"\xff\xfe", "is unreadable"),
-])
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"", "is empty"),
+        (b"  \n", "is empty"),
+        (b"release", "does not hold an integer iteration (got 'release')"),
+        (b"-5", "does not hold an integer iteration"),
+        (b"\xff\xfe", "is unreadable"),
+    ],
+)
 def test_untrustworthy_tracker_is_refused(content, fragment, base_env, tmp_path, run_launch):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()

@@ -18,15 +18,22 @@ ITERATION = re.compile(
     r"elapsed time per iteration \(ms\): \d+\.\d \| learning rate: \d\.\d{6}E[+-]\d\d \| "
     r"global batch size: +\d+ \| lm loss: (\d\.\d{6}E[+-]\d\d) \| loss scale: 1\.0 \| "
     r"grad norm: \d+\.\d{3} \| "
-    r"number of skipped iterations: +0 \| number of nan iterations: +0 \|$")
-SAVING = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] saving checkpoint at iteration +(\d+) "
-                    r"to (\S+) in torch_dist format$")
+    r"number of skipped iterations: +0 \| number of nan iterations: +0 \|$"
+)
+SAVING = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] saving checkpoint at iteration +(\d+) "
+    r"to (\S+) in torch_dist format$"
+)
 SCHEDULED = re.compile(r"^  \[[\d :.-]+\] scheduled an async checkpoint save at iteration +(\d+) to (\S+)$")
-SAVED = re.compile(r"^  \[[\d :.-]+\] successfully saved checkpoint from iteration +(\d+) to (\S+) "
-                   r"\[ t 1/1, gtp_remat 1/1, p 1/1 \]$")
+SAVED = re.compile(
+    r"^  \[[\d :.-]+\] successfully saved checkpoint from iteration +(\d+) to (\S+) "
+    r"\[ t 1/1, gtp_remat 1/1, p 1/1 \]$"
+)
 LOADING = re.compile(r"^ loading distributed checkpoint from (\S+) at iteration (\d+)$")
-LOADED = re.compile(r"^  successfully loaded checkpoint from (\S+) \[ t 1/1, gtp_remat 1/1, p 1/1 \] "
-                    r"at iteration (\d+)$")
+LOADED = re.compile(
+    r"^  successfully loaded checkpoint from (\S+) \[ t 1/1, gtp_remat 1/1, p 1/1 \] "
+    r"at iteration (\d+)$"
+)
 
 
 def free_port() -> int:
@@ -36,11 +43,27 @@ def free_port() -> int:
 
 
 def smoke(repo_root: Path, ckpt: Path, *args: str) -> list[str]:
-    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(repo_root / "scripts" / "smoke_train.py"), f"--save={ckpt}", f"--load={ckpt}",
-           "--save-interval=2", "--global-batch-size=2", "--smoke-step-seconds=0", "--async-save",
-           "--unknown-megatron-flag=1", *args]
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [
+        sys.executable,
+        str(repo_root / "scripts" / "smoke_train.py"),
+        f"--save={ckpt}",
+        f"--load={ckpt}",
+        "--save-interval=2",
+        "--global-batch-size=2",
+        "--smoke-step-seconds=0",
+        "--async-save",
+        "--unknown-megatron-flag=1",
+        *args,
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
@@ -67,7 +90,8 @@ def test_fresh_run_lines(first, shared_fixtures):
     assert [int(m[1]) for m in map(SCHEDULED.match, lines) if m] == [2, 4]
     assert [int(m[1]) for m in map(SAVED.match, lines) if m] == [2, 4]
     assert lines.index("Unfinalized async checkpoint saves. Finalizing them synchronously now.") < max(
-        i for i, line in enumerate(lines) if SAVED.match(line))
+        i for i, line in enumerate(lines) if SAVED.match(line)
+    )
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
     for it in (2, 4):
         assert (ckpt / f"iter_{it:07d}" / ".metadata").is_file()

@@ -32,11 +32,17 @@ def test_integer_tracker_is_the_baseline(w, tmp_path, content, value):
     assert w.read_tracker_baseline(path) == value
 
 
-@pytest.mark.parametrize(("content", "fragment"), [
-    (b"", "is empty"), (b"\n", "is empty"), (b"release", "does not hold an integer"),
-    (b"-3", "does not hold an integer"), (b"\xff", "is unreadable"),
-    (b"\xd9\xa3", "does not hold an integer"),
-])
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"", "is empty"),
+        (b"\n", "is empty"),
+        (b"release", "does not hold an integer"),
+        (b"-3", "does not hold an integer"),
+        (b"\xff", "is unreadable"),
+        (b"\xd9\xa3", "does not hold an integer"),
+    ],
+)
 def test_untrustworthy_tracker_at_startup_is_an_error(w, tmp_path, content, fragment):
     path = tmp_path / "t.txt"
     path.write_bytes(content)
@@ -51,9 +57,17 @@ def test_tracker_that_cannot_be_read_is_an_error(w, tmp_path):
         w.read_tracker_baseline(path)
 
 
-@pytest.mark.parametrize(("content", "value"), [
-    (None, None), (b"", None), (b"abc", None), (b"\xff", None), (b"12", 12), (b"12\n", 12),
-])
+@pytest.mark.parametrize(
+    ("content", "value"),
+    [
+        (None, None),
+        (b"", None),
+        (b"abc", None),
+        (b"\xff", None),
+        (b"12", 12),
+        (b"12\n", 12),
+    ],
+)
 def test_polling_ignores_every_read_failure(w, tmp_path, content, value):
     path = tmp_path / "t.txt"
     if content is not None:
@@ -83,9 +97,14 @@ def test_marker_claim_fails_loudly_without_its_directory(w, tmp_path):
 def make_injector(w, tmp_path, *, fault="kill", placement="step", baseline=0, watch=True):
     kills = []
     injector = w.Injector(
-        fault=fault, placement=placement, tracker=tmp_path / "tracker.txt", marker=tmp_path / "marker.json",
-        baseline=baseline, identity={"run_id": "r1", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
-        watch=w.SectionWatch() if watch else None, kill=lambda pid, sig: kills.append((pid, sig)),
+        fault=fault,
+        placement=placement,
+        tracker=tmp_path / "tracker.txt",
+        marker=tmp_path / "marker.json",
+        baseline=baseline,
+        identity={"run_id": "r1", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
+        watch=w.SectionWatch() if watch else None,
+        kill=lambda pid, sig: kills.append((pid, sig)),
     )
     return injector, kills
 
@@ -101,8 +120,14 @@ def test_injects_only_after_the_tracker_passes_the_baseline(w, tmp_path):
     assert marker["schema"] == "ftqual.fault/v1"
     assert (marker["baseline_iteration"], marker["checkpoint_iteration"]) == (5, 10)
     assert {k: marker[k] for k in ("run_id", "fault", "rank", "local_rank", "host", "cycle", "pid")} == {
-        "run_id": "r1", "fault": "kill", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0,
-        "pid": os.getpid()}
+        "run_id": "r1",
+        "fault": "kill",
+        "rank": 1,
+        "local_rank": 1,
+        "host": "h",
+        "cycle": 0,
+        "pid": os.getpid(),
+    }
     assert marker["placement"] == "immediate" and marker["section"] is None
     assert marker["injected_at"].endswith("Z")
 
@@ -202,9 +227,14 @@ def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
         def end_all_sections(self):
             calls.append(("end_all", None))
 
-    modules = {name: types.ModuleType(name) for name in (
-        "nvidia_resiliency_ext", "nvidia_resiliency_ext.fault_tolerance",
-        "nvidia_resiliency_ext.fault_tolerance.rank_monitor_client")}
+    modules = {
+        name: types.ModuleType(name)
+        for name in (
+            "nvidia_resiliency_ext",
+            "nvidia_resiliency_ext.fault_tolerance",
+            "nvidia_resiliency_ext.fault_tolerance.rank_monitor_client",
+        )
+    }
     modules["nvidia_resiliency_ext.fault_tolerance.rank_monitor_client"].RankMonitorClient = FakeClient
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -231,9 +261,24 @@ def test_section_hooks_report_missing_nvrx(w, monkeypatch):
 
 
 def test_arguments_split_at_double_dash(w, tmp_path):
-    args, rest = w.parse_args(["--megatron-path", "/m", "--checkpoint-dir", "/c", "--fault-marker", "/f.json",
-                               "--fault", "kill", "--fault-rank", "1",
-                               "--", "--train-iters=5", "--fault", "x"])
+    args, rest = w.parse_args(
+        [
+            "--megatron-path",
+            "/m",
+            "--checkpoint-dir",
+            "/c",
+            "--fault-marker",
+            "/f.json",
+            "--fault",
+            "kill",
+            "--fault-rank",
+            "1",
+            "--",
+            "--train-iters=5",
+            "--fault",
+            "x",
+        ]
+    )
     assert str(args.entrypoint) == "/m/pretrain_gpt.py"
     assert args.hang_placement == "step" and args.run_id is None
     assert rest == ["--train-iters=5", "--fault", "x"]
@@ -241,8 +286,9 @@ def test_arguments_split_at_double_dash(w, tmp_path):
 
 def test_fault_rank_required_with_a_fault(w, capsys):
     with pytest.raises(SystemExit):
-        w.parse_args(["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f",
-                      "--fault", "kill"])
+        w.parse_args(
+            ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault", "kill"]
+        )
 
 
 def test_pid_record(w, tmp_path):
@@ -270,9 +316,22 @@ def entrypoint(tmp_path):
 
 
 def wrapper_argv(entrypoint, tmp_path, *extra, code=0):
-    return ["--entrypoint", str(entrypoint), "--checkpoint-dir", str(tmp_path / "ckpt"),
-            "--fault-marker", str(tmp_path / "fault_injected.json"), *extra, "--pid-dir", str(tmp_path),
-            "--", "--out", str(tmp_path / "ran.json"), "--code", str(code)]
+    return [
+        "--entrypoint",
+        str(entrypoint),
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        "--fault-marker",
+        str(tmp_path / "fault_injected.json"),
+        *extra,
+        "--pid-dir",
+        str(tmp_path),
+        "--",
+        "--out",
+        str(tmp_path / "ran.json"),
+        "--code",
+        str(code),
+    ]
 
 
 @pytest.fixture
@@ -304,8 +363,9 @@ def test_bad_tracker_stops_before_the_workload(w, entrypoint, tmp_path, rank_env
     assert "is empty; refusing to start the workload" in capsys.readouterr().err
 
 
-def test_requested_fault_that_never_happened_fails_the_fault_rank(w, entrypoint, tmp_path, rank_env,
-                                                                   monkeypatch, capsys):
+def test_requested_fault_that_never_happened_fails_the_fault_rank(
+    w, entrypoint, tmp_path, rank_env, monkeypatch, capsys
+):
     monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
     (tmp_path / "ckpt").mkdir()
     rc = w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1"))
@@ -336,7 +396,8 @@ FAKE_NVRX = {
         "class RankMonitorClient:\n"
         "    def start_section(self, name): pass\n"
         "    def end_section(self, name): pass\n"
-        "    def end_all_sections(self): pass\n"),
+        "    def end_all_sections(self): pass\n"
+    ),
 }
 
 # Advances the tracker, then keeps "training": two out-of-section pauses, then a step section.
@@ -364,13 +425,34 @@ def run_wrapper_child(repo_root, tmp_path, fault, placement):
     (tmp_path / "ckpt").mkdir()
     script = tmp_path / "workload.py"
     script.write_text(WORKLOAD)
-    env = {**os.environ, "PYTHONPATH": str(fake), "RANK": "0", "LOCAL_RANK": "0",
-           "TORCHELASTIC_RESTART_COUNT": "0"}
-    cmd = [sys.executable, str(repo_root / "scripts" / "megatron_gpt_worker.py"), "--entrypoint", str(script),
-           "--checkpoint-dir", str(tmp_path / "ckpt"),
-           "--fault-marker", str(tmp_path / "fault_injected.json"),
-           "--fault", fault, "--fault-rank", "0", "--run-id", "child", "--hang-placement", placement,
-           "--", str(tmp_path / "ckpt"), str(tmp_path / "log.txt")]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(fake),
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+    }
+    cmd = [
+        sys.executable,
+        str(repo_root / "scripts" / "megatron_gpt_worker.py"),
+        "--entrypoint",
+        str(script),
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        "--fault-marker",
+        str(tmp_path / "fault_injected.json"),
+        "--fault",
+        fault,
+        "--fault-rank",
+        "0",
+        "--run-id",
+        "child",
+        "--hang-placement",
+        placement,
+        "--",
+        str(tmp_path / "ckpt"),
+        str(tmp_path / "log.txt"),
+    ]
     return subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
