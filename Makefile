@@ -17,4 +17,5 @@ test: env
 
 lint: env
 	ruff check ftqual scripts tools tests bench
+	ruff format --check ftqual scripts tools tests bench
 	snakefmt --check Snakefile rules
