@@ -25,10 +25,10 @@ include: "rules/verify.smk"
 include: "rules/report.smk"
 
 
+# preflight is local too unless it must probe a training node (rules/preflight.smk: localrule).
 localrules:
     all,
     scenario_settings,
-    preflight,
     verify,
     summary,
 

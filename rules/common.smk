@@ -109,6 +109,19 @@ def all_verify_reports():
     return expand("results/{scenario}/verify.json", scenario=SCENARIOS)
 
 
+def preflight_on_node():
+    """True when preflight must run where training runs (see preflight_on_node in the schema)."""
+    setting = config.get("preflight_on_node", "auto")
+    return config["workload"] == "megatron" if setting == "auto" else bool(setting)
+
+
+def preflight_gpus():
+    """GPUs a node-side preflight asks for: those of the largest enabled scenario's node."""
+    if not preflight_on_node():
+        return None
+    return max(s["gpus_per_node"] for s in SCENARIOS.values())
+
+
 def resolved_config():
     """The config with defaults filled and each enabled scenario expanded: preflight's --config."""
     resolved = {key: value for key, value in config.items() if key != "scenarios"}

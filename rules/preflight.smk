@@ -11,6 +11,12 @@ rule preflight:
     log:
         "logs/preflight.log",
     retries: 0
+    # On a cluster, preflight must see the node that will train (its GPUs, CUDA, NCCL, make/g++), not
+    # the login node: for Megatron it is a job of its own there; the smoke workload checks this host.
+    localrule: not preflight_on_node()
+    resources:
+        gpu=lambda wildcards: preflight_gpus(),
+        runtime=20,
     params:
         config=lambda wildcards: resolved_config(),
     script:

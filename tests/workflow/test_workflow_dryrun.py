@@ -133,3 +133,38 @@ def test_failed_preflight_stops_before_any_run(project):
     assert "preflight failed (exit 1): no run will start" in proc.stdout  # the log, via --show-failed-logs
     assert not (project / "results" / "preflight.json").exists()
     assert not (project / "runs").exists() and "rule run_scenario" not in proc.stdout
+
+
+def local_rules(project, *configfiles):
+    """The rules Snakemake runs on the submitting host under a cluster executor (its `localrules`)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings(quiet=set())) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[project / "config/config.yaml", *configfiles]),
+            snakefile=project / "Snakefile",
+            workdir=project,
+        )
+        return set(workflow_api._workflow._localrules)
+
+
+def test_preflight_runs_on_a_training_node_for_megatron(project, tmp_path):
+    """Under Slurm a Megatron preflight must probe a training node (its GPUs, CUDA, NCCL, compilers), so it
+    is a job with a node's GPUs, not a login-node step; the smoke workload's preflight stays local."""
+    megatron = tmp_path / "mlm"
+    megatron.mkdir()
+    (megatron / "pretrain_gpt.py").write_text("")
+    overrides = write_yaml(
+        tmp_path / "megatron.yaml", {"workload": "megatron", "megatron_path": str(megatron)}
+    )
+
+    assert "preflight" in local_rules(project)
+    assert "preflight" not in local_rules(project, overrides)
+    assert {"verify", "summary"} <= local_rules(project, overrides)
+
+    proc = run_snakemake(project, "-n", "--profile", "profiles/slurm", "--configfile", str(overrides))
+    assert proc.returncode == 0, proc.stdout
+    preflight = next(j for j in jobs(proc.stdout) if j["rule"] == "preflight")
+    assert "gpu=2" in preflight["resources"]
