@@ -9,6 +9,7 @@ from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_
 from ftqual.checks.replay import replay_consistency
 from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.checks.world import active_world_unchanged
 from ftqual.evidence.snapshot import RunSnapshot
 
 FAULT_CHECKS = (
@@ -17,6 +18,7 @@ FAULT_CHECKS = (
     resumed_from_checkpoint,
     progress_after_resume,
     clean_finish,
+    active_world_unchanged,
 )
 BASELINE_CHECKS = (uninterrupted_completion,)
 COMMON_CHECKS = (fixed_timeouts_in_force,)

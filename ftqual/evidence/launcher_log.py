@@ -4,12 +4,17 @@ Two prefixes occur: the NVRx logger's `2026-11-29 14:19:09,847 [INFO] [host] [wo
 file.py:N msg` (local time, the rank monitor's local rank in `(LR)`) and torch's glog `E1129 14:19:09.846000
 PID file.py:N] msg` (local time, no year: taken from the last full timestamp seen, else from run.json's
 started_at). One streaming pass; only facts are kept.
+
+A multi-node run's log holds every node's launcher lines (NVRx's gRPC log server aggregates them): the NVRx
+prefix names the host, a glog line only its launcher's pid, which the node ids (`<host>_<pid>_<n>`, in the
+rendezvous lines) map to a host. `has joined the rendezvous ... as rank R in a world of size W` (R, W: node
+rank and node count) is attributed to the cycle of that node's latest `Event: rendezvous_started`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,7 +28,7 @@ _NVRX = re.compile(
     r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>\w+)\] \[(?P<host>[^\]]*)\] "
     r"\[workload:(?P<rank>[^(\s]*)\((?P<local>[^)]*)\)"
 )
-_GLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ")
+_GLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+(\d+) ")
 _NUM = r"(\d+(?:\.\d+)?)"
 _EXIT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 _RESTART = re.compile(r"Worker group (UNHEALTHY|FAILED)\. (\d+)/(\d+) attempts left")
@@ -35,6 +40,11 @@ _AGENT_EXIT = re.compile(r"Agent's exit code = (-?\d+)")
 _PROFILE = re.compile(
     r"Cycle: (\d+) Event: (\w+) Node: (\S+) Rank: (\S+) Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) UTC"
 )
+_JOIN = re.compile(
+    r"The node '(?P<node>[^']+)' has joined the rendezvous '(?P<id>[^']*)' as rank (?P<rank>\d+) "
+    r"in a world of size (?P<world>\d+)"
+)
+_NODE_ID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_\d+$")
 _NO_PROGRESS = ("EARLY TERMINATION", "no progress across restarts")
 
 
@@ -45,6 +55,7 @@ class WorkerExit:
     local_rank: int
     pid: int
     ref: Ref
+    host: str | None = None  # the NVRx prefix's host, or the host of the launcher pid of a glog line
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,21 @@ class ProfilingEvent:
     event: str
     t: datetime | None
     ref: Ref
+    node: str | None = None  # NVRx's node id, `<host>_<launcher pid>_<n>`
+
+
+@dataclass(frozen=True)
+class RendezvousJoin:
+    """One node's `The node '<id>' has joined the rendezvous '<rdzv>' as rank R in a world of size W`."""
+
+    cycle: int
+    node: str
+    host: str  # the NVRx prefix's host name, else the node id's
+    rank: int  # the node's (agent's) rank, not a worker's global rank
+    world_size: int  # number of nodes in the round
+    rdzv_id: str
+    t: datetime | None
+    ref: Ref
 
 
 @dataclass(frozen=True)
@@ -112,12 +138,19 @@ class LauncherLog:
     agent_exit_codes: tuple[Flagged, ...]
     lines: int
     complete: bool = True  # False when the last line has no newline (the file was cut)
+    joins: tuple[RendezvousJoin, ...] = ()
 
     def event(self, name: str, cycle: int | None = None) -> ProfilingEvent | None:
         for item in self.events:
             if item.event == name and (cycle is None or item.cycle == cycle):
                 return item
         return None
+
+
+def node_host(node: str) -> str:
+    """The host part of an NVRx node id `<host>_<pid>_<n>` (the id itself when it has another shape)."""
+    m = _NODE_ID.match(node)
+    return m["host"] if m else node
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -138,8 +171,13 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
             "no_progress_stops",
             "nonzero_exits",
             "agents",
+            "joins",
         )
     }
+    node_cycle: dict[str, int] = {}  # node id -> cycle of its latest rendezvous_started event
+    node_joins: dict[str, int] = {}  # node id -> joins seen (the cycle when no event names one)
+    pid_host: dict[int, str] = {}  # launcher pid -> host, from node ids
+    exit_pids: dict[int, int] = {}  # index in kinds["exits"] -> launcher pid of a glog line
 
     def keep(kind: str, fact: object) -> None:
         if len(kinds[kind]) < MAX_FACTS:
@@ -154,17 +192,21 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
             t: datetime | None = None
             host: str | None = None
             local_rank: int | None = None
+            glog_pid: int | None = None
             head = _NVRX.match(line)
             if head:
                 t = clock.parse_local(head["ts"])
                 year = int(head["ts"][:4])
                 host = head["host"]
                 local_rank = _int_or_none(head["local"])
-            elif _GLOG.match(line):
+            elif glog := _GLOG.match(line):
                 t = clock.parse_glog(line, year)
+                glog_pid = int(glog[1])
             here = ref(rel, number, line)
             if "exitcode:" in line and (m := _EXIT.search(line)):
-                keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here))
+                if glog_pid is not None and len(kinds["exits"]) < MAX_FACTS:
+                    exit_pids[len(kinds["exits"])] = glog_pid
+                keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here, host))
             elif "attempts left" in line and (m := _RESTART.search(line)):
                 keep("restarts", RestartDecision(t, m[1], int(m[2]), int(m[3]), here))
             elif "[Cycle " in line and (m := _SECTION.search(line)):
@@ -180,7 +222,18 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
             elif "Training cycle #" in line and (m := _PROGRESS.search(line)):
                 keep("progress", ProgressReport(t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), here))
             elif " Event: " in line and (m := _PROFILE.search(line)):
-                keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here))
+                keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here, m[3]))
+                if m[2] == "rendezvous_started":
+                    node_cycle[m[3]] = int(m[1])
+            elif "has joined the rendezvous" in line and (m := _JOIN.search(line)):
+                node = m["node"]
+                name = host or node_host(node)  # the prefix's host: a single node's id says "localhost"
+                if nid := _NODE_ID.match(node):
+                    pid_host[int(nid["pid"])] = name
+                cycle = node_cycle.get(node, node_joins.get(node, 0))
+                node_joins[node] = node_joins.get(node, 0) + 1
+                join = RendezvousJoin(cycle, node, name, int(m["rank"]), int(m["world"]), m["id"], t, here)
+                keep("joins", join)
             elif "worker group successfully finished" in line:
                 keep("successes", Flagged(t, here))
             if any(marker in line for marker in _NO_PROGRESS):
@@ -189,8 +242,12 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
                 keep("nonzero_exits", Flagged(t, here))
             if "exit code = " in line and (m := _AGENT_EXIT.search(line)):
                 keep("agents", Flagged(t, here, int(m[1])))
+    exits = [
+        replace(item, host=pid_host.get(exit_pids[i])) if i in exit_pids and item.host is None else item
+        for i, item in enumerate(kinds["exits"])
+    ]
     return LauncherLog(
-        exits=tuple(kinds["exits"]),
+        exits=tuple(exits),
         restarts=tuple(kinds["restarts"]),
         timeouts=tuple(kinds["timeouts"]),
         progress=tuple(kinds["progress"]),
@@ -201,6 +258,7 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
         agent_exit_codes=tuple(kinds["agents"]),
         lines=number,
         complete=last_newline,
+        joins=tuple(kinds["joins"]),
     )
 
 

@@ -38,6 +38,8 @@ class RunMeta:
     global_batch_size: int | None = None
     tz_offset_s: float | None = None
     workload: str | None = None
+    nnodes: int | None = None
+    gpus_per_node: int | None = None
     ref: Ref = Ref(RUN_JSON)
 
 
@@ -109,6 +111,8 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         global_batch_size=_int(data.get("global_batch_size")),
         tz_offset_s=float(tz) if isinstance(tz, int | float) and not isinstance(tz, bool) else None,
         workload=data.get("workload") if isinstance(data.get("workload"), str) else None,
+        nnodes=_int(data.get("nnodes")),
+        gpus_per_node=_int(data.get("gpus_per_node")),
     )
 
 

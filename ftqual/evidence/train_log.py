@@ -4,8 +4,8 @@ Facts kept: FT timeouts (`FT: initialized. Timeouts=SectionTimeouts(...)`, `FT: 
 checkpoint saves (saving / scheduled / successfully saved), loads (fresh start, loading, successfully loaded,
 `Unable to load optimizer`), iteration lines (consumed samples, batch size, loss), a few arguments, timers,
 `FT: closed.`, our wrapper's `[ftqual-inject] {...}` line (the legacy `[inject] {...}` line is counted apart
-and otherwise ignored), and errors (tracebacks, `...Error:` lines). One streaming pass; a last line without
-newline marks the log incomplete.
+and otherwise ignored), errors (tracebacks, `...Error:` lines), and the set of ranks that printed (the first
+line of each `"<rank>: "` prefix). One streaming pass; a last line without newline marks the log incomplete.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ WANTED_ARGS = frozenset(
 )
 
 _PREFIX = re.compile(r"^\s*(\d+): ?")
+# The rank prefix ft_launcher writes (right-aligned to the width of the largest rank): ASCII only, so the
+# bytes form below finds exactly the lines this one matches.
+_RANK = re.compile(r"[ \t]*([0-9]+): ")
+_RANK_BYTES = re.compile(rb"[ \t]*([0-9]+): ")
 _TS = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]"
 _FT_INIT = re.compile(
     r"FT: initialized\. Timeouts=SectionTimeouts\(out_of_section=([^,]+), sections=\[(.*?)\], "
@@ -178,6 +182,7 @@ class TrainLog:
     legacy_injections: tuple[Ref, ...] = ()
     errors: tuple[Ref, ...] = ()
     milestones: tuple[Milestone, ...] = ()
+    ranks: Mapping[int, Ref] = field(default_factory=dict)  # rank -> its first line in this log
 
     def milestone(self, label: str) -> Milestone | None:
         for item in self.milestones:
@@ -233,13 +238,20 @@ class _Collector:
         self.seen_iterations: set[int] = set()
         self.in_args = False
         self.args_rank: str | None = None
+        self.ranks: dict[int, Ref] = {}
 
     def add(self, kind: str, fact: object, cap: int | None = None) -> None:
         items = self.lists.setdefault(kind, [])
         if cap is None or len(items) < cap:
             items.append(fact)
 
+    def rank_line(self, number: int, raw: str) -> None:
+        """Note the rank of a line, if its prefix names one not seen yet."""
+        if (m := _RANK.match(raw)) and (rank := int(m[1])) not in self.ranks:
+            self.ranks[rank] = ref(self.rel, number, raw)
+
     def line(self, number: int, raw: str) -> None:
+        self.rank_line(number, raw)
         prefix = _PREFIX.match(raw)
         rank = prefix[1] if prefix else None
         text = raw[prefix.end() :] if prefix else raw
@@ -341,6 +353,7 @@ class _Collector:
             legacy_injections=tuple(get("legacy_injections", ())),
             errors=tuple(get("errors", ())),
             milestones=tuple(get("milestones", ())),
+            ranks=MappingProxyType(dict(sorted(self.ranks.items()))),
         )
 
 
@@ -367,14 +380,89 @@ def _candidate_starts(block: bytes) -> list[int]:
     return sorted(starts)
 
 
+def _exclusion(tokens: set[bytes]) -> bytes:
+    """A regex matching exactly `<token>: ` for the given digit strings, as a trie whose digits with equal
+    subtrees share a character class (so 0..1023 stays a short pattern, tested in a few steps per line)."""
+    trie: dict = {}
+    for token in tokens:
+        node = trie
+        for digit in token:
+            node = node.setdefault(digit, {})
+        node[None] = {}
+
+    def emit(node: dict) -> bytes:
+        groups: dict[bytes, list[int]] = {}
+        for digit, child in node.items():
+            if digit is not None:
+                groups.setdefault(emit(child), []).append(digit)
+        alternatives = [b": "] if None in node else []
+        for sub, digits in groups.items():
+            head = bytes(digits) if len(digits) == 1 else b"[" + bytes(sorted(digits)) + b"]"
+            alternatives.append(head + sub)
+        return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
+
+    return emit(trie)
+
+
+class _RankScan:
+    """Finds the first line of every rank in the blocks the fast path reads, without splitting them.
+
+    One regex search per block finds the next line whose rank prefix is not yet excluded; the exclusion (a
+    negative lookahead over the ranks already seen) is recompiled only once the matches it would have saved
+    outweigh a compile, so a world of a thousand ranks costs a few compiles, not one per rank.
+    """
+
+    def __init__(self, collector: _Collector) -> None:
+        self.collector = collector
+        self.excluded: set[bytes] = set()
+        self.seen: set[bytes] = set()
+        self.pattern = re.compile(rb"\n[ \t]*([0-9]+): ")
+        self.wasted = 0
+
+    def _compile(self) -> None:
+        self.excluded = set(self.seen)
+        self.pattern = re.compile(rb"\n[ \t]*+(?!" + _exclusion(self.excluded) + rb")([0-9]+): ")
+        self.wasted = 0
+
+    def scan(self, block: bytes, number: int) -> None:
+        """`block` starts at a line start, after `number` lines; it holds no carriage return."""
+        counted, lines = 0, number  # `lines` lines lie before offset `counted`
+        if m := _RANK_BYTES.match(block):
+            self._found(m[1], block, 0, number + 1)
+        pos = 0
+        while m := self.pattern.search(block, pos):
+            start = m.start() + 1
+            pos = m.end()
+            token = m[1]
+            if token in self.seen:
+                self.wasted += 1
+                if self.wasted > 256 + 4 * len(self.seen):
+                    self._compile()
+                continue
+            lines += block.count(b"\n", counted, start)
+            counted = start
+            self._found(token, block, start, lines + 1)
+
+    def _found(self, token: bytes, block: bytes, start: int, number: int) -> None:
+        self.seen.add(token)
+        ranks = self.collector.ranks
+        rank = int(token)
+        if rank not in ranks:
+            end = block.find(b"\n", start)
+            raw = block[start : len(block) if end < 0 else end].decode("utf-8", "replace")
+            ranks[rank] = ref(self.collector.rel, number, raw)
+
+
 def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
     """One pass over one cycle's log. Raises OSError if the file cannot be opened.
 
     Same lines, line numbers and text as reading the file in text mode line by line and handing every
-    keyword line (and every line of the argument dump) to the collector; a block holding a carriage return
-    is read exactly that way, since universal newlines make a lone `\r` end a line.
+    keyword line (and every line of the argument dump) to the collector, and every other line's rank prefix
+    to `rank_line`; a block holding a carriage return is read exactly that way, since universal newlines
+    make a lone `\r` end a line.
     """
     collector = _Collector(cycle, rel, clock)
+    ranks = _RankScan(collector)
     number = 0  # lines before the current position
     complete = True
     with path.open("rb") as handle:
@@ -387,7 +475,10 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
                     complete = raw.endswith("\n")
                     if collector.in_args or _interesting(raw):
                         collector.line(number, raw)
+                    else:
+                        collector.rank_line(number, raw)
                 continue
+            ranks.scan(block, number)
             size, pos = len(block), 0
             starts = _candidate_starts(block)
             if collector.in_args:  # an argument dump continues from the previous block

@@ -71,7 +71,8 @@ def test_junit_counts_failures(report_main, write_docs, failed_resume, junit_cou
     results = write_docs(failed_resume)
     _report(report_main, results)
     counts = junit_counts(results / "junit.xml")
-    assert counts["kill"] == {"tests": 9, "failures": 2, "errors": 0, "skipped": 1}  # the check + the verdict
+    # the failed check + the verdict
+    assert counts["kill"] == {"tests": 10, "failures": 2, "errors": 0, "skipped": 1}
     assert counts["baseline"]["failures"] == 0 and counts["hang"]["failures"] == 0
     text = (results / "junit.xml").read_text()
     assert 'message="no checkpoint was loaded: cycle 1 started from iteration 0"' in text
@@ -181,7 +182,7 @@ def test_many_failures_still_fit_the_first_screen(report_main, write_docs, docs)
     results = write_docs(docs)
     summary, lines = _report(report_main, results)
     failed = [(i["scenario"], i["check"]) for i in summary["attention"] if i["status"] == "fail"]
-    assert len(failed) == 14
+    assert len(failed) == 15  # kill 8 (with active_world_unchanged), hang 7 (synthetic, without it)
     head = lines[:FIRST_SCREEN]
     for scenario, check in failed:
         line = next(x for x in head if f"**{scenario} / `{check}`**" in x)

@@ -1,8 +1,9 @@
 """The workflow through `--profile profiles/slurm` on a real Slurm (two nodes on one host, fake GPUs).
 
 The profile is the project's own, with the CI adjustments a site would make: squeue as status command
-(no accounting database), small memory and CPU requests. The scenario jobs really go through sbatch; a
-two-node scenario runs one launcher per node with srun inside its allocation, and is verified too.
+(no accounting database), small memory and CPU requests. The scenario jobs really go through sbatch; the
+two-node scenarios (a kill and a hang of the rank on the second node) run one launcher per node with srun
+inside their allocation, and are verified too, down to the active world of every cycle.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from wfutil import copy_project, read_json, run_snakemake, write_yaml
 
 pytestmark = pytest.mark.slurm
 
-SCENARIOS = ("baseline", "kill", "kill2n")
+SCENARIOS = ("baseline", "kill", "kill2n", "hang2n")
+TWO_NODE = ("kill2n", "hang2n")
 
 
 def ci_profile(project):
@@ -48,6 +50,10 @@ def slurm_run(slurm_cluster, tmp_path_factory):
                 "hang": {"fault": "hang", "enabled": False},
                 # two nodes, one rank each: one ft_launcher per node, rendezvous on the first node
                 "kill2n": {"fault": "kill", "rank": 1, "nnodes": 2, "gpus_per_node": 1},
+                # the rank on the second node stops (SIGSTOP inside a step): the default config's short
+                # CPU `step` timeout (10 s) fires (on either node: the peer waits inside its step too)
+                # and both nodes restart; it runs beside kill and kill2n, adding ~10 s of wall time
+                "hang2n": {"fault": "hang", "rank": 1, "nnodes": 2, "gpus_per_node": 1},
             }
         },
     )
@@ -87,10 +93,11 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
     assert logged_rules == {"rule_run_scenario"}
 
 
-def test_two_node_scenario_ran_one_launcher_per_node(slurm_run):
+@pytest.mark.parametrize("scenario", TWO_NODE)
+def test_two_node_scenario_ran_one_launcher_per_node(slurm_run, scenario):
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
-    record = read_json(project / "results" / "kill2n" / "run.json")
+    record = read_json(project / "results" / scenario / "run.json")
     job = slurm_job(record["slurm_job_id"])
     assert job["NumNodes"] == "2" and job["NodeList"] == "n[1-2]", job
     assert record["nnodes"] == 2 and record["world_size"] == 2
@@ -99,7 +106,39 @@ def test_two_node_scenario_ran_one_launcher_per_node(slurm_run):
     assert launchers == ["n1.launcher.json", "n2.launcher.json"]
     assert "--nnodes=2" in record["command"] and "--nproc-per-node=1" in record["command"]
     assert any(arg.startswith("--rdzv-endpoint=n1:") for arg in record["command"]), record["command"]
-    marker = read_json(project / "results" / "kill2n" / "fault_injected.json")
+    marker = read_json(project / "results" / scenario / "fault_injected.json")
     assert marker["rank"] == 1 and marker["host"] == "n2"  # global rank 1 lives on the second node
-    log = (project / "logs" / "run_scenario" / "kill2n.log").read_text()
+    log = (project / "logs" / "run_scenario" / f"{scenario}.log").read_text()
     assert "srun --nodes=2 --ntasks-per-node=1 --gres=gpu:1" in log
+
+
+def test_two_node_hang_detected_by_section_timeout(slurm_run):
+    project, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout
+    report = read_json(project / "results" / "hang2n" / "verify.json")
+    assert report["verdict"] == "pass"
+    assert report["metrics"]["detected_by"] == "section:step", report["metrics"]
+    assert report["expected"]["timeouts"]["step"] == 10  # the CPU default config's short timeout
+    assert read_json(project / "results" / "hang2n" / "fault_injected.json")["section"] == "step"
+
+
+@pytest.mark.parametrize("scenario", TWO_NODE)
+def test_two_node_active_world_unchanged(slurm_run, scenario):
+    """Every cycle ran ranks 0-1 on n1 and n2: the replacement came back on both nodes."""
+    project, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout
+    report = read_json(project / "results" / scenario / "verify.json")
+    item = next(c for c in report["checks"] if c["id"] == "active_world_unchanged")
+    print(f"\n{scenario}: {item['status']} — {item['detail']}")
+    assert item["status"] == "pass", item
+    values = item["values"]
+    assert (values["world_size"], values["nnodes"], values["nodes"]) == (2, 2, ["n1", "n2"])
+    assert values["ranks_per_cycle"] == {"0": 2, "1": 2}
+    detail = item["detail"]
+    assert "ranks 0-1 (2 of world_size 2) printed in cycle(s) 0-1" in detail
+    assert "n1 (node rank 0), n2 (node rank 1) joined cycle(s) 0-1 in a world of 2 node(s)" in detail
+    assert "cycle_infos active_nodes n[1-2] in cycle(s) 0-1" in detail
+    assert "restarted on all 2 node(s) (n1, n2) in cycle 1" in detail
+    assert "every rank resumed" in detail
+    # detected on one node first (for a kill the victim's own launcher, or a peer whose collective broke)
+    assert values["detected_on"] in ("n1", "n2") and f"detected on {values['detected_on']} first" in detail
