@@ -78,9 +78,13 @@ def tz_offset_s(env: dict[str, str]) -> int:
         time.tzset()
 
 
-def child_env(base: dict[str, str]) -> dict[str, str]:
+def child_env(base: dict[str, str], tp: int = 1) -> dict[str, str]:
     env = dict(base)
     env.update(CHILD_ENV)
+    if tp > 1:
+        # Megatron asserts at start with tensor parallelism unless CUDA_DEVICE_MAX_CONNECTIONS is 1
+        # (seen on 2 x H200 with TP=2: every cycle died, the launcher gave up with exit 1).
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     return env
 
 
@@ -182,7 +186,7 @@ def launch(
     s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None = None
 ) -> int:
     """Start ft_launcher and see it through; returns our exit code (ft_launcher's, 128+N for a signal)."""
-    env = child_env(dict(os.environ if base_env is None else base_env))
+    env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp)
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
     writes_run_json = s.node_rank == 0

@@ -146,6 +146,12 @@ def test_child_environment_keeps_our_settings():
     assert env["PYTHONUNBUFFERED"] == "1"
 
 
+def test_tensor_parallel_runs_get_one_cuda_connection():
+    assert run.child_env({}, tp=2)["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert run.child_env({"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, tp=4)["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in run.child_env({}, tp=1)
+
+
 def test_free_port_is_bindable():
     port = run.free_port()
     assert 1024 <= port <= 65535

@@ -53,3 +53,14 @@ def test_gpu_distributed_optimizer_without_te_fails_to_resume():
     clean = check_by_id(report, "clean_finish")
     assert clean["status"] == "fail"
     assert "93" in clean["detail"]
+
+
+def test_two_launcher_tp2_run_that_never_trained_fails():
+    """Recorded on 2 x H200: Megatron asserted at start (TP=2 without CUDA_DEVICE_MAX_CONNECTIONS=1)."""
+    run = DATA.parent / "megatron-h200-2gpu" / "negative-tp2-two-launchers"
+    report = build_report(run, None)
+    assert report["verdict"] == "fail"
+    assert check_by_id(report, "clean_finish")["status"] == "fail"
+    assert check_by_id(report, "resumed_from_checkpoint")["status"] == "fail"
+    world = check_by_id(report, "active_world_unchanged")
+    assert world["status"] == "pass" and "n1" in world["detail"] and "n2" in world["detail"]
