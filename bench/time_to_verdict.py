@@ -29,6 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+from ftqual.evidence.clock import parse_utc, seconds  # noqa: E402
+
 METRICS = ("detected_by", "detection_s", "restart_s", "failure_to_first_step_s", "lost_iterations")
 
 
@@ -75,9 +80,10 @@ def run_workflow(args: argparse.Namespace) -> dict:
     for verify_json in sorted(results.glob("*/verify.json")):
         report = json.loads(verify_json.read_text())
         run = json.loads((verify_json.parent / "run.json").read_text())
+        run_wall = seconds(parse_utc(run.get("started_at")), parse_utc(run.get("finished_at")))
         scenarios[verify_json.parent.name] = {
             "verdict": report.get("verdict"),
-            "run_wall_s": _run_wall(run),
+            "run_wall_s": None if run_wall is None else round(run_wall, 1),
             "metrics": {k: report.get("metrics", {}).get(k) for k in METRICS},
         }
     summary = results / "summary.json"
@@ -90,15 +96,6 @@ def run_workflow(args: argparse.Namespace) -> dict:
         "verdict": verdict,
         "scenarios": scenarios,
     }
-
-
-def _run_wall(run: dict) -> float | None:
-    try:
-        start = datetime.fromisoformat(run["started_at"].replace("Z", "+00:00"))
-        end = datetime.fromisoformat(run["finished_at"].replace("Z", "+00:00"))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return round((end - start).total_seconds(), 1)
 
 
 def run_manual(args: argparse.Namespace) -> dict:
