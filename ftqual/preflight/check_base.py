@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftqual.preflight.config import PreflightConfig, Scenario
 from ftqual.preflight.facts import Facts
+from ftqual.scenarios import Scenario, WorkflowConfig
 from ftqual.stackinfo import Resolution
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -29,7 +29,7 @@ class CheckResult:
 @dataclass(frozen=True)
 class Context:
     facts: Facts
-    cfg: PreflightConfig
+    cfg: WorkflowConfig
     resolved: Resolution
 
     @property
@@ -39,7 +39,7 @@ class Context:
     @property
     def runs(self) -> tuple[Scenario, ...]:
         """What will run: the scenarios, or the top-level settings when none is configured."""
-        return self.cfg.scenarios or (_top_level_scenario(self.cfg),)
+        return self.cfg.scenarios or (self.cfg.defaults,)
 
     @property
     def max_nnodes(self) -> int:
@@ -48,27 +48,6 @@ class Context:
     @property
     def max_gpus_per_node(self) -> int:
         return max(s.gpus_per_node for s in self.runs)
-
-
-def _top_level_scenario(c: PreflightConfig) -> Scenario:
-    return Scenario(
-        name="(top level)",
-        fault="none",
-        rank=None,
-        nnodes=c.nnodes,
-        gpus_per_node=c.gpus_per_node,
-        tp=c.tp,
-        pp=c.pp,
-        train_iters=c.train_iters,
-        save_interval=c.save_interval,
-        timeouts=c.timeouts,
-        max_restarts=c.max_restarts,
-        term_timeout=c.term_timeout,
-        transformer_impl=c.transformer_impl,
-        dist_optimizer=c.dist_optimizer,
-        hang_placement=c.hang_placement,
-        checkpoint_dir=c.checkpoint_dir,
-    )
 
 
 def gib(n: float) -> str:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context
 from ftqual.preflight.checks_host import (
-    check_checkpoint_state,
     check_disk_space,
     check_log_server_port,
     check_scenarios,
@@ -67,7 +66,6 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_work_dir,
     check_shared_fs,
     check_disk_space,
-    check_checkpoint_state,
     check_tmpdir,
     check_log_server_port,
     check_scenarios,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
+from ftqual.contract import MODEL, ModelShape
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
-from ftqual.preflight.config import PreflightConfig, Scenario
-from ftqual.preflight.facts import FT_STATE, TRACKER
+from ftqual.scenarios import Scenario, WorkflowConfig
 
 FAULTS = ("none", "kill", "hang")
 HANG_PLACEMENTS = ("step", "immediate")
@@ -118,11 +116,11 @@ def check_shared_fs(ctx: Context) -> CheckResult:
     )
 
 
-def megatron_params(model: dict[str, int], tp: int = 1) -> int:
+def megatron_params(model: ModelShape = MODEL, tp: int = 1) -> int:
     """GPT parameters: 12h^2 + 13h per layer, embeddings (vocab padded to 128*tp), positions, final norm."""
-    h, layers, seq = model["hidden_size"], model["num_layers"], model["seq_length"]
+    h, layers, seq = model.hidden_size, model.num_layers, model.seq_length
     pad = 128 * tp
-    vocab = -(-model["vocab_size"] // pad) * pad
+    vocab = -(-model.vocab_size // pad) * pad
     return layers * (12 * h * h + 13 * h) + vocab * h + seq * h + 2 * h
 
 
@@ -131,12 +129,12 @@ def checkpoints_per_run(s: Scenario) -> int:
     return max(1, s.train_iters // max(1, s.save_interval))
 
 
-def disk_estimate(cfg: PreflightConfig) -> tuple[int, str]:
+def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
     """(bytes all scenarios' checkpoints need, how that was estimated)."""
     n_ckpt = sum(checkpoints_per_run(s) for s in cfg.scenarios) or 1
     if cfg.workload != "megatron":
         return n_ckpt * SMOKE_CHECKPOINT_BYTES, f"{n_ckpt} smoke checkpoints x {gib(SMOKE_CHECKPOINT_BYTES)}"
-    params = megatron_params(cfg.model, cfg.tp)
+    params = megatron_params(MODEL, max((s.tp for s in cfg.scenarios), default=cfg.defaults.tp))
     per = params * BYTES_PER_PARAM
     return n_ckpt * per, (
         f"{params / 1e6:.1f}M params x {BYTES_PER_PARAM} B (bf16 weights + fp32 main + "
@@ -169,73 +167,6 @@ def check_disk_space(ctx: Context) -> CheckResult:
     return CheckResult("disk_space", PASS, detail)
 
 
-def check_checkpoint_state(ctx: Context) -> list[CheckResult]:
-    dirs = ctx.facts.checkpoint_dirs
-    if not dirs:
-        return [
-            CheckResult(
-                "checkpoint_state",
-                PASS,
-                "no checkpoint_dir configured: every run starts in a fresh runs/<run-id>/checkpoints",
-            )
-        ]
-    results = []
-    for d in dirs:
-        cid = "checkpoint_state" if len(dirs) == 1 else f"checkpoint_state:{d.path}"
-        if d.ft_state:
-            results.append(
-                CheckResult(
-                    cid,
-                    FAIL,
-                    f"{d.path}/{FT_STATE} exists: Megatron would load its "
-                    "calculated timeouts and override the configured ones",
-                    f"archive or remove {d.path}/{FT_STATE}, or use a fresh checkpoint_dir",
-                )
-            )
-            continue
-        if d.tracker_exists:
-            text = (d.tracker_text or "").strip()
-            if d.tracker_text is None or not re.fullmatch(r"\d+", text):
-                shown = (
-                    "unreadable" if d.tracker_text is None else ("empty" if not text else f"{text[:20]!r}")
-                )
-                results.append(
-                    CheckResult(
-                        cid,
-                        FAIL,
-                        f"{d.path}/{TRACKER} is {shown}, not an iteration number",
-                        "restore the tracker from a completed checkpoint or use a fresh checkpoint_dir",
-                    )
-                )
-                continue
-            start = int(text)
-            short = [
-                s.name
-                for s in ctx.cfg.scenarios
-                if (s.checkpoint_dir or ctx.cfg.checkpoint_dir) == d.path
-                and s.train_iters < start + 2 * s.save_interval
-            ]
-            if short:
-                results.append(
-                    CheckResult(
-                        cid,
-                        FAIL,
-                        f"{d.path} resumes at iteration {start}; scenario(s) "
-                        f"{', '.join(short)} end before two more checkpoints",
-                        f"raise train_iters above {start} + 2 x save_interval",
-                    )
-                )
-                continue
-            results.append(
-                CheckResult(
-                    cid, PASS, f"{d.path} resumes at iteration {start}; faults wait for a newer checkpoint"
-                )
-            )
-        else:
-            results.append(CheckResult(cid, PASS, f"{d.path}: no tracker, no {FT_STATE} (fresh start)"))
-    return results
-
-
 # ------------------------------------------------------------------------------------------------ host
 
 
@@ -265,22 +196,6 @@ def check_tmpdir(ctx: Context) -> CheckResult:
 
 def check_log_server_port(ctx: Context) -> CheckResult:
     p = ctx.facts.ports
-    if p.configured:
-        if not p.configured_free:
-            return CheckResult(
-                "log_server_port",
-                FAIL,
-                f"log_server_port {p.configured} is in use on this host",
-                "leave log_server_port unset (the launcher picks a free port per run) or pick another",
-            )
-        if p.configured == 50051:
-            return CheckResult(
-                "log_server_port",
-                WARN,
-                "log_server_port is NVRx's default 50051: concurrent runs on one host collide",
-                "leave log_server_port unset",
-            )
-        return CheckResult("log_server_port", PASS, f"log_server_port {p.configured} is free here")
     if not p.ephemeral_ok:
         return CheckResult(
             "log_server_port",
@@ -311,19 +226,13 @@ def hang_budget(s: Scenario) -> str:
     )
 
 
-def check_scenario(s: Scenario, cfg: PreflightConfig) -> CheckResult:
+def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
     cid = f"scenario:{s.name}"
     bad: list[str] = []
     fixes: list[str] = []
-    if s.fault not in FAULTS:
-        bad.append(f"fault {s.fault!r} is not none|kill|hang")
-        fixes.append("use fault: none, kill or hang")
+    # Types, ranges and the rank's place in the world are the config's rules (ftqual.scenarios); these are
+    # the ones about whether the run can show a recovery at all.
     if s.fault in ("kill", "hang"):
-        if s.rank is None or not 0 <= s.rank < s.world_size:
-            bad.append(
-                f"fault rank {s.rank} is outside the world 0..{s.world_size - 1} (nnodes*gpus_per_node)"
-            )
-            fixes.append(f"set rank to 0..{s.world_size - 1} (0 on a single GPU)")
         if s.train_iters < 2 * s.save_interval:
             bad.append(
                 f"train_iters {s.train_iters} < 2 x save_interval {s.save_interval}: no checkpoint after "
@@ -336,15 +245,6 @@ def check_scenario(s: Scenario, cfg: PreflightConfig) -> CheckResult:
     elif s.train_iters < s.save_interval:
         bad.append(f"train_iters {s.train_iters} < save_interval {s.save_interval}: no checkpoint at all")
         fixes.append(f"set train_iters >= {s.save_interval}")
-    if s.save_interval < 1 or s.train_iters < 1:
-        bad.append("train_iters and save_interval must be positive")
-        fixes.append("use positive iteration counts")
-    if s.hang_placement not in HANG_PLACEMENTS:
-        bad.append(f"hang_placement {s.hang_placement!r} is not step|immediate")
-        fixes.append("use hang_placement: step or immediate")
-    if any(v <= 0 for v in s.timeouts.as_dict().values()):
-        bad.append(f"timeouts must be positive: {s.timeouts.as_dict()}")
-        fixes.append("give every section a positive timeout")
     if bad:
         return CheckResult(cid, FAIL, "; ".join(bad), "; ".join(fixes))
     what = {"none": "baseline", "kill": f"SIGKILL rank {s.rank}", "hang": f"SIGSTOP rank {s.rank}"}[s.fault]

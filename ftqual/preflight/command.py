@@ -17,41 +17,32 @@ from pathlib import Path
 from ftqual.launch import stack as launch_stack
 from ftqual.preflight import facts as probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
-from ftqual.preflight.config import ConfigError, PreflightConfig, load_config
 from ftqual.preflight.flags import build_argv
 from ftqual.preflight.nvrx_args import parse_with_nvrx
+from ftqual.scenarios import ConfigError, WorkflowConfig, load
 from ftqual.stackinfo import probe_stack, resolve_for_stack
 
 SCHEMA = "ftqual.preflight/v1"
+PLACEHOLDER_LOG_PORT = 29999  # ft_launcher's parser needs a port; each run gets its own free one
 
 
-def checkpoint_dirs(cfg: PreflightConfig) -> list[str]:
-    """Configured checkpoint dirs (global and per scenario); relative ones are under work_dir."""
-    base = Path(work_dir_of(cfg))
-    seen: dict[str, None] = {}
-    for d in [cfg.checkpoint_dir, *(s.checkpoint_dir for s in cfg.scenarios)]:
-        if d:
-            seen[str(base / os.path.expanduser(d))] = None
-    return list(seen)
-
-
-def work_dir_of(cfg: PreflightConfig) -> str:
+def work_dir_of(cfg: WorkflowConfig) -> str:
     """work_dir as the workflow resolves it: empty means its working directory."""
     return os.path.abspath(os.path.expanduser(cfg.work_dir)) if cfg.work_dir else os.getcwd()
 
 
 def gather(
-    cfg: PreflightConfig, env: dict[str, str] | None = None, python: str = sys.executable
+    cfg: WorkflowConfig, env: dict[str, str] | None = None, python: str = sys.executable
 ) -> probes.Facts:
     env = dict(os.environ if env is None else env)
     megatron = cfg.workload == "megatron"
-    port_facts = probes.probe_ports(cfg.log_server_port)
+    port_facts = probes.probe_ports()
     # ft_launcher's NVRX_NODE_LOCAL_TMPDIR refusal has its own check (nvrx_env): keep it out of the parse.
     parse_env = {k: v for k, v in env.items() if k != "NVRX_NODE_LOCAL_TMPDIR"}
     # The Megatron flags in the argv do not matter to ft_launcher's parser, so the launcher's cheap
     # find_spec probe is enough here and the parse can run while torch is being probed.
     found = launch_stack.probe()
-    built = [build_argv(cfg, s, found, work_dir_of(cfg), cfg.log_server_port or 29999) for s in cfg.scenarios]
+    built = [build_argv(cfg, s, found, work_dir_of(cfg), PLACEHOLDER_LOG_PORT) for s in cfg.scenarios]
     to_parse = [b for b in built if b.error is None]
     with ThreadPoolExecutor(max_workers=3) as pool:  # the slow probes are child interpreters
         stack_f = pool.submit(probe_stack, cfg.megatron_path if megatron else None, python)
@@ -68,7 +59,6 @@ def gather(
         pid_max=probes.pid_max(),
         env=probes.env_subset(env),
         work_dir=probes.probe_dir(work_dir_of(cfg), mounts=mounts),
-        checkpoint_dirs=tuple(probes.probe_checkpoint_dir(d) for d in checkpoint_dirs(cfg)),
         tools=tools,
         megatron=probes.probe_megatron(cfg.megatron_path, stack.megatron) if megatron else None,
         ports=port_facts,
@@ -109,11 +99,13 @@ def summary_lines(report: dict) -> list[str]:
 
 def parse_argv(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="ftqual preflight", description=__doc__.splitlines()[0])
-    p.add_argument("--config", required=True, help="the workflow's resolved config (YAML or JSON)")
-    p.add_argument("--out", default="results/preflight.json", help="where to write the JSON report")
     p.add_argument(
-        "--scenario-table", help="scenarios (TSV/CSV/YAML/JSON) replacing the config's `scenarios`"
+        "--config",
+        default="config/config.yaml",
+        help="a workflow config (YAML or JSON, checked against config/schema.yaml) or the workflow's "
+        "resolved config; default: config/config.yaml",
     )
+    p.add_argument("--out", default="results/preflight.json", help="where to write the JSON report")
     p.add_argument("--quiet", action="store_true", help="print only the verdict line")
     return p.parse_args(argv)
 
@@ -121,12 +113,14 @@ def parse_argv(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_argv(sys.argv[1:] if argv is None else argv)
     try:
-        cfg = load_config(args.config, args.scenario_table)
+        cfg = load(args.config)
     except ConfigError as exc:
         print(f"ftqual preflight: {exc}", file=sys.stderr)
         return 2
     facts = gather(cfg)
-    resolved = resolve_for_stack(facts.stack, cfg.workload, cfg.transformer_impl, cfg.dist_optimizer)
+    resolved = resolve_for_stack(
+        facts.stack, cfg.workload, cfg.defaults.transformer_impl, cfg.defaults.dist_optimizer
+    )
     ctx = Context(facts=facts, cfg=cfg, resolved=resolved)
     report = build_report(ctx, run_checks(ctx))
     out = Path(args.out)

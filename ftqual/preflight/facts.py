@@ -20,8 +20,6 @@ from pathlib import Path
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.stackinfo import StackFacts, module_present
 
-TRACKER = "latest_checkpointed_iteration.txt"
-FT_STATE = "ft_state.json"
 NVRX_DEFAULT_LOG_PORT = 50051
 # What Megatron core_v0.19's pretrain_gpt.py imports unguarded at module level (static scan of the tag).
 MEGATRON_IMPORTS = ("torch", "numpy", "packaging", "typing_extensions", "triton")
@@ -40,16 +38,6 @@ class DirFacts:
     mount_point: str | None
     free_bytes: int | None
     error: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckpointDirFacts:
-    path: str
-    exists: bool
-    ft_state: bool
-    tracker_exists: bool
-    tracker_text: str | None  # first bytes of the tracker, None when absent or unreadable
-    tracker_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +66,6 @@ class MegatronFacts:
 
 @dataclass(frozen=True)
 class PortFacts:
-    configured: int | None
-    configured_free: bool | None
     ephemeral_ok: bool
     default_in_use: bool
     error: str | None = None
@@ -104,7 +90,6 @@ class Facts:
     pid_max: int
     env: dict[str, str]
     work_dir: DirFacts | None
-    checkpoint_dirs: tuple[CheckpointDirFacts, ...]
     tools: ToolFacts | None
     megatron: MegatronFacts | None
     ports: PortFacts
@@ -171,25 +156,6 @@ def probe_dir(path: str, base: str | None = None, mounts: list[tuple[str, str]] 
         mount_point=point,
         free_bytes=free,
         error=error,
-    )
-
-
-def probe_checkpoint_dir(path: str) -> CheckpointDirFacts:
-    p = Path(path)
-    tracker = p / TRACKER
-    text = err = None
-    if tracker.exists():
-        try:
-            text = tracker.read_bytes()[:64].decode("utf-8", errors="replace")
-        except OSError as exc:
-            err = str(exc)
-    return CheckpointDirFacts(
-        path=str(p),
-        exists=p.is_dir(),
-        ft_state=(p / FT_STATE).exists(),
-        tracker_exists=tracker.exists(),
-        tracker_text=text,
-        tracker_error=err,
     )
 
 
@@ -276,16 +242,14 @@ def _port_free(port: int, host: str = "0.0.0.0") -> bool:
     return True
 
 
-def probe_ports(configured: int | None) -> PortFacts:
-    """Can the log server get a port? The launcher picks a free one unless the config fixes it."""
+def probe_ports() -> PortFacts:
+    """Can the log server get a port? The launcher picks a free one per run."""
     try:
         ephemeral = _port_free(0)
         error = None
     except OSError as exc:
         ephemeral, error = False, str(exc)
     return PortFacts(
-        configured=configured,
-        configured_free=_port_free(configured) if configured else None,
         ephemeral_ok=ephemeral,
         default_in_use=not _port_free(NVRX_DEFAULT_LOG_PORT),
         error=error,

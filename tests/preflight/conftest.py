@@ -6,10 +6,18 @@ import pytest
 from preflight_fakes import good_facts
 
 from ftqual.preflight.checks import Context
-from ftqual.preflight.config import parse_config
 from ftqual.preflight.facts import Facts
 from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.scenarios import resolve
 from ftqual.stackinfo import resolve_for_stack
+
+# The walkthrough's GPU settings: what the preflight judges on a real run.
+GPU_RUN = {
+    "workload": "megatron",
+    "megatron_path": "/opt/mlm",
+    "train_iters": 30,
+    "timeouts": {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180},
+}
 
 
 @pytest.fixture
@@ -17,9 +25,14 @@ def make_ctx():
     """make_ctx(config_dict, facts=None, stack=None) -> Context, with `auto` resolved on the facts' stack."""
 
     def _make(raw: dict | None = None, facts: Facts | None = None, **fact_overrides) -> Context:
-        cfg = parse_config({"workload": "megatron", "megatron_path": "/opt/mlm", **(raw or {})}, env={})
+        raw = {**GPU_RUN, **(raw or {})}
+        if "scenarios" in raw:  # every workflow config has its baseline
+            raw["scenarios"] = {"baseline": {"fault": "none"}, **raw["scenarios"]}
+        cfg = resolve(raw, env={})
         f = facts or good_facts(**fact_overrides)
-        resolved = resolve_for_stack(f.stack, cfg.workload, cfg.transformer_impl, cfg.dist_optimizer)
+        resolved = resolve_for_stack(
+            f.stack, cfg.workload, cfg.defaults.transformer_impl, cfg.defaults.dist_optimizer
+        )
         return Context(facts=f, cfg=cfg, resolved=resolved)
 
     return _make

@@ -59,7 +59,6 @@ def good_facts(**overrides) -> Facts:
             mount_point="/lus",
             free_bytes=500 * GIB,
         ),
-        checkpoint_dirs=(),
         tools=good_tools(),
         megatron=MegatronFacts(
             path="/opt/mlm",
@@ -69,7 +68,7 @@ def good_facts(**overrides) -> Facts:
             datasets_writable=True,
             helper_built=False,
         ),
-        ports=PortFacts(configured=None, configured_free=None, ephemeral_ok=True, default_in_use=False),
+        ports=PortFacts(ephemeral_ok=True, default_in_use=False),
         ft_launcher_exe="/venv/bin/ft_launcher",
     )
     return replace(facts, **overrides)

@@ -112,20 +112,13 @@ def test_long_tmpdir_fails(tmp_path):
     assert checks(report)["tmpdir"]["fix"] == "export TMPDIR=/tmp"
 
 
-def test_stale_checkpoint_state_fails(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "ft_state.json").write_text("{}")
-    proc, report = preflight(tmp_path, f"workload: smoke\ncheckpoint_dir: {ckpt}\n")
-    assert proc.returncode == 1 and checks(report)["checkpoint_state"]["status"] == "fail"
-
-
 @pytest.mark.parametrize(
     ("text", "words"),
     [
         (None, "cannot read config"),
         ("workload: [smoke\n", "not valid YAML"),
-        ("nnodes: two\n", "nnodes must be an integer"),
+        ("nnodes: two\n", "invalid config at nnodes"),
+        ("checkpoint_dir: /x\n", "Additional properties are not allowed"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, text, words):

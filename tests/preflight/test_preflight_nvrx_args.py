@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from ftqual.preflight import flags
-from ftqual.preflight.config import parse_config
 from ftqual.preflight.nvrx_args import parse_with_nvrx
+from ftqual.scenarios import resolve
 from ftqual.stackinfo import dist_version
 
 pytestmark = pytest.mark.skipif(
@@ -67,7 +67,7 @@ def test_a_missing_interpreter_is_reported_not_raised(tmp_path):
 
 
 def test_the_launchers_own_command_is_accepted(tmp_path):
-    cfg = parse_config(
+    cfg = resolve(
         {
             "workload": "smoke",
             "timeouts": {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180},
@@ -84,9 +84,11 @@ def test_the_launchers_own_command_is_accepted(tmp_path):
 
 
 def test_launcher_refusal_comes_back_as_an_error(tmp_path):
-    cfg = parse_config({"workload": "smoke", "scenarios": {"kill": {"fault": "kill", "rank": 7}}}, env={})
+    from dataclasses import replace
+
     from ftqual.launch import stack
 
-    [s] = cfg.scenarios
+    cfg = resolve({"workload": "smoke"}, env={})
+    s = replace(cfg.by_name["kill"], rank=7)  # past the config's own rank rule: the launcher's turn
     b = flags.build_argv(cfg, s, stack.probe(), str(tmp_path), 50123)
     assert b.argv == [] and "NVRX_FAULT_RANK=7" in b.error

@@ -1,0 +1,466 @@
+"""The one scenario model: the workflow config resolved into scenarios, and everything derived from them.
+
+Defaults live only in config/schema.yaml; this module fills them in with the schema itself, applies each
+scenario's overrides over the top level, checks the rules the schema cannot express, and derives what the
+later stages need: the launcher's environment (one function for the workflow and the preflight), the smoke
+workload's arguments, and a fingerprint of the settings that shape a run. The Snakefile, the preflight and
+the launcher environment all come from here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftqual.contract import MODEL
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
+DEFAULT_FAULT_RANK = 1  # the walkthrough's NVRX_FAULT_RANK default
+SECTIONS = ("setup", "step", "checkpointing")
+# Every variable the launcher reads (ftqual/launch/settings.py). The workflow sets those it needs and
+# removes the rest from the environment it inherits, so a stray NVRX_CHECKPOINT_DIR in a user's shell can
+# never make two scenarios share checkpoints.
+LAUNCHER_VARIABLES = (
+    "NVRX_WORKLOAD",
+    "NVRX_SCENARIO",
+    "NVRX_RUN_ID",
+    "NVRX_WORK_DIR",
+    "NVRX_CHECKPOINT_DIR",
+    "NVRX_DEMO_FAULT",
+    "NVRX_FAULT_RANK",
+    "NVRX_DRY_RUN",
+    "NVRX_SECTION_TIMEOUTS",
+    "NVRX_OUT_OF_SECTION_TIMEOUT",
+    "NVRX_MAX_RESTARTS",
+    "NVRX_TERM_TIMEOUT",
+    "NVRX_WORKERS_STOP_TIMEOUT",
+    "NVRX_LOG_SERVER_PORT",
+    "NVRX_TRANSFORMER_IMPL",
+    "NVRX_DIST_OPTIMIZER",
+    "NVRX_HANG_PLACEMENT",
+    "NVRX_NODE_RANK",
+    "NVRX_SETTINGS_FINGERPRINT",
+    "NNODES",
+    "GPUS_PER_NODE",
+    "TP",
+    "PP",
+    "TRAIN_ITERS",
+    "SAVE_INTERVAL",
+    "RDZV_ENDPOINT",
+    "MEGATRON_PATH",
+)
+
+
+class ConfigError(ValueError):
+    """The config cannot be read or breaks a rule; the message says what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    setup: float
+    step: float
+    checkpointing: float
+    out_of_section: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def section_arg(self) -> str:
+        """NVRX_SECTION_TIMEOUTS: setup:S,step:S,checkpointing:S."""
+        return ",".join(f"{name}:{_number_text(getattr(self, name))}" for name in SECTIONS)
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    step_seconds: float
+    save_seconds: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario with every run setting resolved (its overrides over the top level)."""
+
+    name: str
+    fault: str
+    rank: int | None  # None for fault "none"
+    nnodes: int
+    gpus_per_node: int
+    tp: int
+    pp: int
+    train_iters: int
+    save_interval: int
+    timeouts: Timeouts
+    max_restarts: int
+    term_timeout: int
+    transformer_impl: str
+    dist_optimizer: str  # auto | on | off
+    hang_placement: str
+    smoke: SmokeOptions
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def multinode(self) -> bool:
+        return self.nnodes > 1
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["world_size"] = self.world_size
+        return out
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """The whole resolved config: workflow-wide settings and the enabled scenarios, in config order."""
+
+    workload: str
+    megatron_path: str | None
+    megatron_path_source: str  # "config", "env MEGATRON_PATH" or "unset"
+    work_dir: str | None  # None: the workflow's working directory
+    baseline_scenario: str
+    preflight_on_node: str | bool
+    rerun_failed_verification: bool
+    defaults: Scenario  # the top-level settings, as a scenario named "(top level)"
+    scenarios: tuple[Scenario, ...] = field(default_factory=tuple)
+
+    @property
+    def by_name(self) -> dict[str, Scenario]:
+        return {s.name: s for s in self.scenarios}
+
+    @property
+    def fault_scenarios(self) -> tuple[Scenario, ...]:
+        return tuple(s for s in self.scenarios if s.fault != "none")
+
+    def fingerprint(self, scenario: Scenario) -> str:
+        """Hash of every setting that shapes this scenario's run (never its name or where runs go)."""
+        return _digest(self.shaping_settings(scenario))
+
+    def shaping_settings(self, scenario: Scenario) -> dict[str, Any]:
+        settings = scenario.to_json()
+        del settings["name"]
+        if self.workload != "smoke":
+            del settings["smoke"]  # only the smoke workload reads them
+        return {
+            "workload": self.workload,
+            "megatron_path": self.megatron_path if self.workload == "megatron" else None,
+            **settings,
+        }
+
+    def preflight_fingerprint(self) -> str:
+        """Changes whenever anything the preflight judges changes: every scenario, the workload, its tree."""
+        return _digest(
+            {
+                "workload": self.workload,
+                "megatron_path": self.megatron_path,
+                "work_dir": self.work_dir,
+                "preflight_on_node": self.preflight_on_node,
+                "scenarios": {s.name: self.fingerprint(s) for s in self.scenarios},
+            }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved form the preflight reads back (`from_resolved`) and results/ records."""
+        return {
+            "schema": "ftqual.resolved-config/v1",
+            "workload": self.workload,
+            "megatron_path": self.megatron_path,
+            "megatron_path_source": self.megatron_path_source,
+            "work_dir": self.work_dir,
+            "baseline_scenario": self.baseline_scenario,
+            "preflight_on_node": self.preflight_on_node,
+            "rerun_failed_verification": self.rerun_failed_verification,
+            "defaults": self.defaults.to_json(),
+            "scenarios": {
+                s.name: {**s.to_json(), "fingerprint": self.fingerprint(s)} for s in self.scenarios
+            },
+        }
+
+
+def _digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and resolving
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config schema {path}: {exc.strerror or exc}") from exc
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """A YAML or JSON file holding one mapping (JSON is YAML too)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {p}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"config {p} is not valid YAML/JSON: {first}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {p} must hold a mapping at the top, not {type(data).__name__}")
+    return data
+
+
+def with_defaults(raw: Mapping[str, Any], schema: dict | None = None) -> dict[str, Any]:
+    """`raw` validated against the schema, top-level defaults filled in (as Snakemake's validate does)."""
+    import jsonschema
+
+    schema = schema or load_schema()
+    config = copy.deepcopy(dict(raw))
+    for key, prop in schema.get("properties", {}).items():
+        if key not in config and isinstance(prop, dict) and "default" in prop:
+            config[key] = copy.deepcopy(prop["default"])
+    try:
+        jsonschema.validate(config, schema)
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise ConfigError(f"invalid config at {where}: {exc.message}") from exc
+    except RecursionError as exc:
+        raise ConfigError("invalid config: nested too deeply") from exc
+    return config
+
+
+def _on_off(value: Any) -> str:
+    """dist_optimizer as auto|on|off (YAML 1.1 reads a bare on/off as a boolean)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """`base` updated by `override`, recursing into mappings (timeouts, smoke)."""
+    if not isinstance(base, Mapping) or not isinstance(override, Mapping):
+        return copy.deepcopy(override)
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out.get(key), value)
+    return out
+
+
+RUN_SETTINGS = (
+    "nnodes",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "train_iters",
+    "save_interval",
+    "timeouts",
+    "max_restarts",
+    "term_timeout",
+    "transformer_impl",
+    "dist_optimizer",
+    "hang_placement",
+    "smoke",
+)
+
+
+def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scenario:
+    s = {key: _merged(top[key], raw[key]) if key in raw else copy.deepcopy(top[key]) for key in RUN_SETTINGS}
+    fault = raw.get("fault", "none")
+    return Scenario(
+        name=name,
+        fault=fault,
+        rank=None if fault == "none" else int(raw.get("rank", DEFAULT_FAULT_RANK)),
+        nnodes=int(s["nnodes"]),
+        gpus_per_node=int(s["gpus_per_node"]),
+        tp=int(s["tp"]),
+        pp=int(s["pp"]),
+        train_iters=int(s["train_iters"]),
+        save_interval=int(s["save_interval"]),
+        timeouts=Timeouts(**{k: float(v) for k, v in s["timeouts"].items()}),
+        max_restarts=int(s["max_restarts"]),
+        term_timeout=int(s["term_timeout"]),
+        transformer_impl=str(s["transformer_impl"]),
+        dist_optimizer=_on_off(s["dist_optimizer"]),
+        hang_placement=str(s["hang_placement"]),
+        smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
+    )
+
+
+def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> WorkflowConfig:
+    """The workflow config (as written or as Snakemake holds it) resolved into scenarios; ConfigError if not
+    valid. `env` supplies MEGATRON_PATH when the config leaves megatron_path empty."""
+    env = os.environ if env is None else env
+    schema = load_schema()
+    config = with_defaults(raw, schema)
+    # A partial top-level `smoke` keeps the schema's value for the option it leaves out.
+    config["smoke"] = _merged(schema["properties"]["smoke"]["default"], config["smoke"])
+    megatron_path, source = config["megatron_path"] or None, "config"
+    if not megatron_path:
+        megatron_path, source = (env.get("MEGATRON_PATH") or None), "env MEGATRON_PATH"
+        if not megatron_path:
+            source = "unset"
+    top = {key: config[key] for key in RUN_SETTINGS}
+    defaults = _scenario("(top level)", top, {"fault": "none"})
+    scenarios = tuple(
+        _scenario(name, top, entry)
+        for name, entry in config["scenarios"].items()
+        if entry.get("enabled", True)
+    )
+    cfg = WorkflowConfig(
+        workload=config["workload"],
+        megatron_path=megatron_path,
+        megatron_path_source=source,
+        work_dir=config["work_dir"] or None,
+        baseline_scenario=config["baseline_scenario"],
+        preflight_on_node=config["preflight_on_node"],
+        rerun_failed_verification=bool(config["rerun_failed_verification"]),
+        defaults=defaults,
+        scenarios=scenarios,
+    )
+    problems = cross_field_problems(cfg)
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
+    """Rules the schema cannot express; one line per problem, each saying what to change."""
+    problems = []
+    names = [s.name for s in cfg.scenarios]
+    baseline = cfg.by_name.get(cfg.baseline_scenario)
+    if baseline is None:
+        problems.append(
+            f"baseline_scenario {cfg.baseline_scenario!r} is not an enabled scenario "
+            f"(enabled: {', '.join(names) or 'none'})"
+        )
+    elif baseline.fault != "none":
+        problems.append(f"baseline_scenario {cfg.baseline_scenario!r} must have fault: none")
+    for s in cfg.scenarios:
+        where = f"scenarios.{s.name}"
+        if s.rank is not None and s.rank >= s.world_size:
+            problems.append(
+                f"{where}: rank {s.rank} is outside the world of {s.world_size} rank(s) "
+                f"(nnodes*gpus_per_node); use 0..{s.world_size - 1}"
+            )
+        if s.world_size % (s.tp * s.pp):
+            problems.append(f"{where}: world size {s.world_size} is not divisible by tp*pp={s.tp * s.pp}")
+        shape = MODEL.parallelism_problem(s.tp, s.pp)
+        if shape:
+            problems.append(f"{where}: {shape}")
+    return problems
+
+
+def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
+    """Read back `WorkflowConfig.to_json()` (the preflight's --config when the workflow calls it)."""
+
+    def scenario(d: Mapping[str, Any]) -> Scenario:
+        return Scenario(
+            name=d["name"],
+            fault=d["fault"],
+            rank=d["rank"],
+            nnodes=d["nnodes"],
+            gpus_per_node=d["gpus_per_node"],
+            tp=d["tp"],
+            pp=d["pp"],
+            train_iters=d["train_iters"],
+            save_interval=d["save_interval"],
+            timeouts=Timeouts(**d["timeouts"]),
+            max_restarts=d["max_restarts"],
+            term_timeout=d["term_timeout"],
+            transformer_impl=d["transformer_impl"],
+            dist_optimizer=d["dist_optimizer"],
+            hang_placement=d["hang_placement"],
+            smoke=SmokeOptions(**d["smoke"]),
+        )
+
+    try:
+        return WorkflowConfig(
+            workload=data["workload"],
+            megatron_path=data["megatron_path"],
+            megatron_path_source=data["megatron_path_source"],
+            work_dir=data["work_dir"],
+            baseline_scenario=data["baseline_scenario"],
+            preflight_on_node=data["preflight_on_node"],
+            rerun_failed_verification=data["rerun_failed_verification"],
+            defaults=scenario(data["defaults"]),
+            scenarios=tuple(scenario(s) for s in data["scenarios"].values()),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"resolved config is incomplete or malformed: {exc}") from exc
+
+
+def load(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> WorkflowConfig:
+    """A config file: the resolved form written by the workflow, or a workflow config as a user writes it."""
+    data = read_config_file(path)
+    if data.get("schema") == "ftqual.resolved-config/v1":
+        return from_resolved(data)
+    return resolve(data, env)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the launcher gets
+
+
+def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
+    """The launcher's environment for one scenario: every setting it reads, nothing left to its defaults.
+
+    The caller adds where the run goes (NVRX_WORK_DIR, NVRX_RUN_ID) and, for several nodes, the rendezvous
+    endpoint and the shared log server port.
+    """
+    t = s.timeouts
+    env = {
+        "NVRX_WORKLOAD": cfg.workload,
+        "NVRX_SCENARIO": s.name,
+        "NNODES": s.nnodes,
+        "GPUS_PER_NODE": s.gpus_per_node,
+        "TP": s.tp,
+        "PP": s.pp,
+        "TRAIN_ITERS": s.train_iters,
+        "SAVE_INTERVAL": s.save_interval,
+        "NVRX_DEMO_FAULT": s.fault,
+        "NVRX_SECTION_TIMEOUTS": t.section_arg(),
+        "NVRX_OUT_OF_SECTION_TIMEOUT": _number_text(t.out_of_section),
+        "NVRX_MAX_RESTARTS": s.max_restarts,
+        "NVRX_TERM_TIMEOUT": s.term_timeout,
+        "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
+        "NVRX_DIST_OPTIMIZER": s.dist_optimizer,
+        "NVRX_HANG_PLACEMENT": s.hang_placement,
+        "NVRX_SETTINGS_FINGERPRINT": cfg.fingerprint(s),
+    }
+    if s.rank is not None:
+        env["NVRX_FAULT_RANK"] = s.rank
+    if cfg.workload == "megatron" and cfg.megatron_path:
+        env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
+    return {key: str(value) for key, value in env.items()}
+
+
+def workload_args(cfg: WorkflowConfig, s: Scenario) -> list[str]:
+    """Extra workload arguments after the launcher's own (the smoke workload's pace only)."""
+    if cfg.workload != "smoke":
+        return []
+    return [
+        f"--smoke-save-seconds={_number_text(s.smoke.save_seconds)}",
+        f"--smoke-step-seconds={_number_text(s.smoke.step_seconds)}",
+    ]
+
+
+def clean_environment(inherited: Mapping[str, str]) -> dict[str, str]:
+    """`inherited` without any launcher variable: only what launcher_env sets reaches the launcher."""
+    return {k: v for k, v in inherited.items() if k not in LAUNCHER_VARIABLES}
