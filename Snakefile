@@ -2,8 +2,9 @@
 #   snakemake -n                        what would run
 #   snakemake --profile profiles/local  one machine
 #   snakemake --profile profiles/slurm  a Slurm cluster
-# Stages: scenario_settings -> preflight -> run_scenario (baseline first) -> verify -> summary. See config/README.md.
+# Stages: preflight -> run_scenario (baseline first) -> verify -> summary -> gate. See config/README.md.
 
+from snakemake.settings.types import RerunTrigger
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -13,6 +14,12 @@ configfile: "config/config.yaml"
 
 
 validate(config, "config/schema.yaml")
+
+# What reruns is decided by the attempt slots (rules/common.smk): changed settings are a new slot, a
+# verdict other than pass moves to the next one. Snakemake's params/input/code triggers would rerun
+# attempts that passed (after an update of ftqual, or when another scenario's change gives the preflight a
+# new slot), so only file times count here, whatever the command line asks.
+type(workflow).rerun_triggers = property(lambda self: frozenset({RerunTrigger.MTIME}))
 
 
 report: "report/workflow.rst"
@@ -27,17 +34,27 @@ include: "rules/report.smk"
 
 # preflight is local too unless it must probe a training node (rules/preflight.smk: localrule).
 localrules:
-    all,
-    scenario_settings,
+    gate,
     verify,
     summary,
 
 
-# The verify reports are targets too, not only the summary's inputs: Snakemake does not regenerate a
-# missing intermediate file while the files after it exist, so a verification that failed after the
-# summary was built (e.g. a forced re-verification) would otherwise leave the old summary standing.
-rule all:
+# A job that failed outright (a crash, a Slurm time limit) leaves no verdict behind it: the summary is
+# then rebuilt from what exists, the missing verdict as inconclusive with its cause.
+onerror:
+    salvage_summary()
+
+
+rule gate:
+    """Publishes the current attempts' report as results/summary.{json,md}, junit.xml and plots/, and makes
+    the verdict the workflow's exit code. No output, so it runs after every workflow run."""
     default_target: True
     input:
-        "results/summary.json",
-        all_verify_reports(),
+        rules.summary.output,
+    log:
+        "logs/gate.log",
+    params:
+        attempts=expected_attempts(),
+        report_dir=REPORT_DIR,
+    script:
+        "scripts/rule_gate.py"

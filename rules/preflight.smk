@@ -1,15 +1,14 @@
 rule preflight:
-    """Check the stack before any run; a failed preflight stops the workflow (the rule exits non-zero)."""
-    input:
-        scenario_settings_files(),
+    """Check the stack before any run. The report holds the verdict; a failed preflight launches nothing
+    (each scenario's attempt records why) and reaches the summary like any failure."""
     output:
         report(
-            "results/preflight.json",
+            preflight_report(),
             caption="../report/preflight.rst",
             category="Preflight",
         ),
     log:
-        "logs/preflight.log",
+        f"logs/preflight/{PREFLIGHT.name}.log",
     retries: 0
     # On a cluster, preflight must see the node that will train (its GPUs, CUDA, NCCL, make/g++), not
     # the login node: for Megatron it is a job of its own there; the smoke workload checks this host.
@@ -18,6 +17,6 @@ rule preflight:
         gpu=lambda wildcards: preflight_gpus(),
         runtime=20,
     params:
-        config=lambda wildcards: resolved_config(),
+        config=CFG.to_json(),
     script:
         "../scripts/rule_preflight.py"

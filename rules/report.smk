@@ -1,22 +1,22 @@
 rule summary:
-    """The qualification report from every scenario's verify report and the preflight."""
+    """The qualification report of the current attempts and the preflight, failures included. Written to
+    results/reports/<attempts>/; the gate copies it to results/summary.{json,md}, junit.xml and plots/."""
     input:
-        preflight="results/preflight.json",
-        verify=all_verify_reports(),
+        unpack(summary_input),
     output:
         json=report(
-            "results/summary.json",
+            report_file("summary.json"),
             caption="../report/summary.rst",
             category="Summary",
         ),
         md=report(
-            "results/summary.md",
+            report_file("summary.md"),
             caption="../report/summary.rst",
             category="Summary",
         ),
-        junit="results/junit.xml",
+        junit=report_file("junit.xml"),
         plots=report(
-            expand("results/plots/{plot}.png", plot=summary_plots()),
+            expand(report_file("plots/{plot}.png"), plot=summary_plots()),
             caption="../report/plots.rst",
             category="Plots",
         ),
@@ -24,9 +24,9 @@ rule summary:
         "logs/summary.log",
     retries: 0
     params:
-        verify=lambda wildcards, input: [
-            f"{scenario}={path}" for scenario, path in zip(SCENARIOS, input.verify)
-        ],
+        scenarios=list(SCENARIOS),
         baseline=BASELINE,
+        attempts=expected_attempts(),
     script:
         "../scripts/rule_summary.py"
+

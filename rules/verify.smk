@@ -1,20 +1,17 @@
 rule verify:
-    """Verify one run from its artifacts. A failed or inconclusive verdict fails the job (its output is
-    removed) and discards the scenario's run.json, so the next plain run redoes the scenario itself.
-    """
+    """Verify one attempt from its artifacts. Always writes the verdict (pass, fail or inconclusive, with
+    the cause); a copy of every verification stays in results/<scenario>/attempts/."""
     input:
         unpack(verify_input),
     output:
         report(
-            "results/{scenario}/verify.json",
+            "results/{scenario}/{slot}/verify.json",
             caption="../report/verify.rst",
             category="Verification",
             subcategory="{scenario}",
         ),
     log:
-        "logs/verify/{scenario}.log",
+        "logs/verify/{scenario}/{slot}.log",
     retries: 0
-    params:
-        discard_failed_run=config["rerun_failed_verification"],
     script:
         "../scripts/rule_verify.py"

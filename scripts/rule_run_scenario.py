@@ -1,41 +1,58 @@
 """Rule `run_scenario`: one attempt of one scenario under ft_launcher (through `python -m ftqual.launch`).
 
-Each attempt gets a fresh run ID, `<scenario>-<UTC time>-<SLURM_JOB_ID or pid>-a<attempt>`, and so its own
-runs/<run-id>/ that Snakemake never sees as an output and never deletes. The job succeeds when the launcher
-exits 0; then results/<scenario>/run.json is the run directory's run.json plus `run_dir`, and for a fault
-scenario results/<scenario>/fault_injected.json is a copy of the injection marker.
+The attempt's slot is results/<scenario>/<fingerprint>-<n>/ (rules/common.smk). Its run gets a fresh run ID,
+`<scenario>-<UTC time>-<SLURM_JOB_ID or pid>-a<n>`, and so its own runs/<run-id>/ that Snakemake never sees
+as an output and never deletes. The slot's run.json is the run directory's run.json plus where it lies,
+the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher printed).
+Nothing is launched when the preflight failed or (for a scenario other than the baseline) the baseline's
+current attempt did not pass: run.json then says why, and verify turns that into a FAIL verdict.
+
+The job itself fails only when interrupted, so that Snakemake redoes the slot on the next run; every other
+outcome is a verdict, reported by the summary and the gate.
 
 A multi-node scenario (nnodes > 1, Slurm only) starts one launcher per node with
 `srun --nodes=N --ntasks-per-node=1`; the rendezvous endpoint is the allocation's first node (where this
 script runs), computed inside the step, and all nodes share the run ID and the log server port.
 
 Signals: the launcher runs in its own session, so it gets exactly one SIGTERM from us for a first
-SIGINT/SIGTERM (a terminal's Ctrl-C, Snakemake, scancel); it forwards it to ft_launcher and kills what
-is left by the process ids recorded in runs/<run-id>/pids/. A second signal is forwarded too (the
-launcher then stops waiting). After a failed or interrupted run, `ftqual cleanup <run dir>` runs once
-more here, for a launcher that was itself killed.
-
-The launcher's console goes to results/<scenario>/attempts/<run-id>.console.log and, at the end, into
-the rule's log.
+SIGINT, SIGTERM or SIGHUP (Ctrl-C, Snakemake, scancel, a closed terminal); it forwards it to ft_launcher
+and kills what is left by the process ids recorded in runs/<run-id>/pids/. If the workflow that started
+this job disappears (Snakemake killed with SIGKILL), the run is stopped the same way: nobody would verify
+it. To let runs survive a closed terminal, start the workflow under nohup, tmux or Slurm (a SIGHUP that is
+ignored when this job starts stays ignored). After a failed or interrupted run, `ftqual cleanup <run dir>`
+runs once more here, for a launcher that was itself killed.
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
+sys.path.insert(0, str(Path(sm.scriptdir).resolve().parent))
+
+from ftqual import scenarios  # noqa: E402
+
+SCENARIO = sm.wildcards.scenario
+SLOT = sm.wildcards.slot
+TAIL_LINES = 12
+STALE_SUMMARY = ("results/summary.json", "results/summary.md", "results/junit.xml")
 
 
-def say(message):
-    print(f"[run_scenario {sm.wildcards.scenario}] {message}", file=log)
+def say(message, console=False):
+    print(f"[run_scenario {SCENARIO}] {message}", file=log)
+    if console:
+        print(f"ftqual: {SCENARIO}: {message}", file=sys.__stderr__, flush=True)
 
 
 def free_ports(count):
@@ -76,38 +93,84 @@ def srun_prefix(nnodes, gpus_per_node, port):
     ]
 
 
+def ancestors():
+    """(pid, start time) of every process above this one: the workflow and what runs it."""
+    import psutil
+
+    chain = []
+    for proc in psutil.Process().parents():
+        if proc.pid <= 1:
+            break
+        try:
+            chain.append((proc.pid, proc.create_time()))
+        except psutil.Error:
+            break
+    return chain
+
+
+def lost_ancestor(chain):
+    import psutil
+
+    for pid, created in chain:
+        try:
+            if psutil.Process(pid).create_time() != created:
+                return pid
+        except psutil.Error:
+            return pid
+    return None
+
+
 def run_launcher(cmd, env, console):
-    """Run the launcher in its own session; forward SIGINT/SIGTERM as SIGTERM. Returns (rc, first signal)."""
-    received, started = [], []
+    """Run the launcher in its own session; stop it on a signal or when the workflow disappears.
 
-    def forward(signum, _frame):
-        received.append(signum)
-        if started:
-            say(f"got {signal.Signals(signum).name}: sending SIGTERM to the launcher (pid {started[0].pid})")
-            try:
-                os.kill(started[0].pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    Returns (exit code, why it was stopped or None)."""
+    stopped, started = [], []
+    lock = threading.Lock()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, forward)
-    if received:  # interrupted before anything started
-        return 128 + received[0], received[0]
+    def stop(why):
+        with lock:
+            stopped.append(why)
+            if started:
+                say(f"{why}: sending SIGTERM to the launcher (pid {started[0].pid})")
+                try:
+                    os.kill(started[0].pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def on_signal(signum, _frame):
+        stop(signal.Signals(signum).name)
+
+    handled = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: the user chose to survive it
+        handled.append(signal.SIGHUP)
+    for sig in handled:
+        signal.signal(sig, on_signal)
+    chain = ancestors()
+    if stopped:
+        return 1, stopped[0]
     with open(console, "w") as out:
-        started.append(
-            subprocess.Popen(
-                cmd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        with lock:
+            started.append(
+                subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
-        )
-        if received:  # a signal came while it was starting
+        if stopped:  # a signal came while it was starting
             os.kill(started[0].pid, signal.SIGTERM)
-        rc = started[0].wait()
-    return rc, (received[0] if received else None)
+        while True:
+            try:
+                rc = started[0].wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                gone = lost_ancestor(chain)
+                if gone is not None and not stopped:
+                    stop(f"the workflow process {gone} is gone")
+    return rc, (stopped[0] if stopped else None)
 
 
 def relative_if_below(path, base):
@@ -117,82 +180,158 @@ def relative_if_below(path, base):
         return str(path)
 
 
+def tail(path, lines=TAIL_LINES):
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+TELLING = re.compile(
+    r"error|exception|traceback|timed? ?out|timeout|exitcode|failed|no progress|exhausted|refus", re.I
+)
+LOG_PREFIX = re.compile(r"^.*?\]\s+\S+\.py:\d+\s+-?\s*")  # NVRx's "<time> [INFO] [host] [...] file.py:N"
+
+
+def telling_line(lines):
+    """The last line that names an error, without the logger's prefix, as a short cause."""
+    for line in reversed(lines):
+        if TELLING.search(line):
+            return LOG_PREFIX.sub("", line).strip()[:200]
+    return None
+
+
+def verdict_of(path):
+    try:
+        return json.loads(Path(path).read_text()).get("verdict")
+    except (OSError, ValueError):
+        return None
+
+
+def not_launched(out_run, record, cause):
+    say(f"not launched: {cause}", console=True)
+    out_run.write_text(json.dumps({**record, "launched": False, "cause": cause}, indent=2) + "\n")
+    return 0
+
+
+def invalidate_summary():
+    """A summary of earlier attempts must not stand while this one runs (or after it is interrupted)."""
+    for name in STALE_SUMMARY:
+        path = Path(name)
+        if path.exists():
+            path.unlink()
+            say(f"removed {path}: it is rebuilt when the workflow finishes")
+
+
 def main():
-    scenario = sm.wildcards.scenario
-    record = json.loads(Path(sm.input.settings).read_text())
-    settings = record["settings"]
-    attempt = int(sm.resources.attempt)
+    cfg = scenarios.resolve(sm.config)
+    s = cfg.by_name[SCENARIO]
+    fingerprint = cfg.fingerprint(s)
+    if SLOT.rsplit("-", 1)[0] != fingerprint:
+        say(f"slot {SLOT} does not match the current settings ({fingerprint}); refusing to run")
+        return 2
+    out_run = Path(sm.output.run)
+    out_run.parent.mkdir(parents=True, exist_ok=True)
+    slot_number = int(SLOT.rsplit("-", 1)[1])
+    record = {
+        "scenario": SCENARIO,
+        "slot": SLOT,
+        "settings_fingerprint": fingerprint,
+        "settings": cfg.shaping_settings(s),
+    }
+
+    preflight = verdict_of(sm.input.preflight)
+    if preflight not in ("pass", "warn"):
+        return not_launched(out_run, record, f"the preflight failed ({sm.input.preflight})")
+    if SCENARIO != cfg.baseline_scenario:
+        baseline = verdict_of(sm.input.baseline)
+        if baseline != "pass":
+            return not_launched(
+                out_run,
+                record,
+                f"the baseline's attempt ({sm.input.baseline}) is {baseline or 'missing'}: "
+                "fault scenarios run after the baseline passes",
+            )
+    invalidate_summary()
+
     slurm_job = os.environ.get("SLURM_JOB_ID")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    run_id = f"{scenario}-{stamp}-{slurm_job or os.getpid()}-a{attempt}"
+    run_id = f"{SCENARIO}-{stamp}-{slurm_job or os.getpid()}-a{slot_number}"
     cwd = Path.cwd()
-    work_dir = Path(os.path.abspath(record["work_dir"] or cwd))
+    work_dir = Path(os.path.abspath(cfg.work_dir or cwd))
     run_dir = work_dir / "runs" / run_id
-    out_run = Path(sm.output.run)
-    out_fault = out_run.with_name("fault_injected.json")
-    out_fault.unlink(missing_ok=True)  # a previous attempt's copy; this one writes its own
-    attempts = out_run.parent / "attempts"
+    attempts = out_run.parent.parent / "attempts"
     attempts.mkdir(parents=True, exist_ok=True)
     console = attempts / f"{run_id}.console.log"
 
-    root = Path(sm.scriptdir).resolve().parent
     python_bin = os.path.dirname(sys.executable)
-    env = dict(os.environ)
-    env.update(record["env"])
+    launcher_env = scenarios.launcher_env(cfg, s)
+    env = scenarios.clean_environment(os.environ)
+    env.update(launcher_env)
     env.update(
         NVRX_WORK_DIR=str(work_dir),
         NVRX_RUN_ID=run_id,
         PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
         PATH=os.pathsep.join(filter(None, [python_bin, os.environ.get("PATH")])),
     )
-    cmd = [sys.executable, "-m", "ftqual.launch", *record["workload_args"]]
-    if env.get("MEGATRON_PATH"):
-        env["MEGATRON_PATH"] = os.path.abspath(env["MEGATRON_PATH"])
-    if settings["nnodes"] > 1:
+    cmd = [sys.executable, "-m", "ftqual.launch", *scenarios.workload_args(cfg, s)]
+    if s.multinode:
         # Every node's launcher must agree on the log server port (NVRx's default, 50051, would be
         # shared by concurrent multi-node runs); this host is the allocation's first node.
         rdzv_port, log_port = free_ports(2)
         env["NVRX_LOG_SERVER_PORT"] = str(log_port)
-        cmd = srun_prefix(settings["nnodes"], settings["gpus_per_node"], rdzv_port) + cmd
-    say(f"attempt {attempt}, run {run_id}, run dir {run_dir}, Slurm job {slurm_job or '-'}")
-    say("environment: " + " ".join(f"{k}={v}" for k, v in sorted(record["env"].items())))
+        cmd = srun_prefix(s.nnodes, s.gpus_per_node, rdzv_port) + cmd
+    say(f"run {run_id} (attempt {SLOT}), run dir {run_dir}, Slurm job {slurm_job or '-'}", console=True)
+    say("environment: " + " ".join(f"{k}={v}" for k, v in sorted(launcher_env.items())))
     say("$ " + " ".join(cmd))
 
-    rc, got_signal = run_launcher(cmd, env, console)
-    say(f"launcher exited {rc}; console: {console}")
+    started = time.monotonic()
+    rc, stopped_by = run_launcher(cmd, env, console)
+    say(f"launcher exited {rc} after {time.monotonic() - started:.0f} s; console: {console}")
     print(f"--- {console}", file=log)
     print(console.read_text(errors="replace"), file=log)
-    if (rc != 0 or got_signal is not None) and run_dir.is_dir():
+    if (rc != 0 or stopped_by is not None) and run_dir.is_dir():
         # The launcher kills what its run left behind; this covers a launcher that was killed itself.
         cleanup = [sys.executable, "-m", "ftqual", "cleanup", str(run_dir)]
         say("$ " + " ".join(cleanup))
         subprocess.run(cleanup, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if stopped_by is not None:
+        say(f"interrupted ({stopped_by}); evidence kept in {run_dir}", console=True)
+        return 130
 
-    if got_signal is not None:
-        say(f"interrupted by {signal.Signals(got_signal).name}; evidence kept in {run_dir}")
-        return 128 + got_signal
-    if rc != 0:
-        say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}")
-        return rc if 0 < rc < 256 else 1
-
+    run = {}
     record_path = run_dir / "run.json"
-    if not record_path.is_file():
-        say(f"FAILED: the launcher exited 0 but wrote no {record_path}")
-        return 1
-    run = json.loads(record_path.read_text())
+    if record_path.is_file():
+        try:
+            run = json.loads(record_path.read_text())
+        except ValueError:
+            run = {}
+    run.update(record)
     run.update(
+        run_id=run.get("run_id", run_id),
+        launched=True,
+        launcher_exit=rc,
+        duration_s=round(time.monotonic() - started, 3),
         run_dir=relative_if_below(run_dir, cwd),
-        attempt=attempt,
         slurm_job_id=slurm_job,
         console_log=str(console),
     )
-    if settings["fault"] != "none":
+    if rc != 0:
+        lines = tail(console) + tail(run_dir / "logs" / "launcher.log")
+        telling = telling_line(lines)
+        run["cause"] = f"the launcher exited {rc}" + (f": {telling}" if telling else "")
+        run["launcher_tail"] = lines
+        say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}", console=True)
+    elif not record_path.is_file():
+        run["cause"] = f"the launcher exited 0 but wrote no {record_path}"
+    if s.fault != "none":
         marker = run_dir / "fault_injected.json"
-        if not marker.is_file():
-            say(f"FAILED: fault {settings['fault']} scenario finished without {marker}")
-            return 1
-        shutil.copyfile(marker, out_fault)
+        if marker.is_file():
+            shutil.copyfile(marker, out_run.with_name("fault_injected.json"))
     out_run.write_text(json.dumps(run, indent=2) + "\n")
     say(f"done: {out_run}")
     return 0

@@ -1,14 +1,13 @@
-"""Rule `verify`: `ftqual verify <run_dir> [--baseline <baseline run_dir>]` for one scenario's latest run.
+"""Rule `verify`: the verdict of one attempt, always written, pass or not.
 
-The report goes to results/<scenario>/attempts/<run-id>.verify.json (undeclared: it outlives every
-failure) and into the rule's log; only a `pass` is copied to the declared output. Any other verdict
-fails the job and, with `rerun_failed_verification`, discards results/<scenario>/run.json (Snakemake's
-pointer to the run, never evidence), so the next plain run redoes the scenario itself with a fresh run ID.
+A launched attempt is verified with `ftqual verify <run_dir> [--baseline <baseline run_dir>]`. An attempt
+that was not launched (preflight failed, baseline did not pass), or whose run directory the verifier cannot
+read, gets a FAIL report naming the cause. A launcher that exited non-zero never yields a pass, and the
+report carries the launcher's exit and last lines as the cause. Every verification is also archived as
+results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced re-verification keeps the earlier one.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,34 +16,107 @@ sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 
-VERDICTS = {0: "pass", 1: "fail", 2: "unreadable input", 3: "inconclusive"}
-
-root = Path(sm.scriptdir).resolve().parent
-env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+SCHEMA = "ftqual.verify/v1"
+VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}
 scenario = sm.wildcards.scenario
+slot = sm.wildcards.slot
 run_json = Path(sm.input.run)
 run = json.loads(run_json.read_text())
-attempt_report = run_json.parent / "attempts" / f"{run['run_id']}.verify.json"
-attempt_report.parent.mkdir(parents=True, exist_ok=True)
+out = Path(sm.output[0])
 
-cmd = [sys.executable, "-m", "ftqual", "verify", run["run_dir"]]
-if hasattr(sm.input, "baseline"):
-    cmd += ["--baseline", json.loads(Path(sm.input.baseline).read_text())["run_dir"]]
-cmd += ["--json", str(attempt_report)]
-print("$", " ".join(cmd), file=log)
-rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-if attempt_report.exists():
-    print(f"--- {attempt_report}", file=log)
-    print(attempt_report.read_text(), file=log)
 
-if rc == 0 and attempt_report.exists():
-    shutil.copyfile(attempt_report, sm.output[0])
-    sys.exit(0)
+def failed_report(check_id, cause, evidence=()):
+    return {
+        "schema": SCHEMA,
+        "run_id": run.get("run_id"),
+        "scenario": scenario,
+        "fault": (run.get("settings") or {}).get("fault"),
+        "verdict": "fail",
+        "cause": cause,
+        "checks": [
+            {"id": check_id, "status": "fail", "gates": True, "detail": cause, "evidence": list(evidence)}
+        ],
+        "metrics": {},
+    }
 
-verdict = VERDICTS.get(rc, f"exit {rc}")
-message = f"verification of {scenario} run {run['run_id']}: {verdict}; report kept in {attempt_report}"
-if sm.params.discard_failed_run:
-    for stale in (run_json, run_json.with_name("fault_injected.json")):
-        stale.unlink(missing_ok=True)
-    message += f"; discarded {run_json} so the next run redoes the scenario (run dir {run['run_dir']} kept)"
-sys.exit(message)
+
+def archive(report):
+    attempts = out.parent.parent / "attempts"
+    attempts.mkdir(parents=True, exist_ok=True)
+    stem = run.get("run_id") or f"{slot}-not-launched"
+    path, n = attempts / f"{stem}.verify.json", 1
+    while path.exists():
+        n += 1
+        path = attempts / f"{stem}.verify.{n}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def verify_launched():
+    cmd = [sys.executable, "-m", "ftqual", "verify", run["run_dir"]]
+    baseline_run = getattr(sm.input, "baseline", None)
+    if baseline_run:
+        base = json.loads(Path(baseline_run).read_text())
+        if base.get("launched", True) and base.get("run_dir"):
+            cmd += ["--baseline", base["run_dir"]]
+    tmp = out.with_name("verify.json.tmp")
+    cmd += ["--json", str(tmp)]
+    print("$", " ".join(cmd), file=log)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    print(proc.stdout, file=log)
+    report = None
+    if tmp.is_file():
+        try:
+            report = json.loads(tmp.read_text())
+        except ValueError:
+            report = None
+        tmp.unlink()
+    if report is None or proc.returncode not in VERDICTS:
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit {proc.returncode}"
+        return failed_report("evidence_readable", f"the run directory could not be verified: {why}")
+    if report.get("verdict") != VERDICTS[proc.returncode]:
+        report["verdict"] = VERDICTS[proc.returncode]  # the exit code is the verifier's contract
+    return report
+
+
+def main():
+    if not run.get("launched", True):
+        report = failed_report("launched", f"not launched: {run.get('cause')}")
+    else:
+        report = verify_launched()
+        exit_code = run.get("launcher_exit")
+        if exit_code not in (0, None):
+            if report.get("verdict") == "pass":
+                report["verdict"] = "fail"
+                report.setdefault("checks", []).append(
+                    {
+                        "id": "launcher_exit",
+                        "status": "fail",
+                        "gates": True,
+                        "detail": f"the launcher exited {exit_code}",
+                        "evidence": [],
+                    }
+                )
+            report.setdefault("cause", run.get("cause") or f"the launcher exited {exit_code}")
+        elif run.get("cause"):
+            report.setdefault("cause", run["cause"])
+    report["attempt"] = {
+        "slot": slot,
+        "settings_fingerprint": run.get("settings_fingerprint"),
+        "run_json": str(run_json),
+        "launched": run.get("launched", True),
+        "launcher_exit": run.get("launcher_exit"),
+        "duration_s": run.get("duration_s"),
+        "launcher_tail": run.get("launcher_tail", []),
+    }
+    archived = archive(report)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
+    if report.get("cause"):
+        line += f" ({report['cause']})"
+    print(line + f"; report {out}, archived as {archived}", file=log)
+    print(f"ftqual: verify {line}", file=sys.__stderr__, flush=True)
+
+
+main()

@@ -38,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a scenario's verify report (repeat per scenario)",
     )
     p.add_argument(
+        "--attempt",
+        action="append",
+        default=[],
+        metavar="NAME=SLOT",
+        help="the workflow's attempt slot of a scenario, recorded in summary.json (repeat per scenario)",
+    )
+    p.add_argument(
         "--results",
         type=Path,
         metavar="DIR",
@@ -169,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise UsageError("give --verify NAME=PATH (repeatable) or --results DIR")
         mtbf = _mtbf(args.mtbf_hours, args.gpus_for_mtbf)
+        attempts = dict(_verify_pairs(args.attempt))  # the same NAME=VALUE form
+        attempts = {name: str(value) for name, value in attempts.items()}
         for flag, value in (
             ("--ckpt-interval-s", args.ckpt_interval_s),
             ("--ckpt-blocking-s", args.ckpt_blocking_s),
@@ -188,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         ckpt_interval_s=args.ckpt_interval_s,
         ckpt_blocking_s=args.ckpt_blocking_s,
         baseline=args.baseline,
+        attempts=attempts,
     )
     summary = write_report(inputs, preflight, out, options)
     print(f"{summary['headline']}\nwrote {out}/summary.md, summary.json, junit.xml, plots/")

@@ -2,13 +2,24 @@
 
 Mapping: `fail` -> <failure> (message = detail, body = evidence lines); `skip` -> <skipped>;
 `inconclusive` -> <error type="inconclusive">: the check could not be decided from the evidence, which CI
-must show as red, never as green. A scenario without a usable verify report has only its `verdict` case,
-as an error naming the reason.
+must show as red, never as green. Each failure is counted once: the scenario's `verdict` case fails only
+when no check carries the failure (nothing launched, no usable verify report), with the cause as message;
+otherwise it passes and names the cause in its output. A failed preflight is a suite of its own. Times are
+the attempt's real duration. Text is made XML-safe (no control characters, no terminal colour codes).
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
+
+# ANSI escape sequences, then every character XML 1.0 does not allow.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: object) -> str:
+    return _NOT_XML.sub("?", _ANSI.sub("", str(value)))
 
 
 def _lines(check: dict) -> str:
@@ -19,8 +30,11 @@ def _lines(check: dict) -> str:
     return "\n".join(lines)
 
 
-def _case(suite: ET.Element, classname: str, name: str, status: str, detail: str, body: str) -> str:
-    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+def _case(
+    suite: ET.Element, classname: str, name: str, status: str, detail: str, body: str, time: str = "0"
+) -> str:
+    detail, body = xml_text(detail), xml_text(body)
+    case = ET.SubElement(suite, "testcase", classname=xml_text(classname), name=xml_text(name), time=time)
     if status == "fail":
         ET.SubElement(case, "failure", message=detail, type="fail").text = body or detail
     elif status == "inconclusive":
@@ -32,20 +46,41 @@ def _case(suite: ET.Element, classname: str, name: str, status: str, detail: str
     return status
 
 
+def _duration(sc: dict) -> float:
+    value = (sc.get("attempt") or {}).get("duration_s")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def render_junit(summary: dict) -> str:
     root = ET.Element("testsuites", name="ftqual")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for sc in summary["scenarios"]:
-        suite = ET.SubElement(root, "testsuite", name=sc["name"])
-        props = ET.SubElement(suite, "properties")
-        for key in ("run_id", "fault", "verdict", "source"):
-            ET.SubElement(props, "property", name=key, value=str(sc.get(key)))
-        classname = f"ftqual.{sc['name']}"
-        statuses = [
-            _case(suite, classname, c["id"], c["status"], c["detail"], _lines(c)) for c in sc["checks"]
-        ]
-        verdict_detail = sc["reason"] or f"scenario verdict: {sc['verdict']}"
-        statuses.append(_case(suite, classname, "verdict", sc["verdict"], verdict_detail, ""))
+    preflight_items = [i for i in summary.get("attention", []) if i["scenario"] == "preflight"]
+    suites = [("preflight", None)] if preflight_items else []
+    suites += [(sc["name"], sc) for sc in summary["scenarios"]]
+    for name, sc in suites:
+        suite = ET.SubElement(root, "testsuite", name=xml_text(name))
+        classname = f"ftqual.{name}"
+        if sc is None:
+            statuses = [
+                _case(suite, classname, i["check"], "fail", i["detail"], i["detail"]) for i in preflight_items
+            ]
+            duration = 0.0
+        else:
+            props = ET.SubElement(suite, "properties")
+            for key in ("run_id", "fault", "verdict", "source", "cause"):
+                ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
+            statuses = [
+                _case(suite, classname, c["id"], c["status"], c["detail"], _lines(c)) for c in sc["checks"]
+            ]
+            duration = _duration(sc)
+            carried = sc["verdict"] in statuses
+            verdict_status = "pass" if carried else sc["verdict"]
+            verdict_detail = sc.get("cause") or sc["reason"] or f"scenario verdict: {sc['verdict']}"
+            if carried:
+                verdict_detail = f"scenario verdict: {sc['verdict']} (cause: {verdict_detail})"
+            statuses.append(
+                _case(suite, classname, "verdict", verdict_status, verdict_detail, "", f"{duration:.3f}")
+            )
         counts = {
             "tests": len(statuses),
             "failures": statuses.count("fail"),
@@ -55,7 +90,7 @@ def render_junit(summary: dict) -> str:
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value
-        suite.set("time", "0")
+        suite.set("time", f"{duration:.3f}")
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)

@@ -80,6 +80,7 @@ class ReportOptions:
     ckpt_blocking_s: float | None = None
     baseline: str | None = None  # scenario name whose losses the others are compared with
     plots: dict[str, str] = field(default_factory=dict)  # plot name -> path relative to the summary
+    attempts: dict[str, str] = field(default_factory=dict)  # scenario -> the workflow's attempt slot
 
 
 def worst(statuses: list[str]) -> str:
@@ -126,6 +127,8 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
             "name": item.name,
             "verdict": "inconclusive",
             "reason": item.error,
+            "cause": item.error,
+            "attempt": {},
             "source": item.path,
             "run_id": None,
             "fault": fault,
@@ -159,6 +162,9 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
         reason = f"verify report has no valid verdict ({verify_verdict!r})"
     elif verdict != verify_verdict:
         reason = f"the verifier said {verify_verdict}, but its checks say {verdict}"
+    cause = doc.get("cause") if isinstance(doc.get("cause"), str) else None
+    if cause is None and verdict != "pass":
+        cause = reason or _first_cause(checks, verdict)
     metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
     expected = doc.get("expected") if isinstance(doc.get("expected"), dict) else {}
     tl = build_timeline(doc)
@@ -183,6 +189,8 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
         "name": item.name,
         "verdict": verdict,
         "reason": reason,
+        "cause": cause,
+        "attempt": doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {},
         "source": item.path,
         "run_id": doc.get("run_id"),
         "fault": fault,
@@ -207,6 +215,14 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
         }
         scenario["goodput"] = _goodput(metrics, derived, options)
     return scenario
+
+
+def _first_cause(checks: list[dict], verdict: str) -> str | None:
+    """The first check with the scenario's verdict, as the one-line cause."""
+    for check in checks:
+        if check["status"] == verdict:
+            return f"{check['id']}: {check['detail']}"
+    return None
 
 
 def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
@@ -254,9 +270,34 @@ def build_stack(preflight: PreflightInput) -> dict:
     return {key: stack.get(key) for key, _ in STACK_FIELDS}
 
 
-def attention(scenarios: list[dict]) -> list[dict]:
-    """What a reader must see first: failed and inconclusive checks, unusable reports, budgets exceeded."""
+def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict]:
+    """What a reader must see first: a failed preflight, each failed scenario's cause, failed and
+    inconclusive checks, unusable reports, budgets exceeded."""
     items = []
+    if preflight and preflight.get("verdict") == "fail":
+        for check in preflight.get("checks") or []:
+            if isinstance(check, dict) and check.get("status") == "fail":
+                fix = f" (fix: {check['fix']})" if check.get("fix") else ""
+                items.append(
+                    {
+                        "scenario": "preflight",
+                        "check": str(check.get("id")),
+                        "status": "fail",
+                        "detail": f"{check.get('detail')}{fix}",
+                        "evidence": [],
+                    }
+                )
+    for sc in scenarios:
+        if sc["verdict"] != "pass" and sc.get("cause") and sc["checks"]:
+            items.append(
+                {
+                    "scenario": sc["name"],
+                    "check": None,
+                    "status": sc["verdict"],
+                    "detail": f"cause: {sc['cause']}",
+                    "evidence": [],
+                }
+            )
     for rank in ("fail", "inconclusive"):
         for sc in scenarios:
             if rank == "inconclusive" and sc["reason"] and not sc["checks"]:
@@ -300,6 +341,11 @@ def headline(verdict: str, scenarios: list[dict], items: list[dict]) -> str:
     passed = sum(sc["verdict"] == "pass" for sc in scenarios)
     if not scenarios:
         return "ftqual: INCONCLUSIVE — no scenario to report"
+    if not any(sc["fault"] in ("kill", "hang") for sc in scenarios) and verdict != "fail":
+        return (
+            f"ftqual: INCONCLUSIVE — no fault scenario ran ({passed}/{len(scenarios)} scenarios pass): "
+            "recovery not qualified"
+        )
     if verdict == "pass":
         over = sum(i["status"] == "over_budget" for i in items)
         note = f"; {over} latenc{'y' if over == 1 else 'ies'} over budget" if over else ""
@@ -327,9 +373,13 @@ def build_summary(
     baseline_doc = next((i.doc for i in inputs if i.name == baseline_name), None)
     baseline_tl = build_timeline(baseline_doc) if baseline_doc is not None else None
     scenarios = [build_scenario(i, options, baseline_tl if i.name != baseline_name else None) for i in inputs]
-    verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
-    items = attention(scenarios)
     pf = preflight.doc or {}
+    verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
+    if pf.get("verdict") == "fail":
+        verdict = "fail"
+    if verdict == "pass" and not any(sc["fault"] in ("kill", "hang") for sc in scenarios):
+        verdict = "inconclusive"  # a baseline alone qualifies no recovery
+    items = attention(scenarios, pf)
     return {
         "schema": SCHEMA,
         "created_at": created_at,
@@ -340,6 +390,7 @@ def build_summary(
         "preflight": {"source": preflight.path, "verdict": pf.get("verdict"), "error": preflight.error},
         "resolved": pf.get("resolved") if isinstance(pf.get("resolved"), dict) else {},
         "baseline": baseline_name,
+        "attempts": dict(options.attempts),
         "scenarios": scenarios,
         "attention": items,
         "goodput": {
