@@ -102,20 +102,43 @@ def preflight_gpus():
 # run_scenario
 
 
-def _refuse_multinode_on_local(scenario):
+_EXECUTOR = []
+
+
+def intended_executor():
+    """The executor this command runs jobs with; under -n (a stand-in executor), the one it would use."""
     plugin = workflow.executor_plugin
-    # Inside a Slurm job the job itself runs under the local executor: only the main process decides.
-    if (
-        SCENARIOS[scenario].multinode
-        and plugin is not None
-        and plugin.name == "local"
-        and workflow.is_main_process
-    ):
+    if plugin is not None and plugin.name not in ("dryrun", "touch"):
+        return plugin.name
+    if not _EXECUTOR:
+        import contextlib
+        import io
+
+        from snakemake.cli import parse_args
+
+        try:
+            quiet = io.StringIO()
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                _, args = parse_args(sys.argv[1:])
+            _EXECUTOR.append(args.executor or "local")
+        except (Exception, SystemExit):  # not our command line (the API): do not guess
+            _EXECUTOR.append(None)
+    return _EXECUTOR[0]
+
+
+def refuse_multinode_on_local():
+    """Checked while parsing, so that -n and a real run refuse alike. Inside a Slurm job the job itself runs
+    under the local executor: only the main process decides."""
+    multinode = [s for s in CFG.scenarios if s.multinode]
+    if multinode and workflow.is_main_process and intended_executor() == "local":
+        names = ", ".join(f"{s.name} (nnodes={s.nnodes})" for s in multinode)
         raise WorkflowError(
-            f"scenario {scenario!r} has nnodes={SCENARIOS[scenario].nnodes}, which the local executor "
-            "cannot run: use --profile profiles/slurm (one ft_launcher per node through srun), or set "
-            "nnodes: 1 or enabled: false for it"
+            f"the local executor cannot run multi-node scenarios: {names}; use --profile profiles/slurm "
+            "(one ft_launcher per node through srun), or set nnodes: 1 or enabled: false for them"
         )
+
+
+refuse_multinode_on_local()
 
 
 def _exists(path):
@@ -128,7 +151,6 @@ def run_scenario_input(wildcards):
     Ordering only, and only while the attempt is still to run: an attempt that exists never waits for (nor
     reruns after) a later preflight or baseline attempt.
     """
-    _refuse_multinode_on_local(wildcards.scenario)
     if _exists(f"results/{wildcards.scenario}/{wildcards.slot}/run.json"):
         return {}
     inputs = {"preflight": ancient(preflight_report())}

@@ -6,6 +6,8 @@ Nothing here judges: `summary.py` turns a reason into an inconclusive scenario o
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ PREFLIGHT_SCHEMA = "ftqual.preflight/v1"
 SCENARIO_ORDER = ("baseline", "kill", "hang")
 EXCERPT_MAX = 240  # characters of a log line quoted as evidence
 EXCERPTS_PER_CHECK = 6
+LINE_MAX = 1 << 20  # bytes of one log line read at a time
 
 
 @dataclass(frozen=True)
@@ -94,20 +97,49 @@ def _run_dir(doc: dict, verify_path: Path) -> Path | None:
     return None
 
 
+def _line_of(path: Path, line: int) -> str | None:
+    """Line `line` of a regular file, read in bounded chunks; None for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the report
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            number = 0
+            for text in iter(lambda: fh.readline(LINE_MAX), b""):
+                number += 1
+                if number == line:
+                    return text.decode("utf-8", "replace").strip()[:EXCERPT_MAX]
+                while not text.endswith(b"\n") and text:  # a line longer than LINE_MAX: skip its rest
+                    text = fh.readline(LINE_MAX)
+    except OSError:
+        return None
+    return None
+
+
+def _inside(run_dir: Path, rel: str) -> Path | None:
+    """`rel` under `run_dir`, links resolved, or None when it points outside (evidence stays in the run)."""
+    if not rel or os.path.isabs(rel):
+        return None
+    root = run_dir.resolve()
+    target = (root / rel).resolve()
+    return target if target.is_relative_to(root) else None
+
+
 def attach_excerpts(doc: dict, run_dir: Path) -> dict:
-    """A copy of `doc` whose non-passing checks' evidence carries the cited log line's text, when missing."""
-    cache: dict[str, list[str] | None] = {}
+    """A copy of `doc` whose non-passing checks' evidence carries the cited log line's text, when missing.
+
+    Only regular files inside the run directory are read (never a FIFO, a device or a link leading out),
+    at most LINE_MAX bytes at a time."""
+    cache: dict[tuple[str, int], str | None] = {}
 
     def line_text(rel: str, line: int) -> str | None:
-        if rel not in cache:
-            try:
-                cache[rel] = (run_dir / rel).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                cache[rel] = None
-        lines = cache[rel]
-        if not lines or not 1 <= line <= len(lines):
-            return None
-        return lines[line - 1].strip()[:EXCERPT_MAX]
+        if (rel, line) not in cache:
+            path = _inside(run_dir, rel)
+            cache[(rel, line)] = _line_of(path, line) if path is not None and line >= 1 else None
+        return cache[(rel, line)]
 
     checks = []
     for check in doc.get("checks") or []:

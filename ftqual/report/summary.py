@@ -128,6 +128,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
             "verdict": "inconclusive",
             "reason": item.error,
             "cause": item.error,
+            "cause_given": False,
             "attempt": {},
             "source": item.path,
             "run_id": None,
@@ -162,7 +163,10 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
         reason = f"verify report has no valid verdict ({verify_verdict!r})"
     elif verdict != verify_verdict:
         reason = f"the verifier said {verify_verdict}, but its checks say {verdict}"
-    cause = doc.get("cause") if isinstance(doc.get("cause"), str) else None
+    # The verify report's own cause (the workflow's: a launcher failure, nothing launched) comes first;
+    # otherwise the first check with the scenario's verdict is the cause.
+    given = doc.get("cause") if isinstance(doc.get("cause"), str) and doc.get("cause") else None
+    cause = given
     if cause is None and verdict != "pass":
         cause = reason or _first_cause(checks, verdict)
     metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
@@ -190,6 +194,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Tim
         "verdict": verdict,
         "reason": reason,
         "cause": cause,
+        "cause_given": given is not None,
         "attempt": doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {},
         "source": item.path,
         "run_id": doc.get("run_id"),
@@ -288,7 +293,7 @@ def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict
                     }
                 )
     for sc in scenarios:
-        if sc["verdict"] != "pass" and sc.get("cause") and sc["checks"]:
+        if sc["verdict"] != "pass" and sc.get("cause_given") and sc["checks"]:
             items.append(
                 {
                     "scenario": sc["name"],

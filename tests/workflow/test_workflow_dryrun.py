@@ -3,6 +3,8 @@ or, for what only the stack check can judge, by the preflight before any run."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from wfutil import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
 
@@ -12,37 +14,44 @@ pytestmark = pytest.mark.workflow
 def test_dry_run_lists_the_stages_in_order(project):
     proc = run_snakemake(project, "-n")
     assert proc.returncode == 0, proc.stdout
-    assert job_stats(proc.stdout) == {
-        "scenario_settings": 3,
-        "preflight": 1,
-        "run_scenario": 3,
-        "verify": 3,
-        "summary": 1,
-        "all": 1,
-    }
+    assert job_stats(proc.stdout) == {"preflight": 1, "run_scenario": 3, "verify": 3, "summary": 1, "gate": 1}
     assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill"]
     assert sorted(scenario_jobs(proc.stdout, "verify")) == ["baseline", "hang", "kill"]
 
-    by_key = {(j["rule"], j.get("wildcards", "")): j for j in jobs(proc.stdout)}
-    # settings -> preflight -> baseline run -> baseline verify -> fault runs -> their verify -> summary -> all
-    settings = [f"results/{s}/settings.json" for s in ("baseline", "kill", "hang")]
-    assert by_key[("preflight", "")]["input"].split(", ") == settings
-    run_inputs = by_key[("run_scenario", "scenario=baseline")]["input"].split(", ")
-    assert run_inputs == ["results/baseline/settings.json", "results/preflight.json"]
+    by_key = {(j["rule"], j.get("wildcards", "").split(",")[0]): j for j in jobs(proc.stdout)}
+    # preflight -> baseline run -> baseline verify -> fault runs -> their verify -> summary -> gate
+    [preflight] = re.findall(
+        r"results/preflight/[0-9a-f]{12}-1/preflight.json", by_key[("preflight", "")]["output"]
+    )
+    slot = {
+        s: re.search(
+            rf"results/{s}/([0-9a-f]{{12}}-1)/run.json", by_key[("run_scenario", f"scenario={s}")]["output"]
+        )[1]
+        for s in ("baseline", "kill", "hang")
+    }
+    assert by_key[("run_scenario", "scenario=baseline")]["input"].split(", ") == [preflight]
     for fault in ("kill", "hang"):
         run_inputs = by_key[("run_scenario", f"scenario={fault}")]["input"].split(", ")
-        assert run_inputs == [
-            f"results/{fault}/settings.json",
-            "results/preflight.json",
-            "results/baseline/verify.json",
-        ]
+        assert run_inputs == [preflight, f"results/baseline/{slot['baseline']}/verify.json"]
         verify_inputs = by_key[("verify", f"scenario={fault}")]["input"].split(", ")
-        assert verify_inputs == [f"results/{fault}/run.json", "results/baseline/run.json"]
+        assert verify_inputs == [
+            f"results/{fault}/{slot[fault]}/run.json",
+            f"results/baseline/{slot['baseline']}/run.json",
+        ]
     summary_inputs = by_key[("summary", "")]["input"].split(", ")
-    assert summary_inputs[0] == "results/preflight.json"
-    assert sorted(summary_inputs[1:]) == [f"results/{s}/verify.json" for s in ("baseline", "hang", "kill")]
-    all_inputs = by_key[("all", "")]["input"].split(", ")
-    assert all_inputs[0] == "results/summary.json" and sorted(all_inputs[1:]) == sorted(summary_inputs[1:])
+    assert summary_inputs[0] == preflight
+    assert sorted(summary_inputs[1:]) == sorted(f"results/{s}/{slot[s]}/verify.json" for s in slot)
+    assert by_key[("summary", "")]["output"].startswith("results/reports/")
+    assert by_key[("gate", "")]["input"].split(", ")[0].endswith("/summary.json")
+
+
+def test_dry_run_plans_from_the_config_alone(project):
+    """Changing nothing plans the same; the plan names each scenario's attempt and why."""
+    proc = run_snakemake(project, "-n")
+    for s in ("baseline", "kill", "hang"):
+        assert re.search(
+            rf"ftqual: {s}: attempt [0-9a-f]{{12}}-1 \(no attempt under these settings yet\)", proc.stdout
+        )
 
 
 def test_dry_run_with_the_profiles(project):
@@ -120,19 +129,8 @@ def test_multinode_scenario_is_rejected_on_the_local_profile(project):
     assert dry.returncode == 0, dry.stdout  # the plan is fine; it needs Slurm to run
     proc = run_snakemake(project, "--configfile", "multi.yaml", "--profile", "profiles/local")
     assert proc.returncode != 0
-    assert "multi-node runs need the Slurm executor" in proc.stdout, proc.stdout
+    assert "the local executor cannot run multi-node scenarios" in proc.stdout, proc.stdout
     assert not (project / "runs").exists()  # rejected while building the DAG: nothing ran
-
-
-def test_failed_preflight_stops_before_any_run(project):
-    """A config the preflight rejects (a kill that can never be restarted) stops everything."""
-    write_yaml(project / "broken.yaml", {"scenarios": {"kill": {"fault": "kill", "max_restarts": 0}}})
-    proc = run_snakemake(project, "--profile", "profiles/local", "--configfile", "broken.yaml")
-    assert proc.returncode != 0
-    assert "Error in rule preflight" in proc.stdout, proc.stdout
-    assert "preflight failed (exit 1): no run will start" in proc.stdout  # the log, via --show-failed-logs
-    assert not (project / "results" / "preflight.json").exists()
-    assert not (project / "runs").exists() and "rule run_scenario" not in proc.stdout
 
 
 def local_rules(project, *configfiles):

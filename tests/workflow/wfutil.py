@@ -100,11 +100,12 @@ def jobs(output: str) -> list[dict[str, str]]:
 
 def scenario_jobs(output: str, rule: str) -> list[str]:
     """Scenarios of the `rule` jobs in a snakemake output, in the order printed."""
-    return [
-        job["wildcards"].split("=", 1)[1]
-        for job in jobs(output)
-        if job["rule"] == rule and "wildcards" in job
-    ]
+    found = []
+    for job in jobs(output):
+        if job["rule"] == rule and "wildcards" in job:
+            values = dict(part.split("=", 1) for part in job["wildcards"].split(", "))
+            found.append(values["scenario"])
+    return found
 
 
 def read_json(path: Path) -> dict:

@@ -1,0 +1,118 @@
+"""The summary's verdict is true: a failed preflight, a cause without a failed check, a baseline alone,
+hostile evidence paths and hostile text all come out as what they are, in summary.json, summary.md and
+junit.xml."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ftqual.report.inputs import attach_excerpts
+
+
+def _summary(report_main, results, *extra):
+    assert report_main("--results", str(results), *extra) == 0
+    summary = json.loads((results / "summary.json").read_text())
+    return summary, (results / "summary.md").read_text(), ET.parse(results / "junit.xml").getroot()
+
+
+def test_failed_preflight_fails_the_summary_with_its_checks(report_main, write_docs, docs, preflight_doc):
+    results = write_docs(docs)
+    failed = copy.deepcopy(preflight_doc)
+    failed["verdict"] = "fail"
+    failed["checks"].append(
+        {"id": "scenario:kill", "status": "fail", "detail": "max_restarts 0", "fix": "set max_restarts >= 1"}
+    )
+    (results / "preflight.json").write_text(json.dumps(failed))
+    summary, md, junit = _summary(report_main, results)
+    assert summary["verdict"] == "fail"
+    assert summary["attention"][0]["scenario"] == "preflight"
+    assert md.startswith("# ftqual: FAIL") and "max_restarts 0" in md
+    [suite] = [s for s in junit.iter("testsuite") if s.get("name") == "preflight"]
+    assert suite.get("failures") == "1"
+
+
+def test_a_cause_without_a_failed_check_reaches_junit_once(report_main, write_docs, docs):
+    docs["kill"] = {
+        "schema": "ftqual.verify/v1",
+        "run_id": None,
+        "scenario": "kill",
+        "fault": "kill",
+        "verdict": "fail",
+        "cause": "not launched: the preflight failed",
+        "checks": [
+            {"id": "launched", "status": "fail", "gates": True, "detail": "not launched", "evidence": []}
+        ],
+        "metrics": {},
+    }
+    summary, md, junit = _summary(report_main, write_docs(docs))
+    [kill] = [sc for sc in summary["scenarios"] if sc["name"] == "kill"]
+    assert kill["verdict"] == "fail" and kill["cause"] == "not launched: the preflight failed"
+    assert "cause: not launched: the preflight failed" in md
+    [suite] = [s for s in junit.iter("testsuite") if s.get("name") == "kill"]
+    assert suite.get("failures") == "1"  # the failed check carries it; the verdict case does not repeat it
+    verdict_case = [c for c in suite.iter("testcase") if c.get("name") == "verdict"][0]
+    assert verdict_case.find("failure") is None and "not launched" in verdict_case.find("system-out").text
+
+
+def test_a_baseline_alone_qualifies_no_recovery(report_main, write_docs, docs):
+    summary, md, _ = _summary(report_main, write_docs({"baseline": docs["baseline"]}))
+    assert summary["verdict"] == "inconclusive"
+    assert md.startswith("# ftqual: INCONCLUSIVE — no fault scenario ran") and "recovery qualified" not in md
+
+
+def test_attempts_are_recorded(report_main, write_docs, docs):
+    results = write_docs(docs)
+    summary, _, _ = _summary(report_main, results, "--attempt", "kill=abcdef012345-2")
+    assert summary["attempts"] == {"kill": "abcdef012345-2"}
+
+
+def test_junit_stays_valid_xml_with_terminal_colours_and_control_characters(report_main, write_docs, docs):
+    check = next(c for c in docs["kill"]["checks"] if c["id"] == "resumed_from_checkpoint")
+    check.update(
+        status="fail",
+        detail="\x1b[31mred\x1b[0m and \x00\x07 bell",
+        evidence=[{"path": "logs/x.log", "line": 1, "text": "\x1b[1mbold\x1b[0m \x1f"}],
+    )
+    docs["kill"]["verdict"] = "fail"
+    _, _, junit = _summary(report_main, write_docs(docs))
+    failure = next(
+        c.find("failure")
+        for c in junit.iter("testcase")
+        if c.get("name") == "resumed_from_checkpoint" and c.get("classname") == "ftqual.kill"
+    )
+    assert failure.get("message") == "red and ?? bell" and "bold" in failure.text
+
+
+@pytest.mark.timeout(30)
+def test_evidence_is_only_quoted_from_regular_files_inside_the_run(tmp_path):
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "ok.log").write_text("first\nsecond\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not quote me\n")
+    (run / "logs" / "out").symlink_to(secret)
+    os.mkfifo(run / "logs" / "fifo")
+    (run / "logs" / "long.log").write_bytes(b"x" * (3 << 20) + b"\nafter\n")
+    paths = ["logs/ok.log", "logs/out", "../secret.txt", str(secret), "logs/fifo", "logs/long.log"]
+    lines = [2, 1, 1, 1, 1, 2]
+    doc = {
+        "checks": [
+            {"id": p, "status": "fail", "evidence": [{"path": p, "line": n}]}
+            for p, n in zip(paths, lines, strict=True)
+        ]
+    }
+    out = attach_excerpts(doc, run)
+    texts = {c["id"]: c["evidence"][0].get("text") for c in out["checks"]}
+    assert texts == {
+        "logs/ok.log": "second",
+        "logs/out": None,
+        "../secret.txt": None,
+        str(secret): None,
+        "logs/fifo": None,
+        "logs/long.log": "after",
+    }

@@ -1,0 +1,196 @@
+"""The workflow's state rules, as sequences of real runs (smoke workload, real ft_launcher).
+
+After every step each test asserts the exit code, the verdict line of results/summary.md, the failures in
+results/junit.xml and which run IDs the summary cites. One module-scoped workspace carries the sequence
+(two cores: every launch costs real seconds); the steps run in the order written:
+
+(a) pass; break kill (a step timeout that fires in every cycle); rerun it broken; fix it; rerun
+(c) change one scenario's setting: only it reruns
+(b) change a shared setting (train_iters): every scenario reruns
+(e) a passed scenario's run directory deleted: it reruns, never a PASS citing a missing run
+(f) --forcerun verify re-verifies every scenario and runs nothing
+(g) --config nnodes=2 on the local profile, after runs exist: refused with one clear line
+A failed preflight and an attempt that never launched are covered at the end.
+SIGINT, SIGHUP and SIGKILL in the middle of a scenario are in test_workflow_interrupt.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+from wfutil import copy_project, job_stats, read_json, run_snakemake, scenario_jobs, write_yaml
+
+pytestmark = pytest.mark.workflow
+
+PROFILE = ("--profile", "profiles/local")
+# Short runs: the state rules are the subject here, not training.
+FAST = {
+    "train_iters": 12,
+    "save_interval": 4,
+    "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
+    "scenarios": {
+        "baseline": {"fault": "none"},
+        "kill": {"fault": "kill", "rank": 1},
+        "hang": {"fault": "hang", "rank": 1, "enabled": False},
+    },
+}
+BROKEN = {"scenarios": {"kill": {"fault": "kill", "rank": 1, "max_restarts": 1,
+                                 "smoke": {"step_seconds": 3}, "timeouts": {"step": 1}}}}  # fmt: skip
+
+
+def verdict_line(project) -> str:
+    return (project / "results" / "summary.md").read_text().splitlines()[0]
+
+
+def junit_failures(project) -> int:
+    root = ET.parse(project / "results" / "junit.xml").getroot()
+    return int(root.get("failures")) + int(root.get("errors"))
+
+
+def cited(project) -> dict[str, str]:
+    summary = read_json(project / "results" / "summary.json")
+    return {sc["name"]: sc["run_id"] for sc in summary["scenarios"]}
+
+
+def attempt_runs(project, scenario) -> list[str]:
+    """Run IDs of every attempt of `scenario`, oldest first."""
+    return sorted(p.name for p in (project / "runs").glob(f"{scenario}-*"))
+
+
+def run(project, *args, timeout=900):
+    return run_snakemake(project, *PROFILE, *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    project = copy_project(tmp_path_factory.mktemp("state") / "project")
+    config_path = project / "config" / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config.update(FAST)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    write_yaml(project / "broken.yaml", BROKEN)
+    return project
+
+
+def test_a_pass_break_rerun_broken_fix(project):
+    first = run(project)
+    assert first.returncode == 0, first.stdout
+    assert verdict_line(project).startswith("# ftqual: PASS"), verdict_line(project)
+    assert junit_failures(project) == 0
+    passed = cited(project)
+    assert set(passed) == {"baseline", "kill"} and all(passed.values())
+
+    plan = run(project, "-n", "--configfile", "broken.yaml")
+    assert job_stats(plan.stdout) == {"preflight": 1, "run_scenario": 1, "verify": 1, "summary": 1, "gate": 1}
+    assert scenario_jobs(plan.stdout, "run_scenario") == ["kill"]
+    broken = run(project, "--configfile", "broken.yaml")
+    assert broken.returncode == 1, broken.stdout
+    assert verdict_line(project).startswith("# ftqual: FAIL — kill"), verdict_line(project)
+    assert junit_failures(project) >= 1
+    failed_kill = attempt_runs(project, "kill")[-1]
+    assert cited(project) == {"baseline": passed["baseline"], "kill": failed_kill}
+    summary = read_json(project / "results" / "summary.json")
+    [kill] = [sc for sc in summary["scenarios"] if sc["name"] == "kill"]
+    assert kill["verdict"] == "fail" and "the launcher exited" in kill["cause"], kill["cause"]
+    junit = (project / "results" / "junit.xml").read_text()
+    assert "the launcher exited" in junit  # the cause reaches CI
+
+    # the same broken config again: exactly kill, in a fresh attempt; never the old PASS
+    plan = run(project, "-n", "--configfile", "broken.yaml")
+    assert job_stats(plan.stdout) == {"run_scenario": 1, "verify": 1, "summary": 1, "gate": 1}
+    again = run(project, "--configfile", "broken.yaml")
+    assert again.returncode == 1, again.stdout
+    assert verdict_line(project).startswith("# ftqual: FAIL")
+    second_failed = attempt_runs(project, "kill")[-1]
+    assert second_failed != failed_kill and cited(project)["kill"] == second_failed
+
+    # fixed (back to the config that passed): the passed attempt under these settings is the latest one
+    fixed = run(project)
+    assert fixed.returncode == 0, fixed.stdout
+    assert job_stats(fixed.stdout) == {"gate": 1}
+    assert verdict_line(project).startswith("# ftqual: PASS") and junit_failures(project) == 0
+    assert cited(project) == passed
+    nothing = run(project, "-n")
+    assert job_stats(nothing.stdout) == {"gate": 1}, nothing.stdout
+
+
+def test_c_one_scenarios_setting_reruns_only_it(project):
+    before = cited(project)
+    write_yaml(project / "kill-longer.yaml", {"scenarios": {"kill": {"fault": "kill", "train_iters": 16}}})
+    plan = run(project, "-n", "--configfile", "kill-longer.yaml")
+    assert scenario_jobs(plan.stdout, "run_scenario") == ["kill"], plan.stdout
+    proc = run(project, "--configfile", "kill-longer.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert scenario_jobs(proc.stdout, "run_scenario") == ["kill"]
+    now = cited(project)
+    assert now["baseline"] == before["baseline"] and now["kill"] != before["kill"]
+    assert verdict_line(project).startswith("# ftqual: PASS") and junit_failures(project) == 0
+
+
+def test_b_shared_setting_reruns_every_scenario(project):
+    before = cited(project)
+    plan = run(project, "-n", "--config", "train_iters=14")
+    assert sorted(scenario_jobs(plan.stdout, "run_scenario")) == ["baseline", "kill"], plan.stdout
+    proc = run(project, "--config", "train_iters=14")
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "kill"]
+    now = cited(project)
+    assert now["baseline"] != before["baseline"] and now["kill"] != before["kill"]
+    record = read_json(project / "runs" / now["kill"] / "run.json")
+    assert record["train_iters"] == 14
+    assert verdict_line(project).startswith("# ftqual: PASS") and junit_failures(project) == 0
+
+
+def test_e_deleted_run_directory_is_rerun(project):
+    assert run(project).returncode == 0  # back on the default config
+    before = cited(project)
+    shutil.rmtree(project / "runs" / before["kill"])
+    plan = run(project, "-n")
+    assert scenario_jobs(plan.stdout, "run_scenario") == ["kill"], plan.stdout
+    proc = run(project)
+    assert proc.returncode == 0, proc.stdout
+    now = cited(project)
+    assert now["kill"] != before["kill"] and (project / "runs" / now["kill"]).is_dir()
+    assert verdict_line(project).startswith("# ftqual: PASS")
+
+
+def test_f_forcerun_verify_reverifies_every_scenario(project):
+    before = cited(project)
+    plan = run(project, "-n", "--forcerun", "verify")
+    assert sorted(scenario_jobs(plan.stdout, "verify")) == ["baseline", "kill"], plan.stdout
+    assert "run_scenario" not in job_stats(plan.stdout)
+    proc = run(project, "--forcerun", "verify")
+    assert proc.returncode == 0, proc.stdout
+    assert cited(project) == before
+    for scenario, run_id in before.items():
+        archived = sorted((project / "results" / scenario / "attempts").glob(f"{run_id}.verify*.json"))
+        assert len(archived) == 2, archived  # the first verification is kept beside the new one
+
+
+def test_g_multinode_refused_on_the_local_profile(project):
+    for args in (("-n",), ()):
+        proc = run(project, *args, "--config", "nnodes=2")
+        assert proc.returncode != 0, proc.stdout
+        assert "the local executor cannot run multi-node scenarios" in proc.stdout
+    assert verdict_line(project).startswith("# ftqual: PASS")  # nothing was touched
+
+
+def test_failed_preflight_launches_nothing_and_is_reported(project):
+    """A fault scenario without a restart fails the preflight: its attempt is not launched, and the
+    summary, junit.xml and the exit code say why."""
+    write_yaml(project / "no-restart.yaml", {"scenarios": {"kill": {"fault": "kill", "max_restarts": 0}}})
+    runs_before = set(attempt_runs(project, "kill"))
+    proc = run(project, "--configfile", "no-restart.yaml")
+    assert proc.returncode == 1, proc.stdout
+    assert set(attempt_runs(project, "kill")) == runs_before  # nothing launched
+    summary = read_json(project / "results" / "summary.json")
+    assert summary["verdict"] == "fail" and summary["preflight"]["verdict"] == "fail"
+    [kill] = [sc for sc in summary["scenarios"] if sc["name"] == "kill"]
+    assert kill["verdict"] == "fail" and "preflight failed" in kill["cause"]
+    assert verdict_line(project).startswith("# ftqual: FAIL")
+    junit = ET.parse(project / "results" / "junit.xml").getroot()
+    assert any(s.get("name") == "preflight" for s in junit.iter("testsuite"))
+    assert "max_restarts" in (project / "results" / "summary.md").read_text()
