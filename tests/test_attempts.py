@@ -1,0 +1,81 @@
+"""The workflow's state rules (ftqual.attempts): which attempt slot each scenario works on."""
+
+from __future__ import annotations
+
+import json
+
+from ftqual.attempts import preflight_slot, report_dir, scenario_slot
+
+FP = "0123456789ab"
+
+
+def attempt(workdir, n, verdict=None, run_dir="runs/r", launched=True, fp=FP, scenario="kill"):
+    slot = workdir / "results" / scenario / f"{fp}-{n}"
+    slot.mkdir(parents=True)
+    (slot / "run.json").write_text(json.dumps({"run_dir": run_dir, "launched": launched}))
+    if verdict:
+        (slot / "verify.json").write_text(json.dumps({"verdict": verdict}))
+    if run_dir and launched:
+        (workdir / run_dir).mkdir(parents=True, exist_ok=True)
+    return slot
+
+
+def test_new_settings_start_at_slot_one(tmp_path):
+    attempt(tmp_path, 4, "pass", fp="ffffffffffff")  # another fingerprint's attempts do not count
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-1"
+
+
+def test_a_passed_attempt_is_kept(tmp_path):
+    attempt(tmp_path, 1, "fail")
+    attempt(tmp_path, 2, "pass", run_dir="runs/r2")
+    slot = scenario_slot(tmp_path, "kill", FP)
+    assert slot.name == f"{FP}-2" and slot.reason == "latest attempt passed"
+
+
+def test_anything_but_pass_moves_to_the_next_slot(tmp_path):
+    for n, verdict in enumerate(("fail", "inconclusive", "garbage"), start=1):
+        attempt(tmp_path, n, verdict, run_dir=f"runs/r{n}")
+        assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-{n + 1}"
+
+
+def test_failed_attempt_is_kept_when_reruns_are_off(tmp_path):
+    attempt(tmp_path, 1, "fail")
+    assert scenario_slot(tmp_path, "kill", FP, rerun_failed=False).name == f"{FP}-1"
+
+
+def test_an_unfinished_attempt_is_finished_in_its_slot(tmp_path):
+    attempt(tmp_path, 1, "pass")
+    attempt(tmp_path, 2, None, run_dir="runs/r2")
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"
+
+
+def test_a_passed_attempt_whose_run_directory_is_gone_is_redone(tmp_path):
+    attempt(tmp_path, 1, "pass", run_dir="runs/gone")
+    (tmp_path / "runs" / "gone").rmdir()
+    slot = scenario_slot(tmp_path, "kill", FP)
+    assert slot.name == f"{FP}-2" and "gone" in slot.reason
+
+
+def test_a_corrupt_verdict_file_is_not_a_pass(tmp_path):
+    slot = attempt(tmp_path, 1, None)
+    (slot / "verify.json").write_text("{not json")
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-1"  # no verdict yet: verify it again
+    (slot / "verify.json").write_text("[]")
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-1"
+
+
+def test_preflight_slots(tmp_path):
+    assert preflight_slot(tmp_path, FP).name == f"{FP}-1"
+    folder = tmp_path / "results" / "preflight" / f"{FP}-1"
+    folder.mkdir(parents=True)
+    (folder / "preflight.json").write_text(json.dumps({"verdict": "warn"}))
+    assert preflight_slot(tmp_path, FP).name == f"{FP}-1"
+    (folder / "preflight.json").write_text(json.dumps({"verdict": "fail"}))
+    assert preflight_slot(tmp_path, FP).name == f"{FP}-2"
+
+
+def test_the_report_folder_changes_with_any_attempt():
+    base = report_dir("p-1", {"baseline": "a-1", "kill": "b-1"}, "baseline")
+    assert base == report_dir("p-1", {"kill": "b-1", "baseline": "a-1"}, "baseline")
+    assert base != report_dir("p-1", {"baseline": "a-1", "kill": "b-2"}, "baseline")
+    assert base != report_dir("p-2", {"baseline": "a-1", "kill": "b-1"}, "baseline")

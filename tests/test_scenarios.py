@@ -1,0 +1,183 @@
+"""The one scenario model (ftqual.scenarios): defaults from the schema only, overrides, the rules the schema
+cannot express, the fingerprint, and a drift test per shipped config: the workflow, the preflight and the
+launcher see the same settings."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from ftqual import scenarios
+from ftqual.scenarios import ConfigError, resolve
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = [
+    ("config.yaml",),
+    ("config.yaml", "megatron-h200.yaml"),
+    ("config.yaml", "megatron-h200.yaml", "megatron-h200-1gpu.yaml"),
+]
+
+
+def merged(*names: str) -> dict:
+    """The config Snakemake holds for `--configfile` over the Snakefile's configfile (deep merge)."""
+    config: dict = {}
+    for name in names:
+        update_config(config, yaml.safe_load((REPO / "config" / name).read_text()))
+    return config
+
+
+def test_defaults_come_from_the_schema_only():
+    schema = scenarios.load_schema()
+    cfg = resolve({}, env={})
+    top = schema["properties"]
+    assert cfg.defaults.train_iters == top["train_iters"]["default"]
+    assert cfg.defaults.timeouts.as_dict() == {k: float(v) for k, v in top["timeouts"]["default"].items()}
+    assert [s.name for s in cfg.scenarios] == list(top["scenarios"]["default"])
+    # the shipped config.yaml restates the schema's defaults: an empty config and it resolve alike
+    assert resolve(merged("config.yaml"), env={}) == cfg
+
+
+def test_overrides_merge_key_by_key_and_yaml_booleans_read_as_on_off():
+    cfg = resolve(
+        {
+            "dist_optimizer": False,
+            "smoke": {"step_seconds": 1.5},
+            "scenarios": {
+                "baseline": {"fault": "none"},
+                "slow": {"fault": "hang", "timeouts": {"step": 30}, "dist_optimizer": True, "rank": 0},
+            },
+        },
+        env={},
+    )
+    base, slow = cfg.scenarios
+    assert base.dist_optimizer == "off" and slow.dist_optimizer == "on"
+    assert slow.timeouts.step == 30 and slow.timeouts.setup == base.timeouts.setup
+    assert base.smoke.step_seconds == 1.5 and base.smoke.save_seconds == 0.0  # the schema's other value
+    assert base.rank is None and slow.rank == 0
+    assert (
+        resolve({"scenarios": {"baseline": {"fault": "none"}, "k": {"fault": "kill"}}}, env={})
+        .by_name["k"]
+        .rank
+        == scenarios.DEFAULT_FAULT_RANK
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"train_iter": 5}, "Additional properties are not allowed"),
+        ({"scenarios": {"baseline": {"fault": "none", "fault_rank": 1}}}, "Additional properties"),
+        ({"train_iters": 1e23}, "is greater than the maximum of 1000000000"),
+        ({"timeouts": {"setup": 1, "step": 1e300, "checkpointing": 1, "out_of_section": 1}}, "maximum"),
+        (
+            {"scenarios": {"kill": {"fault": "kill"}}},
+            "baseline_scenario 'baseline' is not an enabled scenario",
+        ),
+        ({"scenarios": {"baseline": {"fault": "kill"}}}, "must have fault: none"),
+        ({"tp": 3, "gpus_per_node": 3}, "TP=3 must divide the model's 8 attention heads"),
+        ({"pp": 3, "gpus_per_node": 3}, "PP=3 must divide the model's 4 layers"),
+        ({"gpus_per_node": 3, "tp": 2}, "world size 3 is not divisible by tp*pp=2"),
+        ({"scenarios": {"baseline": {"fault": "none"}, "k": {"fault": "kill", "rank": 2}}}, "use 0..1"),
+    ],
+)
+def test_bad_configs_are_one_config_error(config, words):
+    with pytest.raises(ConfigError, match="invalid config") as err:
+        resolve(config, env={})
+    assert words in str(err.value)
+
+
+def test_the_fingerprint_follows_exactly_the_settings_that_shape_a_run():
+    cfg = resolve({}, env={})
+    kill = cfg.by_name["kill"]
+    same = dataclasses.replace(kill, name="renamed")
+    assert cfg.fingerprint(same) == cfg.fingerprint(kill)
+    for change in ({"train_iters": 21}, {"rank": 0}, {"term_timeout": 6}, {"hang_placement": "immediate"}):
+        assert cfg.fingerprint(dataclasses.replace(kill, **change)) != cfg.fingerprint(kill), change
+    # where runs go is not a setting of the run
+    assert resolve({"work_dir": "/elsewhere"}, env={}).fingerprint(kill) == cfg.fingerprint(kill)
+    # the smoke workload's pace shapes smoke runs only
+    faster = dataclasses.replace(kill, smoke=scenarios.SmokeOptions(0.05, 0.0))
+    assert cfg.fingerprint(faster) != cfg.fingerprint(kill)
+    mega = resolve({"workload": "megatron", "megatron_path": "/opt/mlm"}, env={})
+    assert mega.fingerprint(faster) == mega.fingerprint(kill)
+    assert mega.fingerprint(kill) != cfg.fingerprint(kill)
+
+
+def test_megatron_path_falls_back_to_the_environment():
+    cfg = resolve({"workload": "megatron"}, env={"MEGATRON_PATH": "/opt/mlm"})
+    assert (cfg.megatron_path, cfg.megatron_path_source) == ("/opt/mlm", "env MEGATRON_PATH")
+    assert resolve({"workload": "megatron"}, env={}).megatron_path_source == "unset"
+
+
+def test_inherited_launcher_variables_never_reach_the_launcher():
+    cfg = resolve({}, env={})
+    env = scenarios.clean_environment({"NVRX_CHECKPOINT_DIR": "/shared/ckpt", "TP": "4", "HOME": "/root"})
+    assert env == {"HOME": "/root"}
+    assert "NVRX_CHECKPOINT_DIR" not in scenarios.launcher_env(cfg, cfg.by_name["kill"])
+
+
+@pytest.mark.parametrize("names", SHIPPED, ids=lambda n: "+".join(n))
+def test_workflow_preflight_and_launcher_see_the_same_settings(names, tmp_path):
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    from ftqual.launch.settings import load_settings
+    from ftqual.preflight.flags import scenario_env
+
+    megatron = tmp_path / "mlm"
+    megatron.mkdir()
+    (megatron / "pretrain_gpt.py").write_text("")
+    raw = merged(*names)
+    if raw["workload"] == "megatron":
+        raw["megatron_path"] = str(megatron)
+    ours = resolve(copy.deepcopy(raw), env={})
+
+    # the workflow: the Snakefile's own resolution of the same config files
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"megatron_path": raw["megatron_path"]}))
+    with SnakemakeApi(OutputSettings(quiet=set())) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[REPO / "config" / n for n in names] + [extra]),
+            snakefile=REPO / "Snakefile",
+            workdir=tmp_path,
+        )
+        workflow = workflow_api._workflow
+        assert workflow.globals["CFG"] == ours
+
+    # the preflight: the resolved form it is given reads back the same
+    assert scenarios.from_resolved(ours.to_json()) == ours
+
+    # the launcher: its own parser on the environment each scenario gets
+    for s in ours.scenarios:
+        env = scenario_env(ours, s, str(tmp_path / "work"), 50123)
+        assert {
+            k: v for k, v in env.items() if k in scenarios.launcher_env(ours, s)
+        } == scenarios.launcher_env(ours, s)
+        settings = load_settings(env, (), pid=1)
+        assert (settings.nnodes, settings.gpus_per_node, settings.tp, settings.pp) == (
+            s.nnodes,
+            s.gpus_per_node,
+            s.tp,
+            s.pp,
+        )
+        assert (settings.train_iters, settings.save_interval) == (s.train_iters, s.save_interval)
+        assert (settings.fault, settings.fault_rank) == (s.fault, s.rank)
+        assert settings.section_timeouts == {
+            "setup": s.timeouts.setup,
+            "step": s.timeouts.step,
+            "checkpointing": s.timeouts.checkpointing,
+        }
+        assert settings.out_of_section_timeout == s.timeouts.out_of_section
+        assert (settings.max_restarts, settings.term_timeout) == (s.max_restarts, s.term_timeout)
+        assert (settings.transformer_impl, settings.dist_optimizer, settings.hang_placement) == (
+            s.transformer_impl,
+            s.dist_optimizer,
+            s.hang_placement,
+        )
+        assert settings.workload == ours.workload
