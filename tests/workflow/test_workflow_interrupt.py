@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from wfutil import (
-    job_stats,
     copy_project,
+    job_stats,
     processes_mentioning,
     read_json,
     snakemake_cmd,
