@@ -4,7 +4,7 @@ Sources, in order of preference:
 - Snakemake's own log (`.snakemake/log/<start>.snakemake.log`): its name is the start time; every job start
   (`[<asctime>]` + `rule NAME:` / `localrule NAME:` + `jobid: N`) and end (`[<asctime>]` +
   `Finished jobid: N (Rule: NAME)`) is stamped to the second, in local time; the file's mtime is the end.
-- `results/<scenario>/run.json`: `started_at` / `finished_at` (UTC) bound the training run of each scenario.
+- `results/<scenario>/<attempt>/run.json`: `started_at` / `finished_at` (UTC) bound the training run of each scenario.
 - Without a Snakemake log, the modification times of the files under results/ (less precise).
 
 Overhead = wall time minus the union of the training intervals: preflight, verify, summary, the launcher's
@@ -88,10 +88,11 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 def training_intervals(results: Path) -> dict[str, tuple[float, float]]:
     out = {}
-    for run_json in sorted(results.glob("*/run.json")):
+    # results/<scenario>/<attempt slot>/run.json; the latest attempt of each scenario counts
+    for run_json in sorted(results.glob("*/*/run.json"), key=lambda p: p.stat().st_mtime):
         try:
             data = json.loads(run_json.read_text())
-            out[run_json.parent.name] = (_utc(data["started_at"]), _utc(data["finished_at"]))
+            out[run_json.parent.parent.name] = (_utc(data["started_at"]), _utc(data["finished_at"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return out

@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from wfutil import copy_project, read_json, run_snakemake, write_yaml
+from wfutil import copy_project, current_attempt, read_json, run_snakemake, write_yaml
 
 pytestmark = pytest.mark.slurm
 
@@ -68,7 +68,7 @@ def test_workflow_passes_through_slurm(slurm_run):
     assert proc.returncode == 0, proc.stdout
     results = project / "results"
     for scenario in SCENARIOS:
-        assert read_json(results / scenario / "verify.json")["verdict"] == "pass", scenario
+        assert read_json(current_attempt(project, scenario) / "verify.json")["verdict"] == "pass", scenario
     summary = read_json(results / "summary.json")
     assert {sc["name"]: sc["verdict"] for sc in summary["scenarios"]} == dict.fromkeys(SCENARIOS, "pass")
 
@@ -79,7 +79,7 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
     submitted = set(re.findall(r"Job \d+ has been submitted with SLURM jobid (\d+)", proc.stdout))
     assert len(submitted) == len(SCENARIOS), proc.stdout
     for scenario in SCENARIOS:
-        record = read_json(project / "results" / scenario / "run.json")
+        record = read_json(current_attempt(project, scenario) / "run.json")
         job_id = record["slurm_job_id"]
         assert job_id in submitted
         assert record["run_id"].startswith(f"{scenario}-") and f"-{job_id}-a1" in record["run_id"]
@@ -97,7 +97,7 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
 def test_two_node_scenario_ran_one_launcher_per_node(slurm_run, scenario):
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
-    record = read_json(project / "results" / scenario / "run.json")
+    record = read_json(current_attempt(project, scenario) / "run.json")
     job = slurm_job(record["slurm_job_id"])
     assert job["NumNodes"] == "2" and job["NodeList"] == "n[1-2]", job
     assert record["nnodes"] == 2 and record["world_size"] == 2
@@ -106,20 +106,21 @@ def test_two_node_scenario_ran_one_launcher_per_node(slurm_run, scenario):
     assert launchers == ["n1.launcher.json", "n2.launcher.json"]
     assert "--nnodes=2" in record["command"] and "--nproc-per-node=1" in record["command"]
     assert any(arg.startswith("--rdzv-endpoint=n1:") for arg in record["command"]), record["command"]
-    marker = read_json(project / "results" / scenario / "fault_injected.json")
+    marker = read_json(current_attempt(project, scenario) / "fault_injected.json")
     assert marker["rank"] == 1 and marker["host"] == "n2"  # global rank 1 lives on the second node
-    log = (project / "logs" / "run_scenario" / f"{scenario}.log").read_text()
+    slot = current_attempt(project, scenario).name
+    log = (project / "logs" / "run_scenario" / scenario / f"{slot}.log").read_text()
     assert "srun --nodes=2 --ntasks-per-node=1 --gres=gpu:1" in log
 
 
 def test_two_node_hang_detected_by_section_timeout(slurm_run):
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
-    report = read_json(project / "results" / "hang2n" / "verify.json")
+    report = read_json(current_attempt(project, "hang2n") / "verify.json")
     assert report["verdict"] == "pass"
     assert report["metrics"]["detected_by"] == "section:step", report["metrics"]
     assert report["expected"]["timeouts"]["step"] == 10  # the CPU default config's short timeout
-    assert read_json(project / "results" / "hang2n" / "fault_injected.json")["section"] == "step"
+    assert read_json(current_attempt(project, "hang2n") / "fault_injected.json")["section"] == "step"
 
 
 @pytest.mark.parametrize("scenario", TWO_NODE)
@@ -127,7 +128,7 @@ def test_two_node_active_world_unchanged(slurm_run, scenario):
     """Every cycle ran ranks 0-1 on n1 and n2: the replacement came back on both nodes."""
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
-    report = read_json(project / "results" / scenario / "verify.json")
+    report = read_json(current_attempt(project, scenario) / "verify.json")
     item = next(c for c in report["checks"] if c["id"] == "active_world_unchanged")
     print(f"\n{scenario}: {item['status']} — {item['detail']}")
     assert item["status"] == "pass", item

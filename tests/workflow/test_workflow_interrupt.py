@@ -93,6 +93,9 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
     # every recorded process is gone (a reused pid would have another start time)
     assert not survivors, survivors
     [run_dir] = (project / "runs").glob("baseline-*")
+    deadline = time.monotonic() + 60  # the job's own last `ftqual cleanup <run dir>` may still be finishing
+    while processes_mentioning(run_dir.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert not processes_mentioning(run_dir.name), processes_mentioning(run_dir.name)
 
     # the evidence stays; Snakemake's output does not exist, so the next run redoes the scenario

@@ -138,3 +138,9 @@ def processes_mentioning(text: str) -> list[int]:
             if text in cmdline and start_time(int(entry.name)) is not None:
                 found.append(int(entry.name))
     return found
+
+
+def current_attempt(workdir: Path, scenario: str) -> Path:
+    """results/<scenario>/<slot>/ of the attempt the published summary reports."""
+    slot = read_json(workdir / "results" / "summary.json")["attempts"][scenario]
+    return workdir / "results" / scenario / slot
