@@ -3,7 +3,8 @@
 snapshot (read every source once) -> checks (pure) -> metrics + timeline -> report. The report goes where
 --json says (`-` for stdout) and nowhere else: run directories may be read-only evidence. A terminal summary,
 one line per check, goes to stdout (stderr when the JSON does). Exit 0 pass, 1 fail, 3 inconclusive, 2 usage
-or unreadable input.
+or unreadable input. Each check in the report carries `gates` (whether its status enters the verdict); the
+invariant each check proves is tabulated in docs/checks.md.
 """
 
 from __future__ import annotations
@@ -155,7 +156,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ftqual verify", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to verify (read only)")
     p.add_argument(
-        "--baseline", metavar="RUN_DIR", help="a no-fault run to compare losses with (informative)"
+        "--baseline",
+        metavar="RUN_DIR",
+        help="a no-fault run; with the same settings (run.json) its losses judge every iteration after "
+        "the restore, otherwise it is compared for information",
     )
     p.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
     p.add_argument(
@@ -170,7 +174,8 @@ def parser() -> argparse.ArgumentParser:
         type=_tolerance,
         default=DEFAULT_BASELINE_TOLERANCE,
         metavar="X",
-        help=f"informative relative tolerance vs --baseline (default {DEFAULT_BASELINE_TOLERANCE:g})",
+        help="relative tolerance of the informative whole-run comparison with --baseline "
+        f"(default {DEFAULT_BASELINE_TOLERANCE:g}; a same-settings baseline is judged at --replay-tolerance)",
     )
     return p
 
@@ -184,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         report = build_report(args.run_dir, args.baseline, args.replay_tolerance, args.baseline_tolerance)
     except RunMetaError as exc:
         print(f"ftqual verify: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # Every known malformed input is a source marked missing or a RunMetaError; this is the last line,
+        # so that input we did not foresee still gives one clear line and exit 2, never a traceback.
+        print(f"ftqual verify: cannot verify {args.run_dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return USAGE_ERROR
     out: TextIO = sys.stderr if args.json == "-" else sys.stdout
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.expectations import Expectations, expectations_from
 from ftqual.checks.extra import fixed_timeouts_in_force
@@ -23,6 +25,22 @@ FAULT_CHECKS = (
 BASELINE_CHECKS = (uninterrupted_completion,)
 COMMON_CHECKS = (fixed_timeouts_in_force,)
 
+# Whether each check's status enters the verdict (verify.json's `gates`). Every check gates today: each
+# proves a point of the seed's "Verify recovery" list, or a condition without which those points prove
+# nothing (the timeouts in force, the world, the replayed losses). A check added for information only
+# says False here; an id missing here gates.
+GATES: dict[str, bool] = {
+    "uninterrupted_completion": True,
+    "checkpoint_before_failure": True,
+    "failure_detected_and_restarted": True,
+    "resumed_from_checkpoint": True,
+    "progress_after_resume": True,
+    "clean_finish": True,
+    "active_world_unchanged": True,
+    "fixed_timeouts_in_force": True,
+    "replay_consistency": True,
+}
+
 
 def run_checks(
     snap: RunSnapshot, exp: Expectations, baseline: RunSnapshot | None = None
@@ -30,7 +48,7 @@ def run_checks(
     """Every check, in report order; those that do not apply to the scenario say `skip`."""
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
-    return results
+    return [replace(r, gates=GATES.get(r.id, True)) for r in results]
 
 
-__all__ = ["CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]
+__all__ = ["GATES", "CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
@@ -12,6 +14,9 @@ UNINTERRUPTED = "uninterrupted_completion"
 
 
 def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+    """Invariant: the no-fault run ran one cycle to its final iteration with exit 0, no injection, no
+    launcher failure or restart, every loss finite, a completed checkpoint (`.metadata` real) at every save
+    interval and at the end, and the tracker naming the final iteration's completed checkpoint."""
     cid = UNINTERRUPTED
     if exp.faulty:
         return skip(cid, f"fault scenario ({exp.fault}): see the recovery checks")
@@ -29,6 +34,9 @@ def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResul
         for item in [*snap.launcher.exits, *snap.launcher.timeouts, *snap.launcher.restarts][:3]:
             f.problem("the launcher reported a failure or restart", item.ref)
     log = snap.train_logs[-1]
+    bad = [i for i in log.iterations if i.loss is not None and (not math.isfinite(i.loss) or i.loss < 0)]
+    if bad:
+        f.problem(f"iteration {bad[0].iteration} reports loss {bad[0].loss!r}", bad[0].ref)
     total = derive.train_iters(snap)
     if total is None:
         f.unknown("train_iters unknown")

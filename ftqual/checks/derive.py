@@ -2,13 +2,16 @@
 
 The fault cycle is the marker's `cycle` (TORCHELASTIC_RESTART_COUNT at injection), the replacement the next
 one. Times within SLACK_S before the injection still count as after it (the marker and the logs use different
-clocks with different resolutions).
+clocks with different resolutions). A failure report counts as the detection of the injection only when it
+lies after the injection and in the injection's cycle (a timeout line names its cycle; an exit line must
+precede the replacement cycle's start); for a hang only a timestamped timeout line qualifies. The checks and
+the metrics both take the detection from `detection()`, so they cannot disagree on `detected_by`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.evidence.model import Ref
@@ -53,7 +56,22 @@ def _candidates(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
     if snap.launcher is None:
         return []
     items: list[WorkerExit | TimeoutFired] = [*snap.launcher.exits, *snap.launcher.timeouts]
-    return sorted(items, key=lambda f: (f.t is None, f.t or datetime.min, f.ref.line))
+    return sorted(items, key=lambda f: (f.t is None, f.t or datetime.min.replace(tzinfo=UTC), f.ref.line))
+
+
+def in_fault_cycle(snap: RunSnapshot, fact: WorkerExit | TimeoutFired) -> bool:
+    """Whether a failure report belongs to the injection's cycle (see the module docstring)."""
+    if isinstance(fact, TimeoutFired):
+        return fact.cycle == fault_cycle(snap)
+    new = snap.cycles.by_cycle(replacement_cycle(snap)) if snap.cycles else None
+    if new is None or new.start is None or fact.t is None:
+        return True
+    return fact.t <= new.start + timedelta(seconds=SLACK_S)
+
+
+def qualifying_failures(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
+    """Failure reports after the injection and in its cycle, in time order."""
+    return [f for f in _candidates(snap) if _after_injection(snap, f.t) and in_fault_cycle(snap, f)]
 
 
 def failures_before_injection(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
@@ -63,12 +81,15 @@ def failures_before_injection(snap: RunSnapshot) -> list[WorkerExit | TimeoutFir
 
 
 def detection(snap: RunSnapshot) -> Detection | None:
-    """What the launcher reported first after the injection: a timeout or a worker exit."""
+    """What the launcher reported first after the injection, in its cycle: for a hang the first timestamped
+    section or out-of-section timeout, else (and for a kill) the first timeout or worker exit."""
     info = snap.cycles.by_cycle(fault_cycle(snap)) if snap.cycles else None
     cycle_end = info.end if info is not None else None
-    for fact in _candidates(snap):
-        if not _after_injection(snap, fact.t):
-            continue
+    found = qualifying_failures(snap)
+    if snap.meta.fault == "hang":
+        timeouts = [f for f in found if isinstance(f, TimeoutFired) and f.t is not None]
+        found = timeouts or found
+    for fact in found:
         t = fact.t or _failure_detected_event(snap) or cycle_end  # a line without timestamp
         if isinstance(fact, TimeoutFired):
             return Detection(fact.detected_by, t, fact.ref, fact.local_rank, None, fact)
@@ -89,12 +110,74 @@ def _failure_detected_event(snap: RunSnapshot) -> datetime | None:
 
 
 def first_exit_after_injection(snap: RunSnapshot) -> WorkerExit | None:
+    exits = exits_after_injection(snap)
+    return exits[0] if exits else None
+
+
+def exits_after_injection(snap: RunSnapshot) -> list[WorkerExit]:
+    """Worker exits after the injection and in its cycle, in log order."""
     if snap.launcher is None:
+        return []
+    return [
+        item
+        for item in sorted(snap.launcher.exits, key=lambda f: f.ref.line)
+        if _after_injection(snap, item.t) and in_fault_cycle(snap, item)
+    ]
+
+
+def marker_mismatches(snap: RunSnapshot) -> tuple[list[str], list[str]]:
+    """(conflicts, unknowns) between the injection marker and what run.json asked for: the fault kind,
+    the rank and the run id must be the requested ones, and so must the `[ftqual-inject]` line's."""
+    marker, meta = snap.marker, snap.meta
+    conflicts: list[str] = []
+    unknowns: list[str] = []
+    if marker is None:
+        return conflicts, unknowns
+    asked = (("fault", meta.fault, marker.fault), ("rank", meta.fault_rank, marker.rank))
+    for name, want, got in (*asked, ("run_id", meta.run_id, marker.run_id)):
+        if want is None:
+            unknowns.append(f"run.json does not name the requested {name}")
+        elif got is None:
+            unknowns.append(f"fault_injected.json has no {name}")
+        elif got != want:
+            conflicts.append(f"fault_injected.json says {name} {got!r}, run.json asked for {want!r}")
+    world = meta.world_size
+    if marker.rank is not None and world is not None and not 0 <= marker.rank < world:
+        conflicts.append(f"fault_injected.json says rank {marker.rank}, outside the world of {world}")
+    host = _node_host(snap, marker.rank)
+    if host is not None and marker.host is not None and host != marker.host:
+        conflicts.append(
+            f"fault_injected.json puts rank {marker.rank} on {marker.host}, but the rendezvous put that "
+            f"rank's node on {host}"
+        )
+    for line in snap.injections:
+        payload = line.payload
+        for name, want in (("fault", meta.fault), ("rank", meta.fault_rank), ("run_id", meta.run_id)):
+            got = payload.get(name)
+            if got is not None and want is not None and got != want:
+                conflicts.append(f"the [ftqual-inject] line says {name} {got!r}, run.json asked for {want!r}")
+    return conflicts, unknowns
+
+
+def _node_host(snap: RunSnapshot, rank: int | None) -> str | None:
+    """The host of the node that runs global rank `rank` in the fault cycle: node rank rank // gpus_per_node,
+    from the rendezvous join lines (None when the shape or the joins are unknown, or for one node)."""
+    gpn, nnodes = snap.meta.gpus_per_node, snap.meta.nnodes
+    if rank is None or not gpn or gpn < 1 or not nnodes or nnodes < 2 or snap.launcher is None:
         return None
-    for item in sorted(snap.launcher.exits, key=lambda f: f.ref.line):
-        if _after_injection(snap, item.t):
-            return item
-    return None
+    hosts = {j.rank: j.host for j in snap.launcher.joins if j.cycle == fault_cycle(snap)}
+    return hosts.get(rank // gpn)
+
+
+def after_restore(snap: RunSnapshot, k: int) -> dict[int, IterationLine]:
+    """The recovered trajectory: iterations past K in the replacement cycle and later (later cycles win)."""
+    out: dict[int, IterationLine] = {}
+    for log in snap.train_logs:
+        if log.cycle >= replacement_cycle(snap):
+            for item in log.iterations:
+                if item.iteration > k:
+                    out[item.iteration] = item
+    return dict(sorted(out.items()))
 
 
 def restore(snap: RunSnapshot) -> LoadEvent | None:

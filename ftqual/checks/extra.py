@@ -16,7 +16,9 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def fixed_timeouts_in_force(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """`FT: initialized. Timeouts=...` equals run.json's timeouts in every cycle; no ft_state.json."""
+    """Invariant: the timeouts in force were run.json's in every cycle: each cycle's last
+    `FT: initialized. Timeouts=...` equals them and is not calculated, no cycle loaded timeouts from
+    ft_state.json, every timeout the rank monitor reported used them, and no ft_state.json exists."""
     cid = FIXED_TIMEOUTS
     wanted = exp.timeouts
     if not all(key in wanted for key in (*SECTIONS, "out_of_section")):

@@ -13,7 +13,9 @@ FAILURE_DETECTED = "failure_detected_and_restarted"
 
 
 def checkpoint_before_failure(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """The checkpoint named by the marker completed (save line + `.metadata`) before the injection."""
+    """Invariant: the checkpoint K the marker names (K >= 1, past its baseline) completed before the
+    injection: a `successfully saved checkpoint from iteration K` line in the injection's cycle or earlier,
+    timestamped before `injected_at`, and `iter_K/.metadata` a non-empty regular file inside the run."""
     cid = CHECKPOINT_BEFORE_FAILURE
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -80,7 +82,7 @@ def _iter_dir(snap: RunSnapshot, f: Findings, k: int) -> None:
     if folder is None:
         f.problem(f"no iter_{k:07d} folder in {snap.checkpoints.root}")
     elif not folder.has_metadata:
-        f.problem(f"{folder.ref.path} has no .metadata (checkpoint never finalized)", folder.ref)
+        f.problem(f"{folder.ref.path}: {folder.why_incomplete} (checkpoint never finalized)", folder.ref)
     else:
         f.fact(f"{folder.ref.path}/.metadata present", folder.ref)
         if folder.payload_files == 0:
@@ -99,15 +101,24 @@ def _tracker_progress(snap: RunSnapshot, f: Findings, k: int) -> None:
 
 
 def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """The launcher saw the failure (exit or timeout), decided to restart, and a replacement cycle started."""
+    """Invariant: the requested fault was injected (fault_injected.json exists) and the launcher detected
+    *that* failure: after the injection and in its cycle, a kill by the killed local rank's exit, a hang by
+    a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); it
+    then decided to restart, the failed cycle ended and the replacement cycle started after it."""
     cid = FAILURE_DETECTED
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
-    needed = [n for n in ("launcher_log", "cycle_infos") if not snap.ok(n)]
+    needed = [n for n in ("marker", "launcher_log", "cycle_infos") if not snap.ok(n)]
     if needed:
         return inconclusive(cid, snap.reason(*needed))
     f = Findings(cid)
     marker = snap.marker
+    if marker is None:
+        f.problem(
+            "no injection recorded (no fault_injected.json): a failure without the requested injection "
+            "does not show that this fault is detected"
+        )
+        return f.result()
     _detection(snap, exp, f)
     _restart_decision(snap, f)
     _cycle_records(snap, f)
@@ -116,8 +127,6 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> Chec
         f.note(
             f"{len(early)} failure report(s) before the injection, first: {early[0].ref.text}", early[0].ref
         )
-    if marker is None:
-        f.note("no fault_injected.json: injected rank unknown")
     return f.result()
 
 
@@ -125,48 +134,95 @@ def _detection(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
     launcher = snap.launcher
     assert launcher is not None
     found = derive.detection(snap)
+    f.values["detected_by"] = found.detected_by if found is not None else None
     marker = snap.marker
     injected_local = marker.local_rank if marker else None
-    exit_ = derive.first_exit_after_injection(snap)
+    exits = derive.exits_after_injection(snap)
+    exit_ = exits[0] if exits else None
     if exp.fault == "kill":
-        if exit_ is None:
-            f.missing_fact(
-                "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) "
-                "after the injection",
-                snap.sources["launcher_log"].complete,
-            )
-            return
-        f.fact(f"worker local_rank {exit_.local_rank} exited with code {exit_.exit_code}", exit_.ref)
-        f.values.update(exit_code=exit_.exit_code, reported_local_rank=exit_.local_rank)
-        if exit_.exit_code != -9:
-            f.note(f"exit code {exit_.exit_code}, not -9 (SIGKILL): a peer may have been reported first")
-        _rank_note(f, exit_.local_rank, injected_local)
+        _kill_exit(snap, f, exits, injected_local)
         return
     timeout = found.timeout if found is not None else None
     if timeout is None:
-        timeout = launcher.timeouts[0] if launcher.timeouts else None
-    if timeout is None:
+        early = [t for t in launcher.timeouts if t not in derive.qualifying_failures(snap)]
         seen = f" (only a worker exit: {exit_.ref.text})" if exit_ else ""
+        if early:
+            seen += (
+                f"; {len(early)} timeout line(s) before the injection or from another cycle do not count "
+                f"(first: {early[0].ref.text})"
+            )
         f.missing_fact(
-            f"launcher.log shows no section or out-of-section timeout for the hang{seen}",
+            f"launcher.log shows no section or out-of-section timeout after the injection in cycle "
+            f"{derive.fault_cycle(snap)}{seen}",
             snap.sources["launcher_log"].complete,
             exit_.ref if exit_ else None,
+            *(t.ref for t in early[:1]),
         )
         return
+    if timeout.elapsed_s < timeout.timeout_s:
+        f.problem(
+            f"the timeout line says the section was open {timeout.elapsed_s:g} s, less than its timeout "
+            f"{timeout.timeout_s:g} s",
+            timeout.ref,
+        )
     what = f"section '{timeout.section}'" if timeout.section else "out of section"
     f.fact(
         f"rank monitor of local_rank {timeout.local_rank} fired in cycle {timeout.cycle}: {what} "
         f"open {timeout.elapsed_s:.2f} s, timeout {timeout.timeout_s:.2f} s",
         timeout.ref,
     )
-    f.values.update(
-        detected_by=timeout.detected_by, reported_local_rank=timeout.local_rank, timeout_s=timeout.timeout_s
-    )
+    f.values.update(reported_local_rank=timeout.local_rank, timeout_s=timeout.timeout_s)
     _rank_note(f, timeout.local_rank, injected_local)
     if marker is not None and marker.host and timeout.host and timeout.host != marker.host:
         f.note(f"timeout reported on host {timeout.host}, injection on {marker.host}")
     if exit_ is not None:
         f.fact(f"worker local_rank {exit_.local_rank} then exited with code {exit_.exit_code}", exit_.ref)
+
+
+def _kill_exit(snap: RunSnapshot, f: Findings, exits: list, injected_local: int | None) -> None:
+    """A kill is detected by the killed worker's exit: the marker's local rank (and host, when both name
+    one) must be among the exits after the injection in its cycle; a peer may be listed first."""
+    if not exits:
+        f.missing_fact(
+            "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
+            f"cycle {derive.fault_cycle(snap)}",
+            snap.sources["launcher_log"].complete,
+        )
+        return
+    host = snap.marker.host if snap.marker else None
+    killed = [
+        e
+        for e in exits
+        if injected_local is not None
+        and e.local_rank == injected_local
+        and (host is None or e.host is None or e.host == host)
+    ]
+    first = exits[0]
+    f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
+    pid = snap.marker.pid if snap.marker else None
+    same_pid = [e for e in exits if pid is not None and e.pid == pid]
+    if same_pid and same_pid[0].local_rank != injected_local:
+        f.problem(
+            f"the launcher reports the killed pid {pid} as local_rank {same_pid[0].local_rank}; "
+            f"fault_injected.json says local_rank {injected_local}",
+            same_pid[0].ref,
+        )
+        return
+    if injected_local is None:
+        f.unknown("fault_injected.json has no local_rank: the killed worker's exit cannot be identified")
+        return
+    if not killed:
+        f.problem(
+            f"the launcher reported exits of local rank(s) {sorted({e.local_rank for e in exits})}, "
+            f"not of the killed local rank {injected_local}",
+            first.ref,
+        )
+        return
+    item = killed[0]
+    f.fact(f"worker local_rank {item.local_rank} exited with code {item.exit_code}", item.ref)
+    if item.exit_code != -9:
+        f.note(f"exit code {item.exit_code}, not -9 (SIGKILL)")
+    _rank_note(f, first.local_rank, injected_local)
 
 
 def _rank_note(f: Findings, reported: int | None, injected: int | None) -> None:

@@ -5,24 +5,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ftqual.evidence.model import Ref
+from ftqual.evidence.model import Ref, clean
 
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One check's conclusion. `gates`: whether its status enters the verdict (an informative check says
+    False); the report presents this flag and never keeps a list of its own."""
+
     id: str
     status: str  # pass | fail | inconclusive | skip
     detail: str
     evidence: tuple[Ref, ...] = ()
     notes: tuple[str, ...] = ()
     values: dict[str, object] = field(default_factory=dict)
+    gates: bool = True
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
             "id": self.id,
             "status": self.status,
+            "gates": self.gates,
             "detail": self.detail,
             "evidence": [item.as_dict() for item in self.evidence],
         }
@@ -86,9 +91,9 @@ class Findings:
         return CheckResult(
             self.check_id,
             status,
-            "; ".join(parts) or status,
+            clean("; ".join(parts) or status),
             tuple(self.evidence),
-            tuple(self.notes),
+            tuple(clean(note) for note in self.notes),
             dict(self.values),
         )
 
@@ -102,7 +107,8 @@ def inconclusive(check_id: str, why: str) -> CheckResult:
 
 
 def verdict(results: Iterable[CheckResult]) -> str:
-    statuses = {r.status for r in results}
+    """Any gating check failed: fail; else any gating check inconclusive: inconclusive; else pass."""
+    statuses = {r.status for r in results if r.gates}
     if "fail" in statuses:
         return "fail"
     if "inconclusive" in statuses:

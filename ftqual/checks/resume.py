@@ -13,7 +13,10 @@ CLEAN_FINISH = "clean_finish"
 
 
 def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """The replacement loaded a completed checkpoint K >= 1 with its optimizer state and continued at K+1."""
+    """Invariant: the replacement cycle loaded checkpoint K >= 1, no older than the marker's, whose
+    `iter_K/.metadata` is a non-empty regular file inside the run, with its optimizer state (no fresh
+    start, no optimizer-load error, neither --no-load-optim nor --finetune), and its first step is K+1 with
+    consumed samples (K+1) x global batch size."""
     cid = RESUMED
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -72,8 +75,10 @@ def _completed(snap: RunSnapshot, f: Findings, k: int) -> None:
         f.unknown(snap.reason("checkpoints"))
         return
     folder = snap.checkpoints.dir_for(k)
-    if folder is None or not folder.has_metadata:
-        f.problem(f"iter_{k:07d} is not a completed checkpoint (folder or .metadata missing)")
+    if folder is None:
+        f.problem(f"iter_{k:07d} is not a completed checkpoint (no such folder in {snap.checkpoints.root})")
+    elif not folder.has_metadata:
+        f.problem(f"iter_{k:07d} is not a completed checkpoint ({folder.why_incomplete})", folder.ref)
     else:
         f.cite(folder.ref)
     earlier = derive.saves_done(snap, k, before_cycle=derive.replacement_cycle(snap))
@@ -111,7 +116,11 @@ def _first_step(snap: RunSnapshot, f: Findings, log, after_line: int, k: int) ->
 
 
 def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """Steps past the restored iteration, a later checkpoint, the final iteration, the tracker at it."""
+    """Invariant: after the restored iteration K the run trained forward to the end: iteration lines in
+    the replacement cycle (and later) strictly increase in log order, never go back to K or before, never
+    repeat, and each reports consumed samples = iteration x global batch size; a later checkpoint completed
+    (its `.metadata` real); the final iteration was reached; the tracker names it and its folder is a
+    completed checkpoint."""
     cid = PROGRESS
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -133,6 +142,7 @@ def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
         f.missing_fact(f"no iteration committed after the restored iteration {base}", complete)
     else:
         f.fact(f"{len(steps)} iterations committed after iteration {base}", steps[0].ref)
+    _forward(snap, f, later_logs, base)
     later_saves = [e for log in later_logs for e in log.saves_of("done") if e.iteration > base]
     if not later_saves:
         f.missing_fact(f"no checkpoint after iteration {base} completed in cycle {cycle} or later", complete)
@@ -140,9 +150,10 @@ def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
         first = later_saves[0]
         folder = snap.checkpoints.dir_for(first.iteration) if snap.checkpoints else None
         if snap.checkpoints is not None and (folder is None or not folder.has_metadata):
+            why = folder.why_incomplete if folder else "no folder"
             f.problem(
-                f"checkpoint {first.iteration} logged as saved but iter_{first.iteration:07d}/.metadata "
-                f"is missing",
+                f"checkpoint {first.iteration} logged as saved but iter_{first.iteration:07d} is not "
+                f"complete ({why})",
                 first.ref,
             )
         else:
@@ -154,6 +165,63 @@ def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     total = derive.train_iters(snap)
     _final(snap, f, later_logs, total, complete)
     return f.result()
+
+
+def _forward(snap: RunSnapshot, f: Findings, logs, base: int) -> None:
+    """Iteration lines of the replacement cycle(s), in log order: strictly increasing past `base`, none
+    missing at the log interval, each with consumed samples = iteration x global batch size (when that is
+    known and constant)."""
+    _none_missing(f, logs, base)
+    for log in logs:
+        lines = sorted(log.iterations, key=lambda i: i.ref.line)
+        back = [i for i in lines if i.iteration <= base]
+        if back:
+            f.problem(
+                f"{log.path}: iteration {back[0].iteration} after the restore at {base}: training went back",
+                back[0].ref,
+            )
+        for prev, cur in zip(lines, lines[1:], strict=False):
+            if cur.iteration <= prev.iteration:
+                f.problem(
+                    f"{log.path}: iteration {cur.iteration} follows iteration {prev.iteration} "
+                    "(iterations out of order or repeated)",
+                    prev.ref,
+                    cur.ref,
+                )
+                break
+        gbs = derive.global_batch_size(snap)
+        sizes = {i.global_batch_size for i in lines if i.global_batch_size is not None}
+        if gbs is None or len(sizes) > 1 or (sizes and sizes != {gbs}):
+            continue  # batch-size ramp-up or unknown: consumed samples are not a product
+        wrong = [i for i in lines if i.consumed_samples != i.iteration * gbs]
+        if wrong:
+            item = wrong[0]
+            f.problem(
+                f"iteration {item.iteration} reports {item.consumed_samples} consumed samples, expected "
+                f"{item.iteration * gbs} = {item.iteration} x {gbs}",
+                item.ref,
+            )
+
+
+def _none_missing(f: Findings, logs, base: int) -> None:
+    interval = None
+    for log in logs:
+        arg = log.args.get("log_interval")
+        if arg is not None and arg.value.isascii() and arg.value.isdigit() and int(arg.value) > 0:
+            interval = int(arg.value)
+    seen = {i.iteration for log in logs for i in log.iterations if i.iteration > base}
+    if interval is None or not seen:
+        return
+    wanted = range(base + interval - base % interval, max(seen) + 1, interval)
+    if len(wanted) > 10_000_000:
+        return
+    lacking = [n for n in wanted if n not in seen]
+    if lacking:
+        f.missing_fact(
+            f"{len(lacking)} iteration(s) after the restore never logged at log interval {interval} "
+            f"(first: {lacking[0]})",
+            logs[-1].complete,
+        )
 
 
 def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bool) -> None:
@@ -170,7 +238,8 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
 
 
 def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
-    """The tracker file must name the final iteration (empty or unreadable: unknown, absent: wrong)."""
+    """The tracker file must name the final iteration (empty or unreadable: unknown, absent: wrong), and
+    the folder it designates must be a completed checkpoint (`.metadata` a non-empty regular file)."""
     if snap.checkpoints is None:
         f.unknown(snap.reason("checkpoints"))
         return
@@ -186,11 +255,24 @@ def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
     elif tracker.value != total:
         f.problem(f"tracker says {tracker.value}, expected the final iteration {total}", tracker.ref)
     else:
-        f.fact(f"tracker = {total}", tracker.ref)
+        folder = snap.checkpoints.dir_for(total)
+        if folder is None:
+            f.problem(f"tracker = {total} but {snap.checkpoints.root} has no iter_{total:07d}", tracker.ref)
+        elif not folder.has_metadata:
+            f.problem(
+                f"tracker = {total} but {folder.ref.path} is not a completed checkpoint "
+                f"({folder.why_incomplete})",
+                tracker.ref,
+                folder.ref,
+            )
+        else:
+            f.fact(f"tracker = {total}, {folder.ref.path} completed", tracker.ref, folder.ref)
 
 
 def clean_finish(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """Exit 0, exactly one injection, the expected number of cycles, no no-progress stop."""
+    """Invariant: ft_launcher exited 0; exactly one injection happened and it is the requested one
+    (fault_injected.json's fault, rank and run_id, and any `[ftqual-inject]` line's, equal run.json's);
+    exactly the expected number of cycles ran; no no-progress stop, no non-zero agent exit."""
     cid = CLEAN_FINISH
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -235,29 +317,37 @@ def _injections(snap: RunSnapshot, f: Findings) -> None:
             f.problem("no injection recorded (no fault_injected.json): recovery was not exercised")
     elif len(lines) <= 1:
         f.fact("exactly one injection", snap.marker.ref, *(item.ref for item in lines))
+    if snap.marker is not None:
+        conflicts, unknowns = derive.marker_mismatches(snap)
+        for text in conflicts:
+            f.problem(f"the injection is not the requested one: {text}", snap.marker.ref, snap.meta.ref)
+        for text in unknowns:
+            f.unknown(f"the injection cannot be tied to the request: {text}", snap.marker.ref)
+        if not conflicts and not unknowns:
+            f.fact(f"the injection is the requested one ({snap.meta.fault} of rank {snap.meta.fault_rank})")
 
 
 def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:
+    """Exactly `expected` cycles, as cycle_infos records them (the per-cycle logs alone do not show a
+    cycle that died before it printed: missing records leave the count unknown)."""
     count, source = derive.cycle_count(snap)
-    if count is None:
-        f.unknown(f"number of cycles unknown: {snap.reason('cycle_infos', 'train_logs')}")
+    if count is None or source != "cycle_infos":
+        f.unknown(f"number of cycles unknown: {snap.reason('cycle_infos')}")
         return
-    if source != "cycle_infos":
-        f.note(f"cycle count taken from the {source}: {snap.reason('cycle_infos')}")
+    logs = len(snap.train_logs)
     f.values["cycles"] = count
     if count != expected:
         f.problem(f"{count} cycles ran, expected {expected}")
+    elif logs > count:
+        f.problem(f"{logs} per-cycle train logs, but cycle_infos records {count} cycle(s)")
     else:
         f.fact(f"{count} cycle(s) as expected")
 
 
 def launcher_outcome(snap: RunSnapshot, f: Findings) -> None:
     launcher = snap.launcher
-    if launcher is None:
-        if snap.meta.exit_code == 0:
-            f.note(f"no-progress stop not checked ({snap.reason('launcher_log')}); exit 0 rules it out")
-        else:
-            f.unknown(snap.reason("launcher_log"))
+    if launcher is None:  # missing evidence is never a pass, whatever the exit code suggests
+        f.unknown(f"launcher outcome not shown: {snap.reason('launcher_log')}")
         return
     for item in launcher.no_progress_stops[:2]:
         f.problem("NVRx stopped the job: no progress across restarts", item.ref)
@@ -269,4 +359,7 @@ def launcher_outcome(snap: RunSnapshot, f: Findings) -> None:
     if launcher.successes:
         f.fact("launcher: worker group successfully finished", launcher.successes[-1].ref)
     else:
-        f.note("launcher.log has no 'worker group successfully finished' line")
+        f.missing_fact(
+            "launcher.log has no 'worker group successfully finished' line",
+            snap.sources["launcher_log"].complete,
+        )

@@ -42,8 +42,22 @@ def spans(numbers: Iterable[int]) -> str:
     return ", ".join(out)
 
 
+MAX_HOSTS = 100000  # a Slurm host list naming more nodes than this is not a real allocation
+MAX_BRACKETS = 16
+
+
 def expand_hostlist(text: str) -> list[str]:
-    """A Slurm host list (`n[1-2]`, `gpu-[0001-0004,0007]`, `a,b`) as host names; '' gives []."""
+    """A Slurm host list (`n[1-2]`, `gpu-[0001-0004,0007]`, `a,b`) as host names; '' gives [].
+
+    Raises ValueError when the list would name more than MAX_HOSTS hosts or nests too many brackets
+    (`n[0-99999999]` is refused before a single name is built)."""
+    if text.count("[") > MAX_BRACKETS:
+        raise ValueError(f"host list {text[:60]!r} has more than {MAX_BRACKETS} bracket groups")
+    hosts = _expand(text)
+    return hosts
+
+
+def _expand(text: str) -> list[str]:
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += ch == "["
@@ -60,17 +74,22 @@ def expand_hostlist(text: str) -> list[str]:
         if not m:
             hosts.append(item)
             continue
+        tails = _expand(m["tail"]) or [""]
         for part in m["body"].split(","):
             low, _, high = part.partition("-")
             if not high:
-                hosts += [m["head"] + low + tail for tail in expand_hostlist(m["tail"]) or [""]]
-                continue
-            if not (low.isdigit() and high.isdigit()):
+                hosts += [m["head"] + low + tail for tail in tails]
+            elif not (low.isascii() and low.isdigit() and high.isascii() and high.isdigit()):
                 hosts.append(item)  # not a range we understand: keep the text as one name
                 break
-            for n in range(int(low), int(high) + 1):
-                name = m["head"] + str(n).zfill(len(low))
-                hosts += [name + tail for tail in expand_hostlist(m["tail"]) or [""]]
+            elif len(high) > 9 or (int(high) - int(low) + 1) * len(tails) + len(hosts) > MAX_HOSTS:
+                raise ValueError(f"host list {item[:60]!r} names more than {MAX_HOSTS} hosts")
+            else:
+                for n in range(int(low), int(high) + 1):
+                    name = m["head"] + str(n).zfill(len(low))
+                    hosts += [name + tail for tail in tails]
+        if len(hosts) > MAX_HOSTS:
+            raise ValueError(f"host list names more than {MAX_HOSTS} hosts")
     return hosts
 
 
@@ -198,7 +217,14 @@ def _active_nodes(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
         f.note(f"cycle_infos not checked: {snap.reason('cycle_infos')}")
         return
     records = [snap.cycles.by_cycle(c) for c in snap.cycles.cycle_numbers]
-    listed = {r.cycle: (r, expand_hostlist(r.active_nodes)) for r in records if r is not None}
+    listed = {}
+    for record in records:
+        if record is None:
+            continue
+        try:
+            listed[record.cycle] = (record, expand_hostlist(record.active_nodes))
+        except ValueError as exc:
+            f.unknown(f"cycle {record.cycle}: cycle_infos active_nodes unusable: {exc}", record.ref)
     shown = {c: v for c, v in listed.items() if v[1]}
     if not shown:
         f.note("cycle_infos list no active_nodes")
@@ -290,7 +316,9 @@ def _restarted_and_resumed(snap: RunSnapshot, f: Findings, world: int, hosts: di
 
 
 def active_world_unchanged(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """Every cycle ran on all world_size ranks and nnodes nodes; so did the replacement of cycle 0."""
+    """Invariant: every cycle ran on all world_size ranks (each printed, none outside the world) and on
+    nnodes nodes (rendezvous joins, cycle_infos active_nodes), and the replacement cycle has every node and
+    rank of cycle 0, its iterations continuing at K+1 after the load of K."""
     cid = ACTIVE_WORLD
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")

@@ -31,7 +31,7 @@ class Clock:
         for fmt in _NAIVE_FORMATS:
             try:
                 return self.local(datetime.strptime(text, fmt))
-            except ValueError:
+            except (ValueError, OverflowError):  # year 1 shifted before year 1: not a real time
                 continue
         return None
 
@@ -44,9 +44,9 @@ class Clock:
         micro = int((frac or "0").ljust(6, "0"))
         try:
             naive = datetime(year, int(month), int(day), int(hour), int(minute), int(second), micro)
-        except ValueError:
+            return self.local(naive)
+        except (ValueError, OverflowError):
             return None
-        return self.local(naive)
 
     def describe(self) -> str:
         if self.assumed:
@@ -66,13 +66,15 @@ def parse_utc(text: str) -> datetime | None:
         text = text[:-4] + "+00:00"
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
+    if len(text) > 64:  # an ISO time is about 32 characters
+        return None
     try:
         parsed = datetime.fromisoformat(text)
-    except ValueError:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
 
 
 def iso_z(moment: datetime | None) -> str | None:
@@ -90,6 +92,11 @@ def seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 
 def clock_from_meta(tz_offset_s: object) -> Clock:
-    if isinstance(tz_offset_s, int | float) and not isinstance(tz_offset_s, bool):
+    """run_meta has bounded the offset (RunMetaError otherwise); a non-finite one is taken as absent."""
+    if (
+        isinstance(tz_offset_s, int | float)
+        and not isinstance(tz_offset_s, bool)
+        and abs(tz_offset_s) <= 48 * 3600
+    ):
         return Clock(tz_offset_s=float(tz_offset_s), assumed=False)
     return Clock()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ftqual.evidence.clock import Clock, parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing, ref
+from ftqual.evidence.safeio import bounded_lines, open_regular
 
 LAUNCHER_LOG = "logs/launcher.log"
 MAX_FACTS = 10000  # per kind: a runaway log must not exhaust memory
@@ -157,8 +158,11 @@ def _int_or_none(text: str | None) -> int | None:
     return int(text) if text is not None and text.lstrip("-").isdigit() else None
 
 
-def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) -> LauncherLog:
-    """One pass over launcher.log. Raises OSError if the file cannot be opened."""
+def parse_launcher_log(
+    path: Path, rel: str, clock: Clock, default_year: int, root: Path | None = None
+) -> LauncherLog:
+    """One pass over launcher.log. Raises OSError if the file cannot be opened, is not a regular file, or
+    (with `root`) resolves outside it. Lines are cut at safeio.MAX_LINE_BYTES."""
     kinds: dict[str, list] = {
         k: []
         for k in (
@@ -186,62 +190,69 @@ def parse_launcher_log(path: Path, rel: str, clock: Clock, default_year: int) ->
     year = default_year
     number = 0
     last_newline = True
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            last_newline = line.endswith("\n")
-            t: datetime | None = None
-            host: str | None = None
-            local_rank: int | None = None
-            glog_pid: int | None = None
-            head = _NVRX.match(line)
-            if head:
-                t = clock.parse_local(head["ts"])
-                year = int(head["ts"][:4])
-                host = head["host"]
-                local_rank = _int_or_none(head["local"])
-            elif glog := _GLOG.match(line):
-                t = clock.parse_glog(line, year)
-                glog_pid = int(glog[1])
-            here = ref(rel, number, line)
-            if "exitcode:" in line and (m := _EXIT.search(line)):
-                if glog_pid is not None and len(kinds["exits"]) < MAX_FACTS:
-                    exit_pids[len(kinds["exits"])] = glog_pid
-                keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here, host))
-            elif "attempts left" in line and (m := _RESTART.search(line)):
-                keep("restarts", RestartDecision(t, m[1], int(m[2]), int(m[3]), here))
-            elif "[Cycle " in line and (m := _SECTION.search(line)):
-                keep(
-                    "timeouts",
-                    TimeoutFired(t, int(m[1]), m[2], float(m[3]), float(m[4]), local_rank, host, here),
-                )
-            elif "[Cycle " in line and (m := _OUT_OF_SECTION.search(line)):
-                keep(
-                    "timeouts",
-                    TimeoutFired(t, int(m[1]), None, float(m[2]), float(m[3]), local_rank, host, here),
-                )
-            elif "Training cycle #" in line and (m := _PROGRESS.search(line)):
-                keep("progress", ProgressReport(t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), here))
-            elif " Event: " in line and (m := _PROFILE.search(line)):
-                keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here, m[3]))
-                if m[2] == "rendezvous_started":
-                    node_cycle[m[3]] = int(m[1])
-            elif "has joined the rendezvous" in line and (m := _JOIN.search(line)):
-                node = m["node"]
-                name = host or node_host(node)  # the prefix's host: a single node's id says "localhost"
-                if nid := _NODE_ID.match(node):
-                    pid_host[int(nid["pid"])] = name
-                cycle = node_cycle.get(node, node_joins.get(node, 0))
-                node_joins[node] = node_joins.get(node, 0) + 1
-                join = RendezvousJoin(cycle, node, name, int(m["rank"]), int(m["world"]), m["id"], t, here)
-                keep("joins", join)
-            elif "worker group successfully finished" in line:
-                keep("successes", Flagged(t, here))
-            if any(marker in line for marker in _NO_PROGRESS):
-                keep("no_progress_stops", Flagged(t, here))
-            if "exited with non-zero exit code" in line:
-                keep("nonzero_exits", Flagged(t, here))
-            if "exit code = " in line and (m := _AGENT_EXIT.search(line)):
-                keep("agents", Flagged(t, here, int(m[1])))
+    with open_regular(path, *((root,) if root is not None else ())) as handle:
+        for number, (raw, ended) in enumerate(bounded_lines(handle), start=1):
+            last_newline = ended
+            line = raw.decode("utf-8", "replace") + ("\n" if ended else "")
+            try:  # a number too long for int() (a forged line) yields no fact, never a traceback
+                t: datetime | None = None
+                host: str | None = None
+                local_rank: int | None = None
+                glog_pid: int | None = None
+                head = _NVRX.match(line)
+                if head:
+                    t = clock.parse_local(head["ts"])
+                    year = int(head["ts"][:4])
+                    host = head["host"]
+                    local_rank = _int_or_none(head["local"])
+                elif glog := _GLOG.match(line):
+                    t = clock.parse_glog(line, year)
+                    glog_pid = int(glog[1])
+                here = ref(rel, number, line)
+                if "exitcode:" in line and (m := _EXIT.search(line)):
+                    if glog_pid is not None and len(kinds["exits"]) < MAX_FACTS:
+                        exit_pids[len(kinds["exits"])] = glog_pid
+                    keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here, host))
+                elif "attempts left" in line and (m := _RESTART.search(line)):
+                    keep("restarts", RestartDecision(t, m[1], int(m[2]), int(m[3]), here))
+                elif "[Cycle " in line and (m := _SECTION.search(line)):
+                    keep(
+                        "timeouts",
+                        TimeoutFired(t, int(m[1]), m[2], float(m[3]), float(m[4]), local_rank, host, here),
+                    )
+                elif "[Cycle " in line and (m := _OUT_OF_SECTION.search(line)):
+                    keep(
+                        "timeouts",
+                        TimeoutFired(t, int(m[1]), None, float(m[2]), float(m[3]), local_rank, host, here),
+                    )
+                elif "Training cycle #" in line and (m := _PROGRESS.search(line)):
+                    keep("progress", ProgressReport(t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), here))
+                elif " Event: " in line and (m := _PROFILE.search(line)):
+                    keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here, m[3]))
+                    if m[2] == "rendezvous_started" and len(node_cycle) < MAX_FACTS:
+                        node_cycle[m[3]] = int(m[1])
+                elif "has joined the rendezvous" in line and (m := _JOIN.search(line)):
+                    node = m["node"]
+                    name = host or node_host(node)  # the prefix's host: a single node's id says "localhost"
+                    if (nid := _NODE_ID.match(node)) and len(pid_host) < MAX_FACTS:
+                        pid_host[int(nid["pid"])] = name
+                    cycle = node_cycle.get(node, node_joins.get(node, 0))
+                    if len(node_joins) < MAX_FACTS:
+                        node_joins[node] = node_joins.get(node, 0) + 1
+                    join = RendezvousJoin(
+                        cycle, node, name, int(m["rank"]), int(m["world"]), m["id"], t, here
+                    )
+                    keep("joins", join)
+                elif "worker group successfully finished" in line:
+                    keep("successes", Flagged(t, here))
+                if any(marker in line for marker in _NO_PROGRESS):
+                    keep("no_progress_stops", Flagged(t, here))
+                if "exited with non-zero exit code" in line:
+                    keep("nonzero_exits", Flagged(t, here))
+                if "exit code = " in line and (m := _AGENT_EXIT.search(line)):
+                    keep("agents", Flagged(t, here, int(m[1])))
+            except ValueError:
+                continue
     exits = [
         replace(item, host=pid_host.get(exit_pids[i])) if i in exit_pids and item.host is None else item
         for i, item in enumerate(kinds["exits"])
@@ -266,10 +277,10 @@ def read_launcher_log(
     run_dir: Path, clock: Clock, default_year: int
 ) -> tuple[LauncherLog | None, SourceStatus]:
     path = run_dir / LAUNCHER_LOG
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None, missing("launcher_log", f"{LAUNCHER_LOG} is absent")
     try:
-        log = parse_launcher_log(path, LAUNCHER_LOG, clock, default_year)
+        log = parse_launcher_log(path, LAUNCHER_LOG, clock, default_year, run_dir)
     except OSError as exc:
         return None, missing("launcher_log", f"{LAUNCHER_LOG} unreadable: {exc}", LAUNCHER_LOG)
     if log.lines == 0:

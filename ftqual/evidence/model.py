@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MAX_TEXT = 240
+# ANSI colour/cursor sequences and the other C0/C1 controls: log text quoted in a report must print and
+# embed in XML as is (a tab stays).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
+
+
+def clean(text: str) -> str:
+    """`text` without ANSI sequences, each other control character shown as `?`."""
+    return _CONTROL.sub("?", _ANSI.sub("", text))
 
 
 @dataclass(frozen=True)
@@ -24,7 +34,7 @@ class Ref:
 
 def ref(path: str, line: int, text: str) -> Ref:
     """A Ref whose text is the line without its trailing newline, cut to a readable length."""
-    text = text.rstrip("\r\n")
+    text = clean(text[: MAX_TEXT * 4].rstrip("\r\n"))
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - 3] + "..."
     return Ref(path, line, text)

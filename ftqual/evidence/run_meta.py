@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from ftqual.evidence.clock import parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing
+from ftqual.evidence.safeio import MAX_JSON_BYTES, load_json_object
 
 RUN_JSON = "run.json"
 MARKER_JSON = "fault_injected.json"
 FAULTS = ("none", "kill", "hang")
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
+MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
+# run.json keys that shape the loss trajectory: a baseline is a reference only when these agree.
+TRAJECTORY_KEYS = (
+    "workload",
+    "world_size",
+    "train_iters",
+    "global_batch_size",
+    "micro_batch_size",
+    "tp",
+    "pp",
+    "dist_optimizer",
+    "transformer_impl",
+    "seed",
+    "lr",
+)
 
 
 class RunMetaError(Exception):
@@ -40,11 +56,13 @@ class RunMeta:
     workload: str | None = None
     nnodes: int | None = None
     gpus_per_node: int | None = None
+    settings: dict[str, object] = field(default_factory=dict)  # TRAJECTORY_KEYS present in run.json
     ref: Ref = Ref(RUN_JSON)
 
 
 @dataclass(frozen=True)
 class FaultMarker:
+    run_id: str | None
     fault: str | None
     rank: int | None
     local_rank: int | None
@@ -58,42 +76,66 @@ class FaultMarker:
 
 
 def _int(value: object) -> int | None:
+    """An integer, or a string of ASCII digits (`"²"` and `"٣"` are not run.json integers)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text.startswith("-") else text
+        if digits.isascii() and digits.isdigit() and len(digits) <= 18:
+            return int(text)
     return None
 
 
-def _load_json(path: Path) -> dict:
-    with path.open("r", encoding="utf-8") as handle:
-        data = json.load(handle)
-    if not isinstance(data, dict):
-        raise ValueError("top level is not a JSON object")
-    return data
+def _finite(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _load_json(path: Path, run_dir: Path) -> dict:
+    return load_json_object(path, run_dir, limit=MAX_JSON_BYTES)
+
+
+def _tz_offset(path: Path, value: object) -> float | None:
+    if value is None:
+        return None
+    tz = _finite(value)
+    if tz is None or abs(tz) > MAX_TZ_OFFSET_S:
+        raise RunMetaError(
+            f"{path}: 'tz_offset_s' must be seconds east of UTC within +-{MAX_TZ_OFFSET_S}, got {value!r}"
+        )
+    return tz
+
+
+def _settings(data: dict) -> dict[str, object]:
+    return {
+        key: data[key]
+        for key in TRAJECTORY_KEYS
+        if key in data and isinstance(data[key], str | int | float | bool) and data[key] is not None
+    }
 
 
 def read_run_meta(run_dir: Path) -> RunMeta:
     """Parse run.json; raise RunMetaError with one clear sentence when it is absent or unusable."""
     path = run_dir / RUN_JSON
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise RunMetaError(f"{path}: no run.json (is this a run directory?)")
     try:
-        data = _load_json(path)
+        data = _load_json(path, run_dir)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunMetaError(f"{path}: unreadable run.json ({exc})") from exc
     fault = data.get("fault")
     if fault not in FAULTS:
-        raise RunMetaError(f"{path}: 'fault' must be one of {', '.join(FAULTS)}, got {fault!r}")
+        raise RunMetaError(f"{path}: 'fault' must be one of {', '.join(FAULTS)}, got {_short(fault)}")
+    raw_rank = data.get("fault_rank")
+    if raw_rank is not None and _int(raw_rank) is None:
+        raise RunMetaError(f"{path}: 'fault_rank' must be an integer or null, got {_short(raw_rank)}")
     raw_timeouts = data.get("timeouts") if isinstance(data.get("timeouts"), dict) else {}
-    timeouts = {
-        key: float(value)
-        for key, value in raw_timeouts.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
-    tz = data.get("tz_offset_s")
+    timeouts = {key: v for key, value in raw_timeouts.items() if (v := _finite(value)) is not None}
+    tz = _tz_offset(path, data.get("tz_offset_s"))
     return RunMeta(
         run_id=str(data.get("run_id") or run_dir.name),
         scenario=str(data.get("scenario") or fault),
@@ -109,24 +151,31 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         finished_at=parse_utc(data.get("finished_at") or ""),
         exit_code=_int(data.get("exit_code")),
         global_batch_size=_int(data.get("global_batch_size")),
-        tz_offset_s=float(tz) if isinstance(tz, int | float) and not isinstance(tz, bool) else None,
+        tz_offset_s=tz,
         workload=data.get("workload") if isinstance(data.get("workload"), str) else None,
         nnodes=_int(data.get("nnodes")),
         gpus_per_node=_int(data.get("gpus_per_node")),
+        settings=_settings(data),
     )
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
     """fault_injected.json: (None, ok) when absent (no injection), (None, not ok) when unreadable."""
     path = run_dir / MARKER_JSON
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None, SourceStatus("marker", ok=True, reason="no fault_injected.json (no injection recorded)")
     try:
-        data = _load_json(path)
+        data = _load_json(path, run_dir)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, missing("marker", f"{MARKER_JSON} unreadable: {exc}", MARKER_JSON)
     injected_at = parse_utc(data.get("injected_at") or "")
     marker = FaultMarker(
+        run_id=data.get("run_id") if isinstance(data.get("run_id"), str) else None,
         fault=data.get("fault") if isinstance(data.get("fault"), str) else None,
         rank=_int(data.get("rank")),
         local_rank=_int(data.get("local_rank")),

@@ -20,10 +20,12 @@ from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
 from ftqual.evidence.launcher_log import LauncherLog, read_launcher_log
 from ftqual.evidence.model import SourceStatus, missing
 from ftqual.evidence.run_meta import FaultMarker, RunMeta, RunMetaError, read_marker, read_run_meta
+from ftqual.evidence.safeio import inside
 from ftqual.evidence.train_log import TRAIN_LOG, Injection, IterationLine, TrainLog, parse_train_log
 
 LOGS = "logs"
 SOURCES = ("run_meta", "marker", "cycle_infos", "launcher_log", "train_logs", "checkpoints")
+MAX_TRAIN_LOGS = 1000  # cycles: max_restarts is a handful
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,22 @@ def _read_train_logs(run_dir: Path, clock: Clock) -> tuple[tuple[TrainLog, ...],
     folder = run_dir / LOGS
     if not folder.is_dir():
         return (), missing("train_logs", f"{LOGS}/ is absent")
-    found = sorted((int(m[1]), name) for name in os.listdir(folder) if (m := TRAIN_LOG.match(name)))
+    if not inside(folder, run_dir):
+        return (), missing("train_logs", f"{LOGS}/ resolves outside the run directory")
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        return (), missing("train_logs", f"{LOGS}/ cannot be listed: {exc.strerror or exc}")
+    found = sorted((int(m[1]), name) for name in names if (m := TRAIN_LOG.match(name)) and len(m[1]) <= 9)
     if not found:
         return (), missing("train_logs", f"no {LOGS}/train_cycle<N>.log")
+    if len(found) > MAX_TRAIN_LOGS:
+        return (), missing("train_logs", f"{len(found)} train_cycle<N>.log files: not a real run")
     logs: list[TrainLog] = []
     for cycle, name in found:
         rel = f"{LOGS}/{name}"
         try:
-            logs.append(parse_train_log(folder / name, rel, cycle, clock))
+            logs.append(parse_train_log(folder / name, rel, cycle, clock, run_dir))
         except OSError as exc:
             return (), missing("train_logs", f"{rel} unreadable: {exc}", rel)
     cut = [log.path for log in logs if not log.complete]
@@ -89,6 +99,7 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunMetaError(f"{run_dir}: not a directory")
+    run_dir = Path(os.path.realpath(run_dir))  # links inside are judged against where the run really lies
     meta = read_run_meta(run_dir)
     clock = clock_from_meta(meta.tz_offset_s)
     sources: dict[str, SourceStatus] = {"run_meta": SourceStatus("run_meta", ok=True, paths=("run.json",))}

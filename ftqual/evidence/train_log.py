@@ -22,9 +22,11 @@ from types import MappingProxyType
 
 from ftqual.evidence.clock import Clock
 from ftqual.evidence.model import Ref, ref
+from ftqual.evidence.safeio import MAX_LINE_BYTES, open_regular
 
 MAX_ERRORS = 200
-TRAIN_LOG = re.compile(r"^train_cycle(\d+)\.log$")
+MAX_FACTS = 200000  # per kind: a runaway or forged log must not exhaust memory
+TRAIN_LOG = re.compile(r"^train_cycle([0-9]+)\.log$")
 WANTED_ARGS = frozenset(
     {
         "no_load_optim",
@@ -42,6 +44,7 @@ WANTED_ARGS = frozenset(
         "calc_ft_timeouts",
         "transformer_impl",
         "exit_on_missing_checkpoint",
+        "log_interval",
     }
 )
 
@@ -51,22 +54,28 @@ _PREFIX = re.compile(r"^\s*(\d+): ?")
 _RANK = re.compile(r"[ \t]*([0-9]+): ")
 _RANK_BYTES = re.compile(rb"[ \t]*([0-9]+): ")
 _TS = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]"
-_FT_INIT = re.compile(
-    r"FT: initialized\. Timeouts=SectionTimeouts\(out_of_section=([^,]+), sections=\[(.*?)\], "
-    r"calculated_sections=(.*?), is_out_of_section_calculated=(\w+)\)"
-)
+# The FT init line is split with str.find, not one regex: two lazy groups backtrack quadratically on a
+# forged line repeating the separators.
+_FT_INIT_HEAD = re.compile(r"FT: initialized\. Timeouts=SectionTimeouts\(out_of_section=([^,]+), sections=\[")
+_FT_CALCULATED = "], calculated_sections="
+_FT_OOS_CALCULATED = ", is_out_of_section_calculated="
+_FT_FLAG = re.compile(r"(\w+)\)")
 _SECTION_VALUE = re.compile(r"(\w+)=([-\d.]+|None|inf)")
 _SAVING = re.compile(_TS + r" saving checkpoint at iteration\s+(\d+) to")
 _SCHEDULED = re.compile(_TS + r" scheduled an async checkpoint save at iteration\s+(\d+)")
 _SAVED = re.compile(r"(?:" + _TS + r" )?successfully saved checkpoint from iteration\s+(\d+) to")
-_LOADING = re.compile(r"loading (?:distributed )?checkpoint from .* at iteration (\d+)")
-_LOADED = re.compile(r"successfully loaded checkpoint from .* at iteration (\d+)")
+# `<head> <path> at iteration N`: the head is found once and the last ` at iteration N` after it (what a
+# greedy `.*` finds), in linear time; `head .* at iteration` tried at every repeated head is quadratic.
+_LOADING = re.compile(r"loading (?:distributed )?checkpoint from ")
+_LOADED = re.compile(r"successfully loaded checkpoint from ")
+_AT_ITERATION = " at iteration "
+_DIGITS = re.compile(r"\d+")
 _ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \|")
 _ITER_TS = re.compile(r"^\s*" + _TS + r" iteration")
 _GBS = re.compile(r"global batch size:\s+(\d+)")
 _LOSS = re.compile(r"lm loss: ([-+]?(?:[\d.]+(?:[Ee][-+]?\d+)?|nan|inf))", re.IGNORECASE)
 _ELAPSED = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
-_ARG = re.compile(r"^  (\w+) (?:\.+ |\s)\s*(.*?)\s*$")
+_ARG = re.compile(r"^  (\w+) (?:\.+ |\s)\s*(.*)$")  # value stripped in code: `(.*?)\s*$` is quadratic
 _NUM = r"(\d+(?:\.\d+)?)"
 _TIMER = re.compile(r"^\s+(load-checkpoint|save-checkpoint) \.*: \(" + _NUM + ", " + _NUM + r"\)")
 _MILESTONE = re.compile(r"^\[([^\]]+)\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
@@ -208,12 +217,37 @@ def _float(text: str) -> float | None:
         return None
 
 
-def _ft_init(m: re.Match, here: Ref) -> FtInit:
+def _ft_init(text: str, here: Ref) -> FtInit | None:
+    """`FT: initialized. Timeouts=SectionTimeouts(out_of_section=X, sections=[...], calculated_sections=...,
+    is_out_of_section_calculated=B)`, or None."""
+    head = _FT_INIT_HEAD.match(text)
+    if head is None:
+        return None
+    mid = text.find(_FT_CALCULATED, head.end())
+    end = text.find(_FT_OOS_CALCULATED, mid + len(_FT_CALCULATED)) if mid >= 0 else -1
+    flag = _FT_FLAG.match(text, end + len(_FT_OOS_CALCULATED)) if end >= 0 else None
+    if flag is None:
+        return None
     sections = {
-        name: (None if value == "None" else _float(value)) for name, value in _SECTION_VALUE.findall(m[2])
+        name: (None if value == "None" else _float(value))
+        for name, value in _SECTION_VALUE.findall(text, head.end(), mid)
     }
-    calculated = m[3].strip() not in ("set()", "[]", "") or m[4] == "True"
-    return FtInit(_float(m[1].strip()), MappingProxyType(sections), calculated, here)
+    listed = text[mid + len(_FT_CALCULATED) : end].strip()
+    calculated = listed not in ("set()", "[]", "") or flag[1] == "True"
+    return FtInit(_float(head[1].strip()), MappingProxyType(sections), calculated, here)
+
+
+def _load_iteration(pattern: re.Pattern, text: str) -> int | None:
+    """N of `<pattern> <path> at iteration N` (the last such N after the head), or None."""
+    head = pattern.search(text)
+    if head is None:
+        return None
+    end = len(text)
+    while (at := text.rfind(_AT_ITERATION, head.end(), end)) >= 0:
+        if digits := _DIGITS.match(text, at + len(_AT_ITERATION)):
+            return int(digits[0])
+        end = at + len(_AT_ITERATION) - 1
+    return None
 
 
 def _payload(text: str) -> dict:
@@ -240,9 +274,9 @@ class _Collector:
         self.args_rank: str | None = None
         self.ranks: dict[int, Ref] = {}
 
-    def add(self, kind: str, fact: object, cap: int | None = None) -> None:
+    def add(self, kind: str, fact: object, cap: int = MAX_FACTS) -> None:
         items = self.lists.setdefault(kind, [])
-        if cap is None or len(items) < cap:
+        if len(items) < cap:
             items.append(fact)
 
     def rank_line(self, number: int, raw: str) -> None:
@@ -251,6 +285,13 @@ class _Collector:
             self.ranks[rank] = ref(self.rel, number, raw)
 
     def line(self, number: int, raw: str) -> None:
+        raw = raw[:MAX_LINE_BYTES]  # facts sit at a line's start; a forged megabyte line costs no more
+        try:
+            self._line(number, raw)
+        except ValueError:  # a number too long for int() (a forged line) yields no fact, never a traceback
+            pass
+
+    def _line(self, number: int, raw: str) -> None:
         self.rank_line(number, raw)
         prefix = _PREFIX.match(raw)
         rank = prefix[1] if prefix else None
@@ -260,7 +301,7 @@ class _Collector:
             if "end of arguments" in text:
                 self.in_args = False
             elif (m := _ARG.match(text)) and m[1] in WANTED_ARGS:
-                self.args[m[1]] = ArgValue(m[2], ref(self.rel, number, raw))
+                self.args[m[1]] = ArgValue(m[2].strip(), ref(self.rel, number, raw))
             return
         if "------ arguments ------" in text:
             self.in_args, self.args_rank = True, rank
@@ -270,8 +311,8 @@ class _Collector:
             return ref(self.rel, number, raw)
 
         if text.startswith("FT: "):
-            if m := _FT_INIT.search(text):
-                self.add("ft_inits", _ft_init(m, at()))
+            if init := _ft_init(text, at()):
+                self.add("ft_inits", init)
             elif text.startswith("FT: loaded timeouts from"):
                 self.add("ft_loaded", at())
             elif text.startswith("FT: closed."):
@@ -301,16 +342,16 @@ class _Collector:
         elif m := _SAVED.search(text):
             t = self.clock.parse_local(m[1]) if m[1] else None
             self.add("saves", SaveEvent("done", int(m[2]), t, at()))
-        elif m := _LOADED.search(text):
-            self.add("loads", LoadEvent("done", int(m[1]), at()))
-        elif m := _LOADING.search(text):
-            self.add("loads", LoadEvent("start", int(m[1]), at()))
+        elif (loaded := _load_iteration(_LOADED, text)) is not None:
+            self.add("loads", LoadEvent("done", loaded, at()))
+        elif (loading := _load_iteration(_LOADING, text)) is not None:
+            self.add("loads", LoadEvent("start", loading, at()))
         elif "could not find the metadata file" in text:
             self.add("fresh_starts", at())
 
     def _iteration(self, m: re.Match, text: str, here: Ref) -> None:
         iteration = int(m[1])
-        if iteration in self.seen_iterations:
+        if iteration in self.seen_iterations or len(self.seen_iterations) >= MAX_FACTS:
             return
         self.seen_iterations.add(iteration)
         ts = _ITER_TS.match(text)
@@ -453,8 +494,20 @@ class _RankScan:
             ranks[rank] = ref(self.collector.rel, number, raw)
 
 
-def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
-    """One pass over one cycle's log. Raises OSError if the file cannot be opened.
+def _rest_of_line(handle) -> bytes:
+    """The rest of the current line, cut after MAX_LINE_BYTES (the remainder is skipped, its newline kept)."""
+    tail = handle.readline(MAX_LINE_BYTES)
+    if len(tail) < MAX_LINE_BYTES or tail.endswith(b"\n"):
+        return tail
+    while chunk := handle.readline(MAX_LINE_BYTES):
+        if chunk.endswith(b"\n"):
+            return tail + b"\n"
+    return tail
+
+
+def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path | None = None) -> TrainLog:
+    """One pass over one cycle's log. Raises OSError if the file cannot be opened, is not a regular file,
+    or (with `root`) resolves outside it. Memory is bounded per line (MAX_LINE_BYTES) and per kind of fact.
 
     Same lines, line numbers and text as reading the file in text mode line by line and handing every
     keyword line (and every line of the argument dump) to the collector, and every other line's rank prefix
@@ -465,10 +518,10 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
     ranks = _RankScan(collector)
     number = 0  # lines before the current position
     complete = True
-    with path.open("rb") as handle:
+    with open_regular(path, *((root,) if root is not None else ())) as handle:
         while block := handle.read(_BLOCK_BYTES):
             if not block.endswith(b"\n"):
-                block += handle.readline()
+                block += _rest_of_line(handle)
             if b"\r" in block:
                 for raw in io.StringIO(block.decode("utf-8", "replace"), newline=None):
                     number += 1
@@ -492,7 +545,8 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock) -> TrainLog:
                     end = block.find(b"\n", pos)
                     stop = size if end < 0 else end + 1
                     number += 1
-                    collector.line(number, block[pos:stop].decode("utf-8", "replace"))
+                    raw = block[pos : min(stop, pos + MAX_LINE_BYTES)].decode("utf-8", "replace")
+                    collector.line(number, raw)
                     pos = stop
                     if not collector.in_args or pos >= size:
                         break

@@ -51,6 +51,13 @@ def two_nodes(run, rejoin: bool = True) -> None:
         )
     run.set_json("cycle_infos/cycle_info..0.0", active_nodes="vm,n2")
     run.set_json("cycle_infos/cycle_info..0.1", active_nodes="vm,n2" if rejoin else "vm")
+    # rank 1 is now n2's local rank 0, and n2's launcher (pid 777) reports its exit
+    run.set_json("fault_injected.json", host="n2", local_rank=0)
+    run.replace(
+        LAUNCHER,
+        "19484 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: -9) local_rank: 1",
+        "777 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: -9) local_rank: 0",
+    )
 
 
 # ------------------------------------------------------------------------------------------------- pass

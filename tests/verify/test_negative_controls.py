@@ -293,7 +293,7 @@ def test_fails_when_loss_jump_after_resume_persists(kill_run, verify):
     assert code == 1
     item = check(report, "replay_consistency")
     assert item["status"] == "fail"
-    assert item["values"]["classification"] == "persistent"
+    assert item["values"]["classification"] == "divergent"
     assert item["values"]["max_rel_dev"] > 0.1
 
 
