@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from ftqual.evidence import safeio
 
 VERIFY_SCHEMA = "ftqual.verify/v1"
 PREFLIGHT_SCHEMA = "ftqual.preflight/v1"
 SCENARIO_ORDER = ("baseline", "kill", "hang")
 EXCERPT_MAX = 240  # characters of a log line quoted as evidence
 EXCERPTS_PER_CHECK = 6
-LINE_MAX = 1 << 20  # bytes of one log line read at a time
 
 
 @dataclass(frozen=True)
@@ -97,48 +97,29 @@ def _run_dir(doc: dict, verify_path: Path) -> Path | None:
     return None
 
 
-def _line_of(path: Path, line: int) -> str | None:
-    """Line `line` of a regular file, read in bounded chunks; None for anything else."""
+def _line_of(path: Path, line: int, run_dir: Path) -> str | None:
+    """Line `line` of a regular file inside the run directory (safeio: no links out, no FIFOs, bounded
+    lines); None for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the report
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            number = 0
-            for text in iter(lambda: fh.readline(LINE_MAX), b""):
-                number += 1
+        with safeio.open_regular(path, run_dir) as fh:
+            for number, (raw, _cut) in enumerate(safeio.bounded_lines(fh), start=1):
                 if number == line:
-                    return text.decode("utf-8", "replace").strip()[:EXCERPT_MAX]
-                while not text.endswith(b"\n") and text:  # a line longer than LINE_MAX: skip its rest
-                    text = fh.readline(LINE_MAX)
+                    return raw.decode("utf-8", "replace").strip()[:EXCERPT_MAX]
     except OSError:
         return None
     return None
 
 
-def _inside(run_dir: Path, rel: str) -> Path | None:
-    """`rel` under `run_dir`, links resolved, or None when it points outside (evidence stays in the run)."""
-    if not rel or os.path.isabs(rel):
-        return None
-    root = run_dir.resolve()
-    target = (root / rel).resolve()
-    return target if target.is_relative_to(root) else None
-
-
 def attach_excerpts(doc: dict, run_dir: Path) -> dict:
     """A copy of `doc` whose non-passing checks' evidence carries the cited log line's text, when missing.
 
-    Only regular files inside the run directory are read (never a FIFO, a device or a link leading out),
-    at most LINE_MAX bytes at a time."""
+    Only regular files inside the run directory are read (never a FIFO, a device or a link leading out)."""
     cache: dict[tuple[str, int], str | None] = {}
 
     def line_text(rel: str, line: int) -> str | None:
         if (rel, line) not in cache:
-            path = _inside(run_dir, rel)
-            cache[(rel, line)] = _line_of(path, line) if path is not None and line >= 1 else None
+            relative = bool(rel) and not os.path.isabs(rel)
+            cache[(rel, line)] = _line_of(run_dir / rel, line, run_dir) if relative and line >= 1 else None
         return cache[(rel, line)]
 
     checks = []

@@ -174,47 +174,50 @@ def latency_section(summary: dict) -> list[str]:
     return out
 
 
+REPLAY_MEANING = {
+    "identical": "every loss after the restore agrees with every source that covers it",
+    "transient": "a difference confined to the first iterations after the restore, agreement after it",
+    "uncovered_after": "a difference, and no source covers the iterations after it",
+    "divergent": "a lasting divergence after the restore",
+    "uncovered": "no source covers the iterations after the restore",
+}
+
+
 def replay_section(summary: dict) -> list[str]:
+    """The verifier's replay_consistency check as verify.json holds it: nothing is compared again here."""
     out: list[str] = []
     for sc in summary["scenarios"]:
         rp = sc.get("replay")
-        if rp is None:
+        if sc["fault"] not in ("kill", "hang"):
             continue
-        verdicts = (
-            "; ".join(
-                f"verifier {code(c['id'])}: {STATUS_CELL.get(c['status'], c['status'])} — {cell(c['detail'])}"
-                for c in rp["checks"]
-            )
-            or "the verifier has no replay check"
+        if rp is None:
+            out.append(f"- **{sc['name']}**: the verify report has no `replay_consistency` check.")
+            continue
+        meaning = REPLAY_MEANING.get(rp.get("classification") or "", rp.get("classification") or "")
+        line = f"- **{sc['name']}**: {STATUS_CELL.get(rp['status'], rp['status'])} — {cell(rp['detail'])}" + (
+            f" ({meaning})" if meaning else ""
         )
-        if rp["pattern"] == "none":
-            line = "no iteration was replayed (nothing to compare)"
-        else:
-            diffs = ", ".join(
-                f"iteration {d['iteration']}: {d['before']:.7g} (cycle {d['cycle_before']})"
-                f" → {d['after']:.7g} (cycle {d['cycle_after']})"
-                for d in rp["differences"][:5]
-            )
-            meaning = {
-                "identical": "every replayed loss identical to the first attempt",
-                "isolated": "isolated difference: the losses after it are identical again,"
-                " the training state did not diverge",
-                "persistent": "the difference lasts to the last replayed iteration: the replay diverged",
-            }[rp["pattern"]]
-            line = (
-                f"{rp['replayed']} iterations replayed after the restore, {rp['identical']} identical"
-                f" (relative tolerance {rp['tolerance']:.0e}); "
-                f"{meaning}" + (f" ({diffs})" if diffs else "")
-            )
-        out.append(f"- **{sc['name']}**: {line}. {verdicts}.")
-        if rp.get("baseline_compared"):
+        out.append(line)
+        facts = []
+        if rp.get("covered") is not None:
+            facts.append(f"covered {rp['covered']}, uncovered {rp.get('uncovered')}")
+        if rp.get("sources"):
+            facts.append("sources: " + ", ".join(map(str, rp["sources"])))
+        if rp.get("tolerance") is not None:
+            facts.append(f"relative tolerance {rp['tolerance']:g}")
+        if rp.get("transient_iterations"):
+            facts.append("transient at iteration(s) " + ", ".join(map(str, rp["transient_iterations"])))
+        if facts:
+            out.append("  - " + "; ".join(facts))
+        for d in rp.get("differences", [])[:5]:
+            rel = d.get("rel")
             out.append(
-                f"  - against the baseline ({code(summary['baseline'])}):"
-                f" {rp['baseline_compared']} iterations, "
-                f"{rp['baseline_identical']} identical, largest relative difference "
-                f"{rp['baseline_max_rel_diff']:.2e} (for information: runs with different settings,"
-                " e.g. the optimizer, are not bitwise comparable)."
+                f"  - iteration {d.get('iteration')}: {d.get('loss')} vs {d.get('reference')} in the "
+                f"{cell(d.get('source'))}"
+                + (f" (relative {rel:.2e})" if isinstance(rel, int | float) else "")
             )
+        for note in rp.get("notes", [])[:3]:
+            out.append(f"  - note: {cell(note)}")
     return out or ["No fault scenario to compare."]
 
 

@@ -63,8 +63,8 @@ def test_summary_json_validates(report):
         "failure_to_first_step_s": True,
         "lost_iterations": True,
     }
-    assert kill["replay"]["pattern"] == "isolated"
-    assert [d["iteration"] for d in kill["replay"]["differences"]] == [7]
+    assert kill["replay"]["classification"] == "transient" and kill["replay"]["transient_iterations"] == [7]
+    assert {d["iteration"] for d in kill["replay"]["differences"]} == {7}
     assert kill["derived"]["marks"]["injection_s"] == pytest.approx(32.664, abs=0.01)
     assert kill["goodput"]["computed"] and len(kill["goodput"]["points"]) == 2
 
@@ -80,7 +80,8 @@ def test_markdown_verdict_first_and_tables(report):
     assert "### hang: ✅ pass — fault `hang`, run `hang`" in text
     assert "| detection (fault → detected) | 0.10 s | ≤ 1.00 s | ✅ within |" in text
     assert "'step' section timeout 120 s + rank monitor check interval 5 s" in text
-    assert "isolated difference" in text and "6.529403 (cycle 0) → 6.357241 (cycle 1)" in text
+    assert "a difference confined to the first iterations after the restore" in text
+    assert "iteration 7: 6.357241 vs 6.529403" in text
     assert "goodput ≈ 1 − (t_detect + t_restart + t_lost + t_ckpt) / MTBF" in text
     assert "7.9 h @ 1,024 GPUs" in text and "1.8 h @ 16,384 GPUs" in text
     assert "Kokolis et al." in text
