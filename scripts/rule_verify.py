@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parent))  # noqa: F821 - the ftqual package
+
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
@@ -80,12 +82,32 @@ def verify_launched():
     return report
 
 
+def classified_cause(exit_code):
+    """The one-line cause from the run's own logs (ftqual.causes), for a launcher that failed or a fault
+    that never came; None when the checks say it better."""
+    from ftqual.causes import classify
+
+    fault = (run.get("settings") or {}).get("fault")
+    run_dir = Path(run["run_dir"])
+    injected = (run_dir / "fault_injected.json").exists()
+    if exit_code in (0, None) and (fault in (None, "none") or injected):
+        return None
+    cause = classify(run_dir, run, exit_code)
+    where = f" [{cause.path}:{cause.line}]" if cause.path and cause.line else ""
+    prefix = f"the launcher exited {exit_code}: " if exit_code not in (0, None) else ""
+    return {**cause.to_json(), "text": f"{prefix}{cause.text}{where}"}
+
+
 def main():
     if not run.get("launched", True):
         report = failed_report("launched", f"not launched: {run.get('cause')}")
     else:
         report = verify_launched()
         exit_code = run.get("launcher_exit")
+        cause = classified_cause(exit_code)
+        if cause is not None and report.get("verdict") != "pass":
+            report["cause"] = cause["text"]
+            report["cause_evidence"] = cause
         if exit_code not in (0, None):
             if report.get("verdict") == "pass":
                 report["verdict"] = "fail"

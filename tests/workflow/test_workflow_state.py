@@ -94,9 +94,11 @@ def test_a_pass_break_rerun_broken_fix(project):
     assert cited(project) == {"baseline": passed["baseline"], "kill": failed_kill}
     summary = read_json(project / "results" / "summary.json")
     [kill] = [sc for sc in summary["scenarios"] if sc["name"] == "kill"]
-    assert kill["verdict"] == "fail" and "the launcher exited" in kill["cause"], kill["cause"]
+    assert kill["verdict"] == "fail" and "the launcher exited 1" in kill["cause"], kill["cause"]
+    assert "'step' timeout (1 s) fired in every cycle" in kill["cause"], kill["cause"]  # the one-line cause
     junit = (project / "results" / "junit.xml").read_text()
-    assert "the launcher exited" in junit  # the cause reaches CI
+    assert "fired in every cycle" in junit  # the cause reaches CI
+    assert "fired in every cycle" in broken.stdout  # and the console
 
     # the same broken config again: exactly kill, in a fresh attempt; never the old PASS
     plan = run(project, "-n", "--configfile", "broken.yaml")

@@ -1,0 +1,210 @@
+"""One-line causes: why a scenario's run failed, classified from the run directory's own logs.
+
+A failed verdict lists checks; a platform engineer first wants the one reason behind them. `classify` reads
+launcher.log and the per-cycle training logs once (regular files inside the run only, bounded lines) and
+names the first cause that fits, most specific first:
+
+- NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles;
+- a section timeout fired in every cycle (with the measured iteration time against the timeout);
+- the workload rejected its arguments (argparse's `error:` line), in every cycle;
+- every cycle crashed with the same error line;
+- the restarts were exhausted (every cycle failed; max_restarts reached);
+- the rendezvous timed out;
+- a fault scenario ended without its injection (no checkpoint before the end);
+- the evidence is missing (no launcher.log: ft_launcher's log pipe never started).
+Anything else is "unknown", pointing at the last line that names an error. Each cause cites file:line.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftqual.evidence import safeio
+
+CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
+NO_PROGRESS = re.compile(r"no progress across restarts", re.I)
+SECTION_TIMEOUT = re.compile(
+    r"\[Cycle (\d+)\] Section '(\w+)' has been open for ([\d.]+) seconds\. Timeout is ([\d.]+)"
+)
+OUT_OF_SECTION = re.compile(r"\[Cycle (\d+)\].*out.of.section.*?([\d.]+) seconds.*Timeout is ([\d.]+)", re.I)
+ARG_ERROR = re.compile(
+    r"^(?:\d+: )?(?:\S+: )?error: (?:unrecognized arguments|argument|the following arguments)"
+)
+ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
+RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|rendezvous.*timed out", re.I)
+EXIT_CODE = re.compile(r"failed \(exitcode: (-?\d+)\)")
+ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
+TELLING = re.compile(r"error|exception|traceback|timed? ?out|exitcode|failed|refus", re.I)
+MAX_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Cause:
+    # no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
+    # not_injected | evidence_missing | unknown
+    kind: str
+    text: str
+    path: str | None = None  # evidence, relative to the run directory
+    line: int | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "path": self.path, "line": self.line}
+
+
+def _lines(run_dir: Path, rel: str):
+    """(number, text) of a log inside the run; nothing when it is missing or not a regular file."""
+    try:
+        with safeio.open_regular(run_dir / rel, run_dir) as fh:
+            for number, (raw, _ended) in enumerate(safeio.bounded_lines(fh), start=1):
+                yield number, raw.decode("utf-8", "replace").rstrip()
+    except OSError:
+        return
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+@dataclass
+class _Cycle:
+    arg_error: tuple[int, str] | None = None
+    last_error: tuple[int, str] | None = None
+    iteration_ms: list[float] | None = None
+
+
+def _scan_cycle(run_dir: Path, rel: str) -> _Cycle:
+    cycle = _Cycle(iteration_ms=[])
+    previous = ""
+    for number, text in _lines(run_dir, rel):
+        if cycle.arg_error is None and ARG_ERROR.search(text):
+            cycle.arg_error = (number, text)
+        match = ERROR_LINE.match(text)
+        if match:
+            error = match.group(1)
+            if error.rstrip(":").isidentifier():  # a bare `AssertionError`: the failing line says more
+                error = f"{error} at `{previous}`"
+            cycle.last_error = (number, error)
+        stripped = re.sub(r"^(?:\d+: )?(?:\[rank\d+\]: )?", "", text).strip()
+        if stripped and set(stripped) != {"^"}:  # Python's caret markers under the failing expression
+            previous = stripped
+        ms = ITERATION_MS.search(text)
+        if ms and len(cycle.iteration_ms) < 100_000:
+            cycle.iteration_ms.append(float(ms.group(1)))
+    return cycle
+
+
+def _cycle_logs(run_dir: Path) -> list[str]:
+    try:
+        names = [p.name for p in (run_dir / "logs").iterdir()]
+    except OSError:
+        return []
+    found = sorted((int(m.group(1)), n) for n in names if (m := CYCLE_LOG.fullmatch(n)))
+    return [f"logs/{name}" for _, name in found]
+
+
+def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Cause:
+    """The cause of a failed run, from its evidence; `run` is its run.json (settings: fault, timeouts...)."""
+    run_dir = Path(run_dir)
+    launcher = "logs/launcher.log"
+    launcher_lines = list(_lines(run_dir, launcher))
+    if not launcher_lines:
+        return Cause(
+            "evidence_missing",
+            "no launcher.log: ft_launcher's log never started (a bad flag or a missing module is printed "
+            "only on the launcher's console)",
+        )
+    cycles = _cycle_logs(run_dir)
+    scans = {rel: _scan_cycle(run_dir, rel) for rel in cycles}
+    crash = _same_crash(scans)
+
+    # the restarts (every cycle after the first, which the fault ended) failing alike
+    restarted = _same_crash({rel: scans[rel] for rel in cycles[1:]}) if len(cycles) > 1 else None
+    for number, text in launcher_lines:
+        if NO_PROGRESS.search(text):
+            why = (
+                f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})"
+                if restarted
+                else ""
+            )
+            text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
+            return Cause("no_progress", text, launcher, number)
+
+    timeouts = _timeouts(launcher_lines)
+    if cycles and timeouts and len(timeouts) >= len(cycles):
+        section, seconds, number = timeouts[-1]
+        measured = [ms for s in scans.values() for ms in s.iteration_ms or []]
+        pace = f"; measured iteration time {statistics.median(measured) / 1000:.1f} s" if measured else ""
+        text = (
+            f"the '{section}' timeout ({seconds:g} s) fired in every cycle ({len(timeouts)} of {len(cycles)})"
+        )
+        return Cause("section_timeout", text + pace, launcher, number)
+
+    arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
+    if cycles and len(arg_errors) == len(cycles):
+        rel, (number, text) = arg_errors[-1]
+        text = f"the workload rejected its arguments in every cycle: {_short(text)}"
+        return Cause("argument_error", text, rel, number)
+
+    if crash:
+        rel, number, text = crash
+        return Cause("crash", f"every cycle ({len(cycles)}) crashed with: {_short(text)}", rel, number)
+
+    for number, text in launcher_lines:
+        if RDZV_TIMEOUT.search(text):
+            return Cause("rendezvous_timeout", f"the rendezvous timed out: {_short(text)}", launcher, number)
+
+    exits = [(n, t) for n, t in launcher_lines if EXIT_CODE.search(t)]
+    max_restarts = run.get("max_restarts")
+    if (
+        launcher_exit not in (0, None)
+        and cycles
+        and isinstance(max_restarts, int)
+        and len(cycles) > max_restarts
+    ):
+        number = exits[-1][0] if exits else None
+        text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
+        return Cause("restarts_exhausted", text, launcher, number)
+
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    if fault in ("kill", "hang") and not (run_dir / "fault_injected.json").exists():
+        return Cause(
+            "not_injected",
+            f"the {fault} was never injected: no checkpoint completed before the end of training "
+            "(the fault waits for the first one)",
+        )
+
+    for rel in [*reversed(cycles), launcher]:
+        lines = launcher_lines if rel == launcher else list(_lines(run_dir, rel))
+        for number, text in reversed(lines):
+            if TELLING.search(text):
+                return Cause("unknown", f"unknown cause; the last error line: {_short(text)}", rel, number)
+    return Cause("unknown", "unknown cause: no line in the logs names an error", launcher, None)
+
+
+def _timeouts(lines: list[tuple[int, str]]) -> list[tuple[str, float, int]]:
+    """(section, timeout, line) of the first timeout report of each cycle."""
+    seen: dict[str, tuple[str, float, int]] = {}
+    for number, text in lines:
+        match = SECTION_TIMEOUT.search(text)
+        if match and match.group(1) not in seen:
+            seen[match.group(1)] = (match.group(2), float(match.group(4)), number)
+        oos = OUT_OF_SECTION.search(text)
+        if oos and oos.group(1) not in seen:
+            seen[oos.group(1)] = ("out of section", float(oos.group(3)), number)
+    return list(seen.values())
+
+
+def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
+    """(log, line, error) when every cycle's last error line is the same one."""
+    if not scans or any(s.last_error is None for s in scans.values()):
+        return None
+    texts = {s.last_error[1] for s in scans.values()}
+    if len(texts) != 1:
+        return None
+    rel = list(scans)[-1]
+    number, text = scans[rel].last_error
+    return rel, number, text
