@@ -5,7 +5,9 @@ that died (OOM, scheduler timeout, SIGKILL) leaves training processes holding GP
 records every process group that matters (pids/<host>.launcher.json by our launcher,
 pids/<host>.cycle<N>.rank<R>.json by the worker wrapper); this module kills exactly those groups, never
 anything found by name. A group is only touched after /proc proves it is still the recorded one (same
-start time), so a pid the kernel reused is left alone.
+start time), so a pid the kernel reused is left alone; and a process is only signalled when its own
+environment carries the run's ID (FTQUAL_RUN_ID, set by the launcher for everything it starts), so a
+forged or stale pid record naming someone else's process cannot get it stopped or killed.
 
 Order matters: the launcher is frozen (SIGSTOP) first so it cannot start replacement workers while we
 kill, then its descendants are collected from /proc, then every group gets SIGCONT and SIGKILL.
@@ -25,7 +27,8 @@ from pathlib import Path
 
 from ftqual import procs
 
-RECORD_NAME = re.compile(r"^(?P<host>.+)\.(?P<kind>launcher|cycle\d+\.rank\d+)\.json$")
+RECORD_NAME = re.compile(r"(?P<host>.+)\.(?P<kind>launcher|cycle[0-9]+\.rank[0-9]+)\.json")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def load_records(run_dir: Path, host: str) -> tuple[list[PidRecord], list[str]]:
     if not pid_dir.is_dir():
         return records, bad
     for path in sorted(pid_dir.iterdir()):
-        match = RECORD_NAME.match(path.name)
+        match = RECORD_NAME.fullmatch(path.name)
         if not match or match["host"] != host:
             continue
         try:
@@ -80,6 +83,17 @@ def load_records(run_dir: Path, host: str) -> tuple[list[PidRecord], list[str]]:
         except (OSError, ValueError, KeyError, TypeError):
             bad.append(path.name)  # a record being written right now; the next round reads it
     return records, bad
+
+
+def expected_run_id(run_dir: Path) -> str:
+    """The run's ID: run.json's `run_id` when readable, else the directory's name (runs/<run-id>)."""
+    try:
+        value = json.loads((run_dir / "run.json").read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        value = None
+    if isinstance(value, str) and RUN_ID.fullmatch(value):
+        return value
+    return run_dir.resolve().name
 
 
 def _signal(pid: int, sig: int, group: bool) -> bool:
@@ -119,31 +133,75 @@ def _targets(records: list[PidRecord], snapshot: list[procs.ProcStat]) -> list[T
     return targets
 
 
-def kill_run(run_dir: Path, host: str | None = None, rounds: int = 5, pause_s: float = 0.3) -> CleanupReport:
-    """Kill every live process of the run's recorded groups on this host; returns what was done."""
+def _proven(
+    candidates: dict[int, tuple[procs.ProcStat, str]], run_id: str, report: CleanupReport
+) -> dict[int, tuple[procs.ProcStat, str]]:
+    """Only the candidates whose environment carries the run's ID; the others are reported, untouched."""
+    proven = {}
+    for pid, (member, source) in candidates.items():
+        if procs.carries_run_id(pid, run_id):
+            proven[pid] = (member, source)
+        else:
+            note = (
+                f"pid {pid} ({source}): its environment does not carry {procs.RUN_ID_ENV}={run_id}; "
+                "not provably this run's, left alone"
+            )
+            if note not in report.skipped:
+                report.skipped.append(note)
+    return proven
+
+
+def _freeze_launchers(
+    records: list[PidRecord], protected: set[int], run_id: str, report: CleanupReport
+) -> None:
+    """SIGSTOP each live, proven ft_launcher so it cannot start replacement workers while we kill."""
+    for rec in records:
+        if rec.kind != "launcher" or {rec.pid, rec.pgid} & protected:
+            continue
+        if not procs.alive(rec.pid, rec.start_time):
+            continue
+        if _proven({rec.pid: (procs.read_stat(rec.pid), rec.path.name)}, run_id, report):
+            _signal(rec.pid, signal.SIGSTOP, group=False)
+
+
+def _candidates(
+    records: list[PidRecord], snapshot: list[procs.ProcStat], protected: set[int], report: CleanupReport
+) -> dict[int, tuple[procs.ProcStat, str]]:
+    """Live members of the recorded groups (and the launchers' trees) whose start times fit."""
+    candidates: dict[int, tuple[procs.ProcStat, str]] = {}
+    for target in _targets(records, snapshot):
+        if target.pgid in protected:
+            continue
+        members = _members(target, snapshot)
+        if members is None:
+            note = f"group {target.pgid} ({target.source}): id reused by another process"
+            if note not in report.skipped:
+                report.skipped.append(note)
+            continue
+        for member in members:
+            if member.pid not in protected:
+                candidates.setdefault(member.pid, (member, target.source))
+    return candidates
+
+
+def kill_run(
+    run_dir: Path,
+    host: str | None = None,
+    rounds: int = 5,
+    pause_s: float = 0.3,
+    run_id: str | None = None,
+) -> CleanupReport:
+    """Kill every live, provably owned process of the run's recorded groups on this host."""
     host = host or procs.host_name()
+    run_id = run_id or expected_run_id(run_dir)
     report = CleanupReport()
     protected = {os.getpid(), os.getpgrp()}
     killed_pids: set[int] = set()
     for round_no in range(rounds):
         records, bad = load_records(run_dir, host)
+        _freeze_launchers(records, protected, run_id, report)
         snapshot = procs.all_procs()
-        # Freeze the launchers first so they cannot restart workers between our reads and our kills.
-        for rec in records:
-            if rec.kind == "launcher" and procs.alive(rec.pid, rec.start_time) and rec.pgid not in protected:
-                _signal(rec.pgid, signal.SIGSTOP, group=True)
-        snapshot = procs.all_procs()
-        victims: dict[int, tuple[procs.ProcStat, str]] = {}
-        for target in _targets(records, snapshot):
-            if target.pgid in protected:
-                continue
-            members = _members(target, snapshot)
-            if members is None:
-                report.skipped.append(f"group {target.pgid} ({target.source}): id reused by another process")
-                continue
-            for member in members:
-                if member.pid not in protected:
-                    victims.setdefault(member.pid, (member, target.source))
+        victims = _proven(_candidates(records, snapshot, protected, report), run_id, report)
         if not victims:
             report.unreadable = bad
             if not bad or round_no == rounds - 1:
@@ -160,16 +218,14 @@ def kill_run(run_dir: Path, host: str | None = None, rounds: int = 5, pause_s: f
     return report
 
 
-def survivors(run_dir: Path, host: str | None = None) -> list[procs.ProcStat]:
-    """Live processes of the run's recorded groups (what kill_run would kill now)."""
+def survivors(run_dir: Path, host: str | None = None, run_id: str | None = None) -> list[procs.ProcStat]:
+    """Live, provably owned processes of the run's recorded groups (what kill_run would kill now)."""
     host = host or procs.host_name()
+    run_id = run_id or expected_run_id(run_dir)
     records, _ = load_records(run_dir, host)
     snapshot = procs.all_procs()
-    found: dict[int, procs.ProcStat] = {}
-    for target in _targets(records, snapshot):
-        for member in _members(target, snapshot) or []:
-            found[member.pid] = member
-    return list(found.values())
+    candidates = _candidates(records, snapshot, {os.getpid()}, CleanupReport())
+    return [member for member, _ in _proven(candidates, run_id, CleanupReport()).values()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,15 +233,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path, help="the run directory (runs/<run-id>)")
     parser.add_argument("--host", help="host name of the pid records (default: this host)")
     parser.add_argument("--dry-run", action="store_true", help="list survivors, kill nothing")
+    parser.add_argument(
+        "--run-id", help=f"the run ID its processes carry in {procs.RUN_ID_ENV} (default: from run.json)"
+    )
     args = parser.parse_args(argv)
     if not args.run_dir.is_dir():
         print(f"ftqual cleanup: {args.run_dir} is not a directory", file=sys.stderr)
         return 2
+    if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
+        print(f"ftqual cleanup: --run-id {args.run_id!r} is not a run ID", file=sys.stderr)
+        return 2
     if args.dry_run:
-        for proc in survivors(args.run_dir, args.host):
+        for proc in survivors(args.run_dir, args.host, args.run_id):
             print(f"alive: pid {proc.pid} pgid {proc.pgid}")
         return 0
-    report = kill_run(args.run_dir, args.host)
+    report = kill_run(args.run_dir, args.host, run_id=args.run_id)
     for item in report.killed:
         print(f"killed pid {item['pid']} (group {item['pgid']}, {item['source']})")
     for line in report.skipped:

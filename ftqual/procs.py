@@ -1,7 +1,9 @@
-"""Read Linux process facts from /proc: parent, process group and start time of each process.
+"""Read Linux process facts from /proc: parent, process group, start time and run ID of each process.
 
 `start_time` is field 22 of /proc/<pid>/stat (clock ticks since boot). A pid plus its start time names one
-process for good, so a recorded pid that the kernel has since reused is never mistaken for ours.
+process for good, so a recorded pid that the kernel has since reused is never mistaken for ours. That a
+process belongs to a run is proved by its environment: the launcher puts `FTQUAL_RUN_ID=<run id>` into the
+environment of ft_launcher, which every worker, log server and checkpoint process inherits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+# Set by our launcher only (ftqual.launch.run.child_env), never by a user's shell, unlike NVRX_RUN_ID.
+RUN_ID_ENV = "FTQUAL_RUN_ID"
 
 
 @dataclass(frozen=True)
@@ -85,3 +89,21 @@ def alive(pid: int, start: int) -> bool:
     """True while the process `pid` that started at `start` still runs (a zombie counts as gone)."""
     stat = read_stat(pid)
     return stat is not None and stat.start_time == start and stat.state != "Z"
+
+
+def read_environ(pid: int) -> list[bytes] | None:
+    """The environment `pid` was started with (NUL-separated entries), or None when it cannot be read.
+
+    Another user's process (EACCES), a vanished one and a kernel thread all give None: unprovable.
+    """
+    try:
+        data = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    return data.split(b"\0")
+
+
+def carries_run_id(pid: int, run_id: str) -> bool:
+    """True when the environment of `pid` holds exactly FTQUAL_RUN_ID=<run_id>."""
+    entries = read_environ(pid)
+    return entries is not None and f"{RUN_ID_ENV}={run_id}".encode() in entries

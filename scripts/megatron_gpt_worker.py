@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 MARKER_SCHEMA = "ftqual.fault/v1"
+# Copies of ftqual.contract (this file stays stdlib-only); tests/test_contract.py pins them to it.
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
+FAULTS = ("none", "kill", "hang")
 POLL_SECONDS = 0.2
 INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
@@ -298,7 +300,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     where.add_argument("--megatron-path", type=Path, help="a Megatron-LM checkout: runs its pretrain_gpt.py")
     parser.add_argument("--checkpoint-dir", type=Path, required=True)
     parser.add_argument("--fault-marker", type=Path, required=True)
-    parser.add_argument("--fault", choices=("none", "kill", "hang"), required=True)
+    parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--fault-rank", type=int, default=None)
     parser.add_argument("--run-id", default=None, help="default: TORCHELASTIC_RUN_ID")
     parser.add_argument("--hang-placement", choices=("step", "immediate"), default="step")

@@ -1,8 +1,10 @@
 """`ftqual launch` (and scripts/run_megatron_gpt.sh): the seed's launcher, environment interface unchanged.
 
-Flow: settings from the environment -> refuse to reuse evidence -> resolve the stack's Megatron flags ->
-build one ft_launcher command -> dry run prints it, a real run executes it (ftqual.launch.run).
-Exit codes: ft_launcher's; 2 for any bad setting (one line on stderr, nothing created or launched).
+Flow: settings from the environment -> refuse to reuse evidence or unusable directories -> hold the log
+server's port -> resolve the stack's Megatron flags -> build one ft_launcher command -> dry run prints
+it, a real run executes it (ftqual.launch.run).
+Exit codes: ft_launcher's; 2 for any bad setting (one line on stderr, nothing created or launched);
+74 when ft_launcher exited 0 but the run's logs were never written (run.json's `launcher_error` says why).
 """
 
 from __future__ import annotations
@@ -13,15 +15,29 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ftqual import procs
-from ftqual.launch import command, run, settings, stack
+from ftqual.launch import command, logport, run, runstate, settings, stack
 
 NVRX_DEFAULT_LOG_SERVER_PORT = 50051
 
 
 def _prepare(argv: Sequence[str], env: Mapping[str, str], host: str) -> settings.Settings:
     s = settings.load_settings(env, argv, now=datetime.now(UTC), pid=os.getpid())
-    settings.check_run_state(s, host)
+    # Directories first: a work dir that is a file must be named as such, not as an unreadable tracker.
+    runstate.check_directories(s)
+    runstate.check_run_state(s, host)
+    runstate.check_temp_dir(env)
     return s
+
+
+def _port(s: settings.Settings) -> tuple[int, logport.PortReservation | None]:
+    """The log server's port, held from now on for a real single-node run (ftqual.launch.logport)."""
+    if s.nnodes > 1:
+        # Every node must dial the store host's log server on one port: NVRx's default unless set.
+        return s.log_server_port or NVRX_DEFAULT_LOG_SERVER_PORT, None
+    if s.dry_run:
+        return s.log_server_port or logport.free_port(), None
+    reservation = logport.reserve(s.log_server_port)
+    return reservation.port, reservation
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -45,17 +61,24 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             file=sys.stderr,
         )
         return 2
-    # Every node must dial the store host's log server on one port: multi-node runs keep NVRx's default
-    # unless NVRX_LOG_SERVER_PORT says otherwise; a single node takes a free port (runs may share the host).
-    port = s.log_server_port or (NVRX_DEFAULT_LOG_SERVER_PORT if s.nnodes > 1 else run.free_port())
-    plan = command.build_plan(s, choice, port, executable or "ft_launcher")
+    try:
+        port, reservation = _port(s)
+    except logport.PortBusy as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        plan = command.build_plan(s, choice, port, executable or "ft_launcher")
+        run.make_dirs(s)
+    except run.DirectoryError as exc:
+        if reservation is not None:
+            reservation.release()
+        print(f"ftqual launch: {exc}", file=sys.stderr)
+        return 2
     if s.workload == "megatron":
         for warning in choice.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-
-    run.make_dirs(s)
     print(f"Run artifacts: {s.run_dir}\nCheckpoint directory: {s.checkpoint_dir}")
     if s.dry_run:
         print(plan.shell)
         return 0
-    return run.launch(s, plan, choice, host, env)
+    return run.launch(s, plan, choice, host, env, reservation)

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.contract import MODEL
 from ftqual.launch.settings import Settings
 from ftqual.launch.stack import StackChoice
 
@@ -89,6 +90,18 @@ def wrapper_args(s: Settings) -> list[str]:
     return args
 
 
+def model_args() -> list[str]:
+    """The walkthrough's GPT, from the one shape the launcher's TP/PP checks also use."""
+    return [
+        f"--vocab-size={MODEL.vocab_size}",
+        f"--num-layers={MODEL.num_layers}",
+        f"--hidden-size={MODEL.hidden_size}",
+        f"--num-attention-heads={MODEL.num_attention_heads}",
+        f"--seq-length={MODEL.seq_length}",
+        f"--max-position-embeddings={MODEL.seq_length}",
+    ]
+
+
 def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
     ckpt = s.checkpoint_dir
     return [
@@ -96,12 +109,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         "--ft-num-warmup-iters=0",
         "--mock-data",
         "--tokenizer-type=NullTokenizer",
-        "--vocab-size=1024",
-        "--num-layers=4",
-        "--hidden-size=512",
-        "--num-attention-heads=8",
-        "--seq-length=256",
-        "--max-position-embeddings=256",
+        *model_args(),
         f"--tensor-model-parallel-size={s.tp}",
         f"--pipeline-model-parallel-size={s.pp}",
         "--micro-batch-size=1",

@@ -1,5 +1,9 @@
 """Run one ft_launcher command: write run.json, start ft_launcher in its own session, record its process
-group, forward SIGTERM/SIGINT, make sure nothing of the run survives, then fill exit_code/finished_at.
+group, forward SIGTERM/SIGINT/SIGHUP, make sure nothing of the run survives, then fill exit_code/finished_at.
+
+A run whose logs never came into being (ft_launcher's log server could not serve) is a failed run: the
+cause goes to stderr and to run.json's `launcher_error`, and we exit non-zero even when ft_launcher
+said 0 (ftqual.launch.logport explains the port it needs and how we hold it).
 
 ft_launcher gets its own session so a signal meant for our launcher (a terminal's Ctrl-C, Snakemake) is
 forwarded once, by us, and followed by a deadline: a SIGSTOPped rank ignores SIGTERM, so after
@@ -11,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual import cleanup, procs
+from ftqual.launch import logport
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings
 from ftqual.launch.stack import StackChoice
@@ -38,6 +42,9 @@ CHILD_ENV = {
 # Extra wait after term-timeout before we stop trusting ft_launcher's own shutdown.
 SHUTDOWN_MARGIN_S = 60
 EXIT_CANNOT_START = 127  # as a shell reports a command it cannot run
+EXIT_LOGS_LOST = 74  # EX_IOERR: ft_launcher said 0 but the run's logs were never written
+# How long after the start we watch the log server's own log for a failure (it binds within seconds).
+SERVER_WATCH_S = 120
 
 
 def utc_now() -> str:
@@ -55,11 +62,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def free_port() -> int:
-    """A TCP port free right now, for the gRPC log server (50051 collides between concurrent runs)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
+free_port = logport.free_port  # kept for callers of the earlier name
 
 
 def tz_offset_s(env: dict[str, str]) -> int:
@@ -78,9 +81,12 @@ def tz_offset_s(env: dict[str, str]) -> int:
         time.tzset()
 
 
-def child_env(base: dict[str, str], tp: int = 1) -> dict[str, str]:
+def child_env(base: dict[str, str], tp: int = 1, run_id: str | None = None) -> dict[str, str]:
     env = dict(base)
     env.update(CHILD_ENV)
+    if run_id is not None:
+        # Everything ft_launcher starts inherits it: the proof `ftqual cleanup` asks for before a signal.
+        env[procs.RUN_ID_ENV] = run_id
     if tp > 1:
         # Megatron asserts at start with tensor parallelism unless CUDA_DEVICE_MAX_CONNECTIONS is 1
         # (seen on 2 x H200 with TP=2: every cycle died, the launcher gave up with exit 1).
@@ -125,22 +131,54 @@ def run_record(
         "extra_args": list(s.extra_args),
         "host": host,
         "interrupted_by": None,
+        "launcher_error": None,
+        "settings_fingerprint": s.settings_fingerprint,
     }
 
 
 def make_dirs(s: Settings) -> None:
-    for path in (s.run_dir / "logs", s.run_dir / "cycle_infos", s.run_dir / "pids", s.checkpoint_dir):
-        path.mkdir(parents=True, exist_ok=True)
+    """Create the run's directories, all or none: on failure, what was created is removed again."""
+    created: list[Path] = []
+    try:
+        for target in s.run_dirs:
+            for path in [*reversed(target.parents), target]:
+                if not path.is_dir():
+                    path.mkdir()
+                    created.append(path)
+    except OSError as exc:
+        for path in reversed(created):
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+        raise DirectoryError(
+            f"cannot create {exc.filename or 'a run directory'}: {exc.strerror or exc}"
+        ) from exc
+
+
+class DirectoryError(Exception):
+    """A run directory could not be created (nothing was left behind); the message is one line."""
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """SIGTERM, SIGINT and SIGHUP, unless SIGHUP is ignored (nohup): the user chose to outlive the terminal.
+
+    Without a handler a closed terminal's SIGHUP would kill only us and leave ft_launcher (in its own
+    session) and the workers running, unaccounted for."""
+    stops = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        stops.append(signal.SIGHUP)
+    return stops
 
 
 class _Signals:
-    """Remember the first SIGTERM/SIGINT and forward it to ft_launcher; a second one means: kill now."""
+    """Remember the first SIGTERM/SIGINT/SIGHUP and forward SIGTERM to ft_launcher; a second one: kill now."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
         self.first: int | None = None
         self.hurry = False
-        self.previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self.previous = {sig: signal.signal(sig, self.handle) for sig in _stop_signals()}
 
     def attach(self, pid: int) -> None:
         self.pid = pid
@@ -168,14 +206,42 @@ class _Signals:
             signal.signal(sig, handler)
 
 
-def _wait(proc: subprocess.Popen, signals: _Signals, term_timeout: int) -> int | None:
-    """Wait for ft_launcher; after a forwarded signal, only until term-timeout plus a margin."""
+class _ServerWatch:
+    """Polls the log server's own log during the first minutes: a server that failed means lost logs."""
+
+    def __init__(self, log_dir: Path, enabled: bool) -> None:
+        self.log_dir = log_dir
+        self.enabled = enabled
+        self.until = time.monotonic() + SERVER_WATCH_S
+        self.next_poll = 0.0
+        self.problem: str | None = None
+
+    def found(self) -> bool:
+        """True once, when the failure is first seen."""
+        now = time.monotonic()
+        if not self.enabled or self.problem is not None or now > self.until or now < self.next_poll:
+            return False
+        self.next_poll = now + 1.0
+        self.problem = logport.server_failure(self.log_dir)
+        return self.problem is not None
+
+
+def _wait(
+    proc: subprocess.Popen, signals: _Signals, term_timeout: int, watch: _ServerWatch | None = None
+) -> int | None:
+    """Wait for ft_launcher; after a forwarded signal (or a failed log server), only until term-timeout
+    plus a margin."""
     deadline = None
     while True:
         try:
             return proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             pass
+        if watch is not None and watch.found():
+            # Training on would only produce a run without evidence: stop it now, as for a SIGTERM.
+            print(f"ftqual launch: {watch.problem}; stopping the run", file=sys.stderr)
+            signals.forward()
+            deadline = time.monotonic() + term_timeout + SHUTDOWN_MARGIN_S
         if signals.first is not None and deadline is None:
             deadline = time.monotonic() + term_timeout + SHUTDOWN_MARGIN_S
         if signals.hurry or (deadline is not None and time.monotonic() > deadline):
@@ -183,10 +249,27 @@ def _wait(proc: subprocess.Popen, signals: _Signals, term_timeout: int) -> int |
 
 
 def launch(
-    s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None = None
+    s: Settings,
+    plan: LaunchPlan,
+    stack: StackChoice,
+    host: str,
+    base_env: Mapping[str, str] | None = None,
+    reservation: logport.PortReservation | None = None,
 ) -> int:
-    """Start ft_launcher and see it through; returns our exit code (ft_launcher's, 128+N for a signal)."""
-    env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp)
+    """Start ft_launcher and see it through; returns our exit code (ft_launcher's, 128+N for a signal,
+    EXIT_LOGS_LOST when it said 0 but no logs were written). `reservation` (the log server's port, held
+    since we chose it) is released once ft_launcher has exited."""
+    try:
+        return _launch(s, plan, stack, host, base_env)
+    finally:
+        if reservation is not None:
+            reservation.release()
+
+
+def _launch(
+    s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None
+) -> int:
+    env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
     writes_run_json = s.node_rank == 0
@@ -195,22 +278,25 @@ def launch(
         (s.run_dir / "command.txt").write_text(plan.shell + "\n")
     sys.stdout.flush()
 
+    # Only a single-node run's log server is surely ours (several nodes dial the store host's).
+    ours = s.nnodes == 1
+    watch = _ServerWatch(s.run_dir / "logs", enabled=ours)
     signals = _Signals()
     try:
         try:
             proc = subprocess.Popen(plan.argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             print(f"ftqual launch: cannot start {plan.argv[0]}: {exc}", file=sys.stderr)
-            return _finish(record, run_json, writes_run_json, EXIT_CANNOT_START, signals)
+            return _finish(record, run_json, writes_run_json, EXIT_CANNOT_START, signals, None)
         signals.attach(proc.pid)
         try:
             launcher_rec = procs.pid_record(proc.pid) | {"host": host, "command": plan.argv}
             write_json_atomic(s.run_dir / "pids" / f"{host}.launcher.json", launcher_rec)
         except ProcessLookupError:
             pass  # it already exited (a bad flag): its exit code tells the story
-        rc = _wait(proc, signals, s.term_timeout)
+        rc = _wait(proc, signals, s.term_timeout, watch)
         # Whatever happened, nothing of this run may outlive us on this host.
-        report = cleanup.kill_run(s.run_dir, host)
+        report = cleanup.kill_run(s.run_dir, host, run_id=s.run_id)
         if rc is None:
             rc = proc.wait()
         if report.killed:
@@ -222,14 +308,27 @@ def launch(
     finally:
         signals.restore()
 
-    return _finish(record, run_json, writes_run_json, rc, signals)
+    problem = watch.problem or (logport.logs_problem(s.run_dir) if ours else None)
+    return _finish(record, run_json, writes_run_json, rc, signals, problem)
 
 
-def _finish(record: dict[str, Any], run_json: Path, writes_run_json: bool, rc: int, signals: _Signals) -> int:
+def _finish(
+    record: dict[str, Any],
+    run_json: Path,
+    writes_run_json: bool,
+    rc: int,
+    signals: _Signals,
+    problem: str | None,
+) -> int:
+    if problem is not None:
+        print(f"ftqual launch: run {record['run_id']} failed: {problem}", file=sys.stderr)
     if writes_run_json:
         record["exit_code"] = rc
         record["finished_at"] = utc_now()
+        record["launcher_error"] = problem
         if signals.first is not None:
             record["interrupted_by"] = signal.Signals(signals.first).name
         write_json_atomic(run_json, record)
+    if problem is not None and rc == 0:
+        return EXIT_LOGS_LOST
     return rc if rc >= 0 else 128 - rc

@@ -1,32 +1,97 @@
 """The launcher's settings: the seed's environment interface plus ours, validated into one dataclass.
 
-Every rule has its own one-line message (raised as SettingsError, printed on stderr, exit 2), and
-nothing here creates a file: validation runs before any directory exists. `load_settings` reads only the
-environment (and whether pretrain_gpt.py exists); `check_run_state` reads the run and checkpoint
-directories and refuses to reuse evidence.
+Every rule has its own one-line message (raised as SettingsError, printed on stderr, exit 2), and nothing
+here creates a file: validation runs before any directory exists. Patterns are matched with
+`re.fullmatch` over ASCII classes (`$` would match before a trailing newline, `\\d` would take Unicode
+digits), every value has a length limit and must be printable, and every integer has bounds checked on
+its digits before `int()` sees it (Python refuses more than 4,300 digits with a traceback).
+
+`load_settings` reads only the environment (and whether pretrain_gpt.py exists); ftqual.launch.runstate
+then proves that every directory the run needs can be created and written, and refuses to reuse
+evidence or to resume a checkpoint that is not ours.
+
+Defaults: the workflow (ftqual/scenarios.py `launcher_env`) always sets every variable, so the defaults
+below apply only when scripts/run_megatron_gpt.sh is used on its own, as the walkthrough does. They are
+the walkthrough's values (2 GPUs, 100 iterations, a checkpoint every 5, kill rank 1) so that its commands
+keep working unchanged; an empty variable counts as unset, as `${VAR:-default}` in the seed's script did.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftqual.contract import FAULTS, MODEL, TRACKER_NAME
 from ftqual.launch import stack
 
-FAULTS = ("none", "kill", "hang")
+__all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings"]
+
 WORKLOADS = ("megatron", "smoke")
 HANG_PLACEMENTS = ("step", "immediate")
 SECTIONS = ("setup", "step", "checkpointing")
-MODEL_LAYERS = 4
-MODEL_HEADS = 8
-TRACKER_NAME = "latest_checkpointed_iteration.txt"
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-POSITIVE_INT_RE = re.compile(r"^[1-9][0-9]*$")
-NON_NEGATIVE_INT_RE = re.compile(r"^(0|[1-9][0-9]*)$")
-ENDPOINT_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\s]+):(?P<port>[0-9]+)$")
+
+RUN_ID_MAX = 128  # a directory name and part of every pid record's name; 255 bytes is the file name limit
+SCENARIO_MAX = 64
+RUN_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{RUN_ID_MAX - 1}}}")
+SCENARIO_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{SCENARIO_MAX - 1}}}")
+FINGERPRINT_RE = re.compile(r"[0-9a-f]{8,64}")
+INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit
+SECONDS_RE = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,17})?")  # what repr(float) writes, bounded
+# One DNS label (letters, digits, hyphens inside; underscores, which some cluster node names use).
+HOST_LABEL_RE = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+ENDPOINT_RE = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]{2,45}\]|[^:\[\]]{1,253}):(?P<port>[0-9]{1,5})")
+# Paths are handed to ft_launcher, Megatron and shell-quoted into command.txt: keep to characters that no
+# shell, log parser or Slurm script treats specially.
+PATH_CHARS_RE = re.compile(r"[A-Za-z0-9._+,@%=~/-]+")
+PATH_MAX = 1024
+NAME_MAX = 255
+VALUE_MAX = 256
+
+# Upper bounds: generous for any real run, small enough that a typo (or an attack) is caught here rather
+# than by a traceback or an hour-long launch.
+MAX_NNODES = 4096
+MAX_GPUS_PER_NODE = 64
+MAX_TRAIN_ITERS = 10_000_000
+MAX_RESTARTS = 1000
+MAX_STOP_TIMEOUT_S = 3600
+MAX_SECTION_TIMEOUT_S = 7 * 24 * 3600
+
+PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "MEGATRON_PATH")
+# Every variable this module reads; each is checked for length and printable characters first.
+VARIABLES = (
+    *PATH_VARIABLES,
+    "NVRX_WORKLOAD",
+    "NVRX_RUN_ID",
+    "SLURM_JOB_ID",
+    "NVRX_DEMO_FAULT",
+    "NNODES",
+    "GPUS_PER_NODE",
+    "TP",
+    "PP",
+    "TRAIN_ITERS",
+    "SAVE_INTERVAL",
+    "RDZV_ENDPOINT",
+    "NVRX_FAULT_RANK",
+    "NVRX_DRY_RUN",
+    "NVRX_SCENARIO",
+    "NVRX_SECTION_TIMEOUTS",
+    "NVRX_OUT_OF_SECTION_TIMEOUT",
+    "NVRX_MAX_RESTARTS",
+    "NVRX_TERM_TIMEOUT",
+    "NVRX_WORKERS_STOP_TIMEOUT",
+    "NVRX_LOG_SERVER_PORT",
+    "NVRX_TRANSFORMER_IMPL",
+    "NVRX_DIST_OPTIMIZER",
+    "NVRX_HANG_PLACEMENT",
+    "NVRX_NODE_RANK",
+    "SLURM_NODEID",
+    "NVRX_SETTINGS_FINGERPRINT",
+)
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
 
@@ -65,6 +130,7 @@ class Settings:
     hang_placement: str
     node_rank: int
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    settings_fingerprint: str | None = None  # NVRX_SETTINGS_FINGERPRINT, from the workflow
 
     @property
     def world_size(self) -> int:
@@ -90,6 +156,12 @@ class Settings:
     def entrypoint(self) -> Path | None:
         return self.megatron_path / "pretrain_gpt.py" if self.megatron_path else None
 
+    @property
+    def run_dirs(self) -> tuple[Path, ...]:
+        """Every directory the run writes into, in creation order."""
+        run = self.run_dir
+        return (run / "logs", run / "cycle_infos", run / "pids", self.checkpoint_dir)
+
     def timeouts_record(self) -> dict[str, float | int]:
         """run.json's `timeouts`: the section timeouts plus out_of_section, in seconds."""
         record = {name: _number(value) for name, value in self.section_timeouts.items()}
@@ -104,32 +176,49 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
+def shown(raw: str, limit: int = 40) -> str:
+    """A value for a one-line message: repr (escapes newlines and unprintables), long ones cut short."""
+    if len(raw) <= limit:
+        return repr(raw)
+    return f"{raw[:limit]!r}... ({len(raw)} characters)"
+
+
+def _check_values(env: Mapping[str, str]) -> None:
+    """Length and printability of every variable we read, before any rule looks at its meaning."""
+    for name in VARIABLES:
+        raw = env.get(name)
+        if raw is None:
+            continue
+        limit = PATH_MAX if name in PATH_VARIABLES else VALUE_MAX
+        if len(raw) > limit:
+            raise SettingsError(f"{name} is too long ({len(raw)} characters, at most {limit})")
+        if not raw.isprintable():
+            raise SettingsError(f"{name} holds a control or unprintable character (got {shown(raw)})")
+
+
 def _get(env: Mapping[str, str], name: str, default: str) -> str:
     value = env.get(name)
     return default if value is None or value == "" else value
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: str) -> int:
+def _int(env: Mapping[str, str], name: str, default: str, low: int, high: int) -> int:
     raw = _get(env, name, default)
-    if not POSITIVE_INT_RE.match(raw):
-        raise SettingsError(f"{name} must be a positive integer (got {raw!r})")
-    return int(raw)
+    kind = "positive" if low >= 1 else "non-negative"
+    if not INT_RE.fullmatch(raw) or int(raw) < low:
+        raise SettingsError(f"{name} must be a {kind} integer (got {shown(raw)})")
+    value = int(raw)
+    if value > high:
+        raise SettingsError(f"{name} must be at most {high} (got {value})")
+    return value
 
 
-def _non_negative_int(env: Mapping[str, str], name: str, default: str) -> int:
-    raw = _get(env, name, default)
-    if not NON_NEGATIVE_INT_RE.match(raw):
-        raise SettingsError(f"{name} must be a non-negative integer (got {raw!r})")
-    return int(raw)
-
-
-def _positive_seconds(raw: str, name: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        raise SettingsError(f"{name} must be a positive number of seconds (got {raw!r})")
+def _seconds(raw: str, name: str) -> float:
+    """Plain decimal seconds (no sign, exponent, `nan`, `inf`, underscores or spaces), within bounds."""
+    if not SECONDS_RE.fullmatch(raw) or not float(raw) > 0:
+        raise SettingsError(f"{name} must be a positive number of seconds (got {shown(raw)})")
+    value = float(raw)
+    if value > MAX_SECTION_TIMEOUT_S:
+        raise SettingsError(f"{name} must be at most {MAX_SECTION_TIMEOUT_S} seconds (got {shown(raw)})")
     return value
 
 
@@ -137,7 +226,45 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: Sequence[s
     raw = _get(env, name, default)
     if raw not in choices:
         listed = ", ".join(choices[:-1]) + f" or {choices[-1]}"
-        raise SettingsError(f"{name} must be {listed} (got {raw!r})")
+        raise SettingsError(f"{name} must be {listed} (got {shown(raw)})")
+    return raw
+
+
+def _path(name: str, raw: str) -> Path:
+    """An absolute, normalised path of safe characters with no over-long component."""
+    if not raw.startswith("/"):
+        raise SettingsError(f"{name} must be absolute (got {shown(raw)})")
+    if not PATH_CHARS_RE.fullmatch(raw):
+        raise SettingsError(
+            f"{name} may hold only letters, digits, '/' and . _ + , @ % = ~ - (got {shown(raw)})"
+        )
+    parts = raw.split("/")
+    if any(part in (".", "..") for part in parts):
+        raise SettingsError(f"{name} must not hold '.' or '..' components (got {shown(raw)})")
+    if any(len(part.encode()) > NAME_MAX for part in parts):
+        raise SettingsError(f"{name} has a component longer than {NAME_MAX} bytes (got {shown(raw)})")
+    return Path(os.path.normpath(raw))
+
+
+def _host_ok(host: str) -> bool:
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+        return True
+    return len(host) <= 253 and all(HOST_LABEL_RE.fullmatch(label) for label in host.split("."))
+
+
+def parse_endpoint(raw: str, multi_node: bool) -> str:
+    """RDZV_ENDPOINT: a host name, IPv4 address or [IPv6] address, and a port."""
+    match = ENDPOINT_RE.fullmatch(raw)
+    if not match or not _host_ok(match["host"]) or int(match["port"]) > 65535:
+        raise SettingsError(f"RDZV_ENDPOINT must be host:port with a valid host name (got {shown(raw)})")
+    if multi_node and int(match["port"]) == 0:
+        raise SettingsError(
+            f"RDZV_ENDPOINT needs a real port (1..65535) for several nodes (got {shown(raw)})"
+        )
     return raw
 
 
@@ -146,12 +273,14 @@ def parse_section_timeouts(raw: str) -> dict[str, float]:
     name = "NVRX_SECTION_TIMEOUTS"
     timeouts: dict[str, float] = {}
     for item in raw.split(","):
-        section, sep, value = item.strip().partition(":")
+        section, sep, value = item.partition(":")
         if not sep or section not in SECTIONS:
-            raise SettingsError(f"{name} must be setup:S,step:S,checkpointing:S in seconds (got {raw!r})")
+            raise SettingsError(
+                f"{name} must be setup:S,step:S,checkpointing:S in seconds (got {shown(raw)})"
+            )
         if section in timeouts:
-            raise SettingsError(f"{name} names section {section!r} twice (got {raw!r})")
-        timeouts[section] = _positive_seconds(value, f"{name} {section}")
+            raise SettingsError(f"{name} names section {section!r} twice (got {shown(raw)})")
+        timeouts[section] = _seconds(value, f"{name} {section}")
     missing = [s for s in SECTIONS if s not in timeouts]
     if missing:
         raise SettingsError(
@@ -160,72 +289,114 @@ def parse_section_timeouts(raw: str) -> dict[str, float]:
     return {s: timeouts[s] for s in SECTIONS}
 
 
-def load_settings(
-    env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None, pid: int = 0
-) -> Settings:
-    """Validate the environment in the seed's order; SettingsError (one line) on the first problem."""
-    work_dir_raw = env.get("NVRX_WORK_DIR", "")
-    if not work_dir_raw:
-        raise SettingsError("Set NVRX_WORK_DIR to an absolute directory visible on all nodes")
-    if not work_dir_raw.startswith("/"):
-        raise SettingsError(f"NVRX_WORK_DIR must be absolute (got {work_dir_raw!r})")
+def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
     workload = _choice(env, "NVRX_WORKLOAD", "megatron", WORKLOADS)
-    megatron_path = None
-    if workload == "megatron":
-        raw = env.get("MEGATRON_PATH", "")
-        if not raw:
-            raise SettingsError(
-                "Set MEGATRON_PATH to an installed Megatron-LM source checkout "
-                "(or NVRX_WORKLOAD=smoke for the CPU stand-in)"
-            )
-        megatron_path = Path(raw)
-        if not (megatron_path / "pretrain_gpt.py").is_file():
-            raise SettingsError(f"pretrain_gpt.py not found in MEGATRON_PATH ({raw})")
+    if workload != "megatron":
+        return workload, None
+    raw = env.get("MEGATRON_PATH", "")
+    if not raw:
+        raise SettingsError(
+            "Set MEGATRON_PATH to an installed Megatron-LM source checkout "
+            "(or NVRX_WORKLOAD=smoke for the CPU stand-in)"
+        )
+    megatron_path = _path("MEGATRON_PATH", raw)
+    if not (megatron_path / "pretrain_gpt.py").is_file():
+        raise SettingsError(f"pretrain_gpt.py not found in MEGATRON_PATH ({raw})")
+    return workload, megatron_path
 
-    fault = _get(env, "NVRX_DEMO_FAULT", "kill")
-    if fault not in FAULTS:
-        raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {fault!r})")
 
-    nnodes = _positive_int(env, "NNODES", "1")
-    gpus_per_node = _positive_int(env, "GPUS_PER_NODE", "2")
-    tp = _positive_int(env, "TP", "1")
-    pp = _positive_int(env, "PP", "1")
-    train_iters = _positive_int(env, "TRAIN_ITERS", "100")
-    save_interval = _positive_int(env, "SAVE_INTERVAL", "5")
+def _iterations(env: Mapping[str, str], fault: str) -> tuple[int, int]:
+    train_iters = _int(env, "TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS)
+    save_interval = _int(env, "SAVE_INTERVAL", "5", 1, MAX_TRAIN_ITERS)
+    # A fault is injected when a checkpoint completes, and recovery needs one before the last iteration;
+    # a baseline may save only at its end, but a SAVE_INTERVAL past TRAIN_ITERS is always a mistake.
+    if fault != "none" and save_interval >= train_iters:
+        raise SettingsError(
+            f"SAVE_INTERVAL={save_interval} must be below TRAIN_ITERS={train_iters}: "
+            f"fault {fault} needs a checkpoint before the last iteration"
+        )
+    if save_interval > train_iters:
+        raise SettingsError(f"SAVE_INTERVAL={save_interval} must not exceed TRAIN_ITERS={train_iters}")
+    return train_iters, save_interval
 
-    world = nnodes * gpus_per_node
-    if world % (tp * pp):
-        raise SettingsError(f"World size {world} (NNODES*GPUS_PER_NODE) must be divisible by TP*PP={tp * pp}")
-    if MODEL_LAYERS % pp:
-        raise SettingsError(f"PP={pp} must divide the model's {MODEL_LAYERS} layers")
-    if MODEL_HEADS % tp:
-        raise SettingsError(f"TP={tp} must divide the model's {MODEL_HEADS} attention heads")
 
+def _run_id(env: Mapping[str, str], nnodes: int, now: datetime | None, pid: int) -> str:
     if nnodes > 1:
-        endpoint = env.get("RDZV_ENDPOINT", "")
-        if not endpoint:
-            raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
         run_id = env.get("NVRX_RUN_ID") or env.get("SLURM_JOB_ID") or ""
         if not run_id:
             raise SettingsError("Set NVRX_RUN_ID (or run under Slurm) to the same unique run ID on all nodes")
     else:
-        endpoint = _get(env, "RDZV_ENDPOINT", "localhost:0")
         stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S")
         run_id = env.get("NVRX_RUN_ID") or f"{stamp}-{pid}"
-    if not ENDPOINT_RE.match(endpoint) or int(ENDPOINT_RE.match(endpoint)["port"]) > 65535:
-        raise SettingsError(f"RDZV_ENDPOINT must be host:port (got {endpoint!r})")
-    if not RUN_ID_RE.match(run_id):
-        raise SettingsError(f"Use letters, digits, underscores or hyphens in NVRX_RUN_ID (got {run_id!r})")
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise SettingsError(
+            "Use letters, digits, underscores or hyphens in NVRX_RUN_ID, starting with a letter or digit, "
+            f"at most {RUN_ID_MAX} (got {shown(run_id)})"
+        )
+    return run_id
 
-    work_dir = Path(work_dir_raw)
+
+def _log_server_port(env: Mapping[str, str]) -> int | None:
+    raw = env.get("NVRX_LOG_SERVER_PORT", "")
+    if not raw:
+        return None
+    if not re.fullmatch(r"[1-9][0-9]{0,4}", raw) or int(raw) > 65535:
+        raise SettingsError(f"NVRX_LOG_SERVER_PORT must be a TCP port 1..65535 (got {shown(raw)})")
+    return int(raw)
+
+
+def _fingerprint(env: Mapping[str, str]) -> str | None:
+    raw = env.get("NVRX_SETTINGS_FINGERPRINT", "")
+    if not raw:
+        return None
+    if not FINGERPRINT_RE.fullmatch(raw):
+        raise SettingsError(
+            f"NVRX_SETTINGS_FINGERPRINT must be 8 to 64 lowercase hex digits (got {shown(raw)})"
+        )
+    return raw
+
+
+def load_settings(
+    env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None, pid: int = 0
+) -> Settings:
+    """Validate the environment in the seed's order; SettingsError (one line) on the first problem."""
+    _check_values(env)
+    work_dir_raw = env.get("NVRX_WORK_DIR", "")
+    if not work_dir_raw:
+        raise SettingsError("Set NVRX_WORK_DIR to an absolute directory visible on all nodes")
+    work_dir = _path("NVRX_WORK_DIR", work_dir_raw)
+    workload, megatron_path = _workload(env)
+
+    fault = _get(env, "NVRX_DEMO_FAULT", "kill")
+    if fault not in FAULTS:
+        raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {shown(fault)})")
+
+    nnodes = _int(env, "NNODES", "1", 1, MAX_NNODES)
+    gpus_per_node = _int(env, "GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE)
+    tp = _int(env, "TP", "1", 1, MODEL.num_attention_heads)
+    pp = _int(env, "PP", "1", 1, MODEL.num_layers)
+    train_iters, save_interval = _iterations(env, fault)
+
+    world = nnodes * gpus_per_node
+    if world % (tp * pp):
+        raise SettingsError(f"World size {world} (NNODES*GPUS_PER_NODE) must be divisible by TP*PP={tp * pp}")
+    problem = MODEL.parallelism_problem(tp, pp)
+    if problem:
+        raise SettingsError(problem)
+
+    if nnodes > 1 and not env.get("RDZV_ENDPOINT"):
+        raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
+    run_id = _run_id(env, nnodes, now, pid)
+    endpoint = parse_endpoint(_get(env, "RDZV_ENDPOINT", "localhost:0"), nnodes > 1)
+
     ckpt_raw = env.get("NVRX_CHECKPOINT_DIR", "")
-    if ckpt_raw and not ckpt_raw.startswith("/"):
-        raise SettingsError(f"NVRX_CHECKPOINT_DIR must be absolute (got {ckpt_raw!r})")
-    checkpoint_dir = Path(ckpt_raw) if ckpt_raw else work_dir / "runs" / run_id / "checkpoints"
+    checkpoint_dir = (
+        _path("NVRX_CHECKPOINT_DIR", ckpt_raw) if ckpt_raw else work_dir / "runs" / run_id / "checkpoints"
+    )
 
     fault_rank = None
     if fault != "none":
-        fault_rank = _non_negative_int(env, "NVRX_FAULT_RANK", "1")
+        fault_rank = _int(env, "NVRX_FAULT_RANK", "1", 0, 10**12)
         if fault_rank >= world:
             raise SettingsError(
                 f"NVRX_FAULT_RANK={fault_rank} is outside the world of {world} rank(s); "
@@ -234,33 +405,28 @@ def load_settings(
 
     dry_raw = env.get("NVRX_DRY_RUN", "0") or "0"
     if dry_raw not in ("0", "1"):
-        raise SettingsError(f"NVRX_DRY_RUN must be 0 or 1 (got {dry_raw!r})")
+        raise SettingsError(f"NVRX_DRY_RUN must be 0 or 1 (got {shown(dry_raw)})")
 
     scenario = _get(env, "NVRX_SCENARIO", fault)
-    if not RUN_ID_RE.match(scenario):
+    if not SCENARIO_RE.fullmatch(scenario):
         raise SettingsError(
-            f"Use letters, digits, underscores or hyphens in NVRX_SCENARIO (got {scenario!r})"
+            "Use letters, digits, underscores or hyphens in NVRX_SCENARIO, starting with a letter or digit, "
+            f"at most {SCENARIO_MAX} (got {shown(scenario)})"
         )
     section_timeouts = parse_section_timeouts(_get(env, "NVRX_SECTION_TIMEOUTS", DEFAULT_SECTION_TIMEOUTS))
-    out_of_section = _positive_seconds(
-        _get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT"
-    )
-    max_restarts = _non_negative_int(env, "NVRX_MAX_RESTARTS", "3")
-    term_timeout = _positive_int(env, "NVRX_TERM_TIMEOUT", "15")
-    workers_stop_timeout = _positive_int(env, "NVRX_WORKERS_STOP_TIMEOUT", "15")
-    port_raw = env.get("NVRX_LOG_SERVER_PORT", "")
-    log_server_port = None
-    if port_raw:
-        if not POSITIVE_INT_RE.match(port_raw) or int(port_raw) > 65535:
-            raise SettingsError(f"NVRX_LOG_SERVER_PORT must be a TCP port 1..65535 (got {port_raw!r})")
-        log_server_port = int(port_raw)
+    out_of_section = _seconds(_get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT")
+    max_restarts = _int(env, "NVRX_MAX_RESTARTS", "3", 0, MAX_RESTARTS)
+    term_timeout = _int(env, "NVRX_TERM_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
+    workers_stop_timeout = _int(env, "NVRX_WORKERS_STOP_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
+    log_server_port = _log_server_port(env)
     transformer_impl = _choice(env, "NVRX_TRANSFORMER_IMPL", "auto", stack.TRANSFORMER_IMPLS)
     dist_optimizer = _choice(env, "NVRX_DIST_OPTIMIZER", "auto", stack.DIST_OPTIMIZER_MODES)
     hang_placement = _choice(env, "NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS)
     node_rank_name = "NVRX_NODE_RANK" if env.get("NVRX_NODE_RANK") else "SLURM_NODEID"
-    node_rank = _non_negative_int(env, node_rank_name, "0")
+    node_rank = _int(env, node_rank_name, "0", 0, MAX_NNODES)
     if node_rank >= nnodes:
         raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES={nnodes}")
+    fingerprint = _fingerprint(env)
 
     return Settings(
         workload=workload,
@@ -291,45 +457,5 @@ def load_settings(
         hang_placement=hang_placement,
         node_rank=node_rank,
         extra_args=tuple(argv),
+        settings_fingerprint=fingerprint,
     )
-
-
-def read_tracker(path: Path) -> int | None:
-    """The tracker's iteration, None when absent; SettingsError when empty, not an integer or unreadable."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(
-            f"Checkpoint tracker {path} is unreadable ({exc.__class__.__name__}); fix it before launching"
-        ) from exc
-    value = text.strip()
-    if not value:
-        raise SettingsError(f"Checkpoint tracker {path} is empty; fix it before launching")
-    if not NON_NEGATIVE_INT_RE.match(value):
-        raise SettingsError(
-            f"Checkpoint tracker {path} does not hold an integer iteration (got {value[:40]!r})"
-        )
-    return int(value)
-
-
-def check_run_state(settings: Settings, host: str) -> None:
-    """Refuse to reuse evidence: an old marker, an earlier launch, calculated timeouts, a broken tracker."""
-    run_dir = settings.run_dir
-    if settings.marker_path.exists():
-        raise SettingsError("This run ID already has an injection marker; use a new NVRX_RUN_ID")
-    # Node 0 writes run.json; on the other nodes of a multi-node run it may already be there, so each of
-    # them checks its own launcher record instead.
-    if settings.node_rank == 0 and (run_dir / "run.json").exists():
-        raise SettingsError(
-            f"Run directory {run_dir} already holds run.json from an earlier launch; use a new NVRX_RUN_ID"
-        )
-    if (run_dir / "pids" / f"{host}.launcher.json").exists():
-        raise SettingsError(f"Host {host} already launched run {settings.run_id}; use a new NVRX_RUN_ID")
-    if (settings.checkpoint_dir / "ft_state.json").exists():
-        raise SettingsError(
-            "This fixed-timeout run requires a checkpoint directory without calculated "
-            f"ft_state.json ({settings.checkpoint_dir}); archive it deliberately"
-        )
-    read_tracker(settings.tracker_path)

@@ -1,4 +1,5 @@
-"""ftqual cleanup: kill a run's survivors by recorded process group, never a process whose pid was reused."""
+"""ftqual cleanup: kill a run's survivors by recorded process group, never a process whose pid was reused
+and never one whose environment does not carry the run's ID (FTQUAL_RUN_ID), whatever its pid record says."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from ftqual import cleanup, procs
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+RUN_ID = "cleanup-test-1"
 
 
 def record(run_dir, name, proc_pid, **extra):
@@ -28,13 +30,23 @@ def wait_dead(proc: subprocess.Popen, timeout=10) -> int:
     return proc.wait(timeout=timeout)
 
 
+@pytest.fixture(autouse=True)
+def run_json(tmp_path):
+    """The test's run directory is tmp_path; its run.json names the run ID cleanup expects."""
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "ftqual.run/v1", "run_id": RUN_ID}))
+
+
 @pytest.fixture
 def started():
-    """Processes a test starts; whatever survives the test is killed by pid here."""
+    """Processes a test starts (carrying RUN_ID, as the launcher's children do, unless `run_id` says
+    otherwise; None: no run ID at all); whatever survives the test is killed by pid here."""
     mine: list[subprocess.Popen] = []
 
-    def _start(cmd, **kw):
-        proc = subprocess.Popen(cmd, start_new_session=True, **kw)
+    def _start(cmd, run_id: str | None = RUN_ID, **kw):
+        env = {k: v for k, v in os.environ.items() if k != procs.RUN_ID_ENV}
+        if run_id is not None:
+            env[procs.RUN_ID_ENV] = run_id
+        proc = subprocess.Popen(cmd, start_new_session=True, env=env, **kw)
         mine.append(proc)
         return proc
 
@@ -156,3 +168,81 @@ def test_half_written_record_is_reported_not_fatal(tmp_path):
     (tmp_path / "pids" / f"{procs.host_name()}.cycle0.rank0.json").write_text("{")
     report = cleanup.kill_run(tmp_path, procs.host_name(), rounds=2, pause_s=0.01)
     assert report.killed == [] and report.unreadable == [f"{procs.host_name()}.cycle0.rank0.json"]
+
+
+def test_run_id_comes_from_run_json_else_the_directory_name(tmp_path):
+    assert cleanup.expected_run_id(tmp_path) == RUN_ID
+    (tmp_path / "run.json").write_text("{not json")
+    assert cleanup.expected_run_id(tmp_path) == tmp_path.name
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "../../etc"}))
+    assert cleanup.expected_run_id(tmp_path) == tmp_path.name
+
+
+def test_environment_proof(started):
+    ours = started(SLEEPER)
+    other = started(SLEEPER, run_id=RUN_ID + "0")
+    none = started(SLEEPER, run_id=None)
+    time.sleep(0.3)
+    assert procs.carries_run_id(ours.pid, RUN_ID)
+    assert not procs.carries_run_id(other.pid, RUN_ID)  # a prefix of another run's ID is not ours
+    assert not procs.carries_run_id(none.pid, RUN_ID)
+    assert not procs.carries_run_id(2**22 + 7, RUN_ID)  # no such process
+
+
+@pytest.mark.parametrize("kind", ["cycle0.rank1", "launcher"])
+@pytest.mark.parametrize("owner", [None, "another-run"])
+def test_forged_record_naming_an_unrelated_process_is_refused(tmp_path, started, kind, owner):
+    """A record with the right pid and start time of a process that is not the run's: never signalled."""
+    host = procs.host_name()
+    innocent = started(SLEEPER, run_id=owner)
+    time.sleep(0.3)
+    record(tmp_path, f"{host}.{kind}.json", innocent.pid)  # pid, pgid and start time all genuine
+
+    report = cleanup.kill_run(tmp_path, host, rounds=2, pause_s=0.05)
+
+    assert report.killed == []
+    assert any(f"pid {innocent.pid}" in line and "not provably this run's" in line for line in report.skipped)
+    time.sleep(0.2)
+    assert innocent.poll() is None
+    assert procs.read_stat(innocent.pid).state != "T"  # not even frozen
+    assert cleanup.survivors(tmp_path, host) == []
+
+
+def test_forged_record_among_genuine_ones(tmp_path, started):
+    host = procs.host_name()
+    ours = started(SLEEPER)
+    innocent = started(SLEEPER, run_id=None)
+    time.sleep(0.3)
+    record(tmp_path, f"{host}.cycle0.rank0.json", ours.pid)
+    record(tmp_path, f"{host}.cycle0.rank1.json", innocent.pid)
+
+    report = cleanup.kill_run(tmp_path, host)
+
+    assert wait_dead(ours) == -signal.SIGKILL
+    assert [item["pid"] for item in report.killed] == [ours.pid]
+    assert innocent.poll() is None
+
+
+def test_cli_refuses_a_forged_record(tmp_path, started, capsys):
+    host = procs.host_name()
+    innocent = started(SLEEPER, run_id=None)
+    time.sleep(0.3)
+    record(tmp_path, f"{host}.launcher.json", innocent.pid)
+    assert cleanup.main([str(tmp_path), "--dry-run"]) == 0
+    assert "alive:" not in capsys.readouterr().out
+    assert cleanup.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not provably this run's" in out and "nothing left to kill" in out
+    assert innocent.poll() is None
+
+
+def test_cli_run_id_option(tmp_path, started, capsys):
+    host = procs.host_name()
+    proc = started(SLEEPER, run_id="renamed-run")
+    time.sleep(0.3)
+    record(tmp_path, f"{host}.cycle0.rank0.json", proc.pid)
+    assert cleanup.main([str(tmp_path)]) == 0
+    assert proc.poll() is None
+    assert cleanup.main([str(tmp_path), "--run-id", "renamed-run"]) == 0
+    assert wait_dead(proc) == -signal.SIGKILL
+    assert cleanup.main([str(tmp_path), "--run-id", "a\nb"]) == 2

@@ -43,6 +43,8 @@ EXTENSION_KEYS = [
     "pp",
     "megatron_flags",
     "log_server_port",
+    "launcher_error",
+    "settings_fingerprint",
 ]
 
 # A stand-in for ft_launcher: starts one "worker" in its own session that records itself like the wrapper
@@ -94,7 +96,7 @@ def env(work):
     }
 
 
-def start_driver(repo_root, tmp_path, env, mode):
+def start_driver(repo_root, tmp_path, env, mode, nohup=False):
     fake = tmp_path / "fake_ft_launcher.py"
     fake.write_text(FAKE_LAUNCHER)
     child_env = {**os.environ, "PYTHONPATH": str(repo_root)}
@@ -104,7 +106,18 @@ def start_driver(repo_root, tmp_path, env, mode):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # what nohup does: SIGHUP ignored, which exec keeps
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
     )
+
+
+def wait_for_worker(run_dir):
+    deadline = time.monotonic() + 20
+    pid_dir = run_dir / "pids"
+    while not (pid_dir.is_dir() and list(pid_dir.glob("*.cycle0.rank1.json"))):
+        assert time.monotonic() < deadline, "the stand-in worker never recorded itself"
+        time.sleep(0.1)
+    time.sleep(0.3)
 
 
 def test_run_record_has_contract_and_extension_keys(env):
@@ -144,6 +157,20 @@ def test_child_environment_keeps_our_settings():
     assert env["TZ"] == "UTC" and env["NCCL_NVLS_ENABLE"] == "0" and env["KEEP"] == "x"
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
     assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_settings_fingerprint_is_recorded(env):
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    for given, recorded in [(None, None), ("0123456789abcdef", "0123456789abcdef")]:
+        extra = {"NVRX_SETTINGS_FINGERPRINT": given} if given else {}
+        s = settings.load_settings({**env, **extra}, pid=1)
+        record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+        assert record["settings_fingerprint"] == recorded and record["launcher_error"] is None
+
+
+def test_everything_the_launcher_starts_carries_the_run_id():
+    assert run.child_env({}, run_id="r1")[procs.RUN_ID_ENV] == "r1"
+    assert run.child_env({procs.RUN_ID_ENV: "stale"}, run_id="r2")[procs.RUN_ID_ENV] == "r2"
 
 
 def test_tensor_parallel_runs_get_one_cuda_connection():
@@ -206,3 +233,31 @@ def test_launcher_that_cannot_start_is_recorded(env, work):
     assert run.launch(s, plan, choice, procs.host_name(), {"PATH": "/usr/bin"}) == run.EXIT_CANNOT_START
     record = json.loads((s.run_dir / "run.json").read_text())
     assert record["exit_code"] == run.EXIT_CANNOT_START and record["finished_at"]
+
+
+@pytest.mark.timeout(60)
+def test_closed_terminal_stops_the_run_cleanly(repo_root, tmp_path, env, work):
+    """SIGHUP (a closed terminal) is handled like SIGTERM: nothing of the run is left behind."""
+    run_dir = work / "runs" / "r1"
+    driver = start_driver(repo_root, tmp_path, env, "ignore-term")
+    wait_for_worker(run_dir)
+    driver.send_signal(signal.SIGHUP)
+    driver.communicate(timeout=30)
+    assert driver.returncode == 128 + signal.SIGKILL
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["interrupted_by"] == "SIGHUP"
+    stat = procs.read_stat(int((run_dir / "worker.pid").read_text()))
+    assert stat is None or stat.state == "Z"
+
+
+@pytest.mark.timeout(60)
+def test_nohup_run_outlives_the_terminal(repo_root, tmp_path, env, work):
+    run_dir = work / "runs" / "r1"
+    driver = start_driver(repo_root, tmp_path, env, "ignore-term", nohup=True)
+    wait_for_worker(run_dir)
+    driver.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    assert driver.poll() is None  # the user chose to survive it
+    driver.send_signal(signal.SIGTERM)
+    driver.communicate(timeout=30)
+    assert json.loads((run_dir / "run.json").read_text())["interrupted_by"] == "SIGTERM"

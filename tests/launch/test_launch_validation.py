@@ -29,6 +29,9 @@ ENV_CASES = [
     ({"GPUS_PER_NODE": "3", "TP": "2"}, "World size 3 (NNODES*GPUS_PER_NODE) must be divisible by TP*PP=2"),
     ({"GPUS_PER_NODE": "3", "PP": "3"}, "PP=3 must divide the model's 4 layers"),
     ({"GPUS_PER_NODE": "3", "TP": "3"}, "TP=3 must divide the model's 8 attention heads"),
+    ({"GPUS_PER_NODE": "16", "TP": "16"}, "TP must be at most 8"),
+    ({"GPUS_PER_NODE": "65"}, "GPUS_PER_NODE must be at most 64"),
+    ({"NNODES": "5000", "RDZV_ENDPOINT": "n:1"}, "NNODES must be at most 4096"),
     ({"NNODES": "2"}, "Set RDZV_ENDPOINT to a common reachable host:port"),
     (
         {"NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_RUN_ID": None},
@@ -36,9 +39,42 @@ ENV_CASES = [
     ),
     ({"RDZV_ENDPOINT": "node1"}, "RDZV_ENDPOINT must be host:port"),
     ({"RDZV_ENDPOINT": "node1:99999"}, "RDZV_ENDPOINT must be host:port"),
+    # host names are checked: a shell substitution, a trailing newline, an empty label are not hosts
+    ({"RDZV_ENDPOINT": "$(id):29400"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "`id`:29400"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "node1:29400\n"}, "RDZV_ENDPOINT holds a control or unprintable character"),
+    ({"RDZV_ENDPOINT": "node1..x:29400"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "-node1:29400"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "[::g]:29400"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "node1:+294"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "node1:２９４００"}, "RDZV_ENDPOINT must be host:port with a valid host name"),
+    ({"RDZV_ENDPOINT": "a" * 300 + ":1"}, "RDZV_ENDPOINT is too long (302 characters, at most 256)"),
+    (
+        {"NNODES": "2", "RDZV_ENDPOINT": "node1:0"},
+        "RDZV_ENDPOINT needs a real port (1..65535) for several nodes",
+    ),
     ({"NVRX_RUN_ID": "../escape"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
     ({"NVRX_RUN_ID": "a b"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
+    # `^...$` would accept the trailing newline and create runs/abc\n/
+    ({"NVRX_RUN_ID": "abc\n"}, "NVRX_RUN_ID holds a control or unprintable character (got 'abc\\n')"),
+    (
+        {"NVRX_RUN_ID": "-abc"},
+        "Use letters, digits, underscores or hyphens in NVRX_RUN_ID, starting with a letter",
+    ),
+    ({"NVRX_RUN_ID": "a" * 129}, "at most 128 (got 'aaaa"),
+    ({"NVRX_RUN_ID": "a" * 300}, "NVRX_RUN_ID is too long (300 characters, at most 256)"),
+    ({"NVRX_RUN_ID": "r\u00e9sum\u00e9"}, "Use letters, digits, underscores or hyphens in NVRX_RUN_ID"),
     ({"NVRX_CHECKPOINT_DIR": "ckpt"}, "NVRX_CHECKPOINT_DIR must be absolute"),
+    ({"NVRX_CHECKPOINT_DIR": "/tmp/../etc/ckpt"}, "NVRX_CHECKPOINT_DIR must not hold '.' or '..' components"),
+    ({"NVRX_CHECKPOINT_DIR": "/tmp/a b"}, "NVRX_CHECKPOINT_DIR may hold only letters, digits"),
+    ({"NVRX_CHECKPOINT_DIR": "/tmp/$(id)"}, "NVRX_CHECKPOINT_DIR may hold only letters, digits"),
+    (
+        {"NVRX_CHECKPOINT_DIR": "/tmp/" + "c" * 256},
+        "NVRX_CHECKPOINT_DIR has a component longer than 255 bytes",
+    ),
+    ({"NVRX_WORK_DIR": "/tmp/" + "w" * 1100}, "NVRX_WORK_DIR is too long (1105 characters, at most 1024)"),
+    ({"NVRX_WORK_DIR": "/tmp/w\n"}, "NVRX_WORK_DIR holds a control or unprintable character"),
+    ({"NVRX_WORKLOAD": "megatron", "MEGATRON_PATH": "Megatron-LM"}, "MEGATRON_PATH must be absolute"),
     ({"NVRX_FAULT_RANK": "2"}, "NVRX_FAULT_RANK=2 is outside the world of 2 rank(s)"),
     (
         {"NVRX_DEMO_FAULT": "hang", "GPUS_PER_NODE": "1"},
@@ -49,6 +85,39 @@ ENV_CASES = [
     ({"NVRX_DRY_RUN": "yes"}, "NVRX_DRY_RUN must be 0 or 1"),
     # ours
     ({"NVRX_SCENARIO": "kill me"}, "Use letters, digits, underscores or hyphens in NVRX_SCENARIO"),
+    ({"NVRX_SCENARIO": "kill\n"}, "NVRX_SCENARIO holds a control or unprintable character"),
+    ({"NVRX_SCENARIO": "k" * 65}, "NVRX_SCENARIO, starting with a letter or digit, at most 64"),
+    ({"NVRX_SETTINGS_FINGERPRINT": "abc"}, "NVRX_SETTINGS_FINGERPRINT must be 8 to 64 lowercase hex digits"),
+    ({"NVRX_SETTINGS_FINGERPRINT": "ABCDEF0123"}, "NVRX_SETTINGS_FINGERPRINT must be 8 to 64 lowercase hex"),
+    ({"NVRX_SETTINGS_FINGERPRINT": "0" * 65}, "NVRX_SETTINGS_FINGERPRINT must be 8 to 64 lowercase hex"),
+    ({"NVRX_SETTINGS_FINGERPRINT": "deadbeef\n"}, "NVRX_SETTINGS_FINGERPRINT holds a control"),
+    # a checkpoint before the end is what a fault scenario injects on
+    ({"TRAIN_ITERS": "10", "SAVE_INTERVAL": "20"}, "SAVE_INTERVAL=20 must be below TRAIN_ITERS=10"),
+    ({"TRAIN_ITERS": "10", "SAVE_INTERVAL": "10"}, "fault kill needs a checkpoint before the last iteration"),
+    (
+        {"TRAIN_ITERS": "10", "SAVE_INTERVAL": "11", "NVRX_DEMO_FAULT": "none"},
+        "SAVE_INTERVAL=11 must not exceed TRAIN_ITERS=10",
+    ),
+    ({"TRAIN_ITERS": "10000001"}, "TRAIN_ITERS must be at most 10000000"),
+    ({"TRAIN_ITERS": "9" * 4301}, "TRAIN_ITERS is too long (4301 characters, at most 256)"),
+    ({"TRAIN_ITERS": "9" * 200}, "TRAIN_ITERS must be a positive integer (got '9999"),
+    ({"NVRX_FAULT_RANK": "9" * 5000}, "NVRX_FAULT_RANK is too long"),
+    ({"NVRX_MAX_RESTARTS": "1001"}, "NVRX_MAX_RESTARTS must be at most 1000"),
+    ({"NVRX_TERM_TIMEOUT": "3601"}, "NVRX_TERM_TIMEOUT must be at most 3600"),
+    (
+        {"NVRX_OUT_OF_SECTION_TIMEOUT": "1e3"},
+        "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number of seconds",
+    ),
+    ({"NVRX_OUT_OF_SECTION_TIMEOUT": "1_000"}, "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number"),
+    ({"NVRX_OUT_OF_SECTION_TIMEOUT": "９"}, "NVRX_OUT_OF_SECTION_TIMEOUT must be a positive number"),
+    (
+        {"NVRX_OUT_OF_SECTION_TIMEOUT": "9999999"},
+        "NVRX_OUT_OF_SECTION_TIMEOUT must be at most 604800 seconds",
+    ),
+    (
+        {"NVRX_SECTION_TIMEOUTS": "setup: 900,step:120,checkpointing:600"},
+        "NVRX_SECTION_TIMEOUTS setup must be a positive number of seconds",
+    ),
     ({"NVRX_SECTION_TIMEOUTS": "setup:900,step:120"}, "must give all of setup, step and checkpointing"),
     (
         {"NVRX_SECTION_TIMEOUTS": "setup:900,step:120,checkpointing:600,eval:5"},
@@ -76,6 +145,8 @@ ENV_CASES = [
     ({"NVRX_WORKERS_STOP_TIMEOUT": "1.5"}, "NVRX_WORKERS_STOP_TIMEOUT must be a positive integer"),
     ({"NVRX_LOG_SERVER_PORT": "70000"}, "NVRX_LOG_SERVER_PORT must be a TCP port 1..65535"),
     ({"NVRX_LOG_SERVER_PORT": "http"}, "NVRX_LOG_SERVER_PORT must be a TCP port 1..65535"),
+    ({"NVRX_LOG_SERVER_PORT": "0"}, "NVRX_LOG_SERVER_PORT must be a TCP port 1..65535"),
+    ({"NVRX_LOG_SERVER_PORT": "0" * 3000 + "1"}, "NVRX_LOG_SERVER_PORT is too long"),
     ({"NVRX_TRANSFORMER_IMPL": "te"}, "NVRX_TRANSFORMER_IMPL must be auto, local or transformer_engine"),
     ({"NVRX_DIST_OPTIMIZER": "yes"}, "NVRX_DIST_OPTIMIZER must be auto, on or off"),
     ({"NVRX_HANG_PLACEMENT": "later"}, "NVRX_HANG_PLACEMENT must be step or immediate"),
@@ -195,18 +266,84 @@ def test_untrustworthy_tracker_is_refused(content, fragment, base_env, tmp_path,
     assert tree(tmp_path) == before
 
 
-def test_unreadable_tracker_is_refused(base_env, tmp_path, run_launch):
+def test_tracker_that_is_not_a_file_is_refused(base_env, tmp_path, run_launch):
     ckpt = tmp_path / "ckpt"
     (ckpt / "latest_checkpointed_iteration.txt").mkdir(parents=True)  # a directory: reading it fails
     result = run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)})
-    assert_refused(result, "is unreadable (IsADirectoryError)")
+    assert_refused(result, "is not a regular file")
+
+
+@pytest.mark.timeout(20)
+def test_tracker_fifo_is_refused_without_blocking(base_env, tmp_path, run_launch):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    os.mkfifo(ckpt / "latest_checkpointed_iteration.txt")  # reading it would wait for a writer forever
+    assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}), "is not a regular file")
+
+
+def checkpoint(tmp_path, tracker: bytes, iterations=()) -> str:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_bytes(tracker)
+    for iteration in iterations:
+        (ckpt / f"iter_{iteration:07d}").mkdir()
+    return str(ckpt)
 
 
 def test_valid_existing_tracker_is_accepted(base_env, tmp_path, run_launch):
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "latest_checkpointed_iteration.txt").write_text("30")
-    assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}).rc == 0
+    ckpt = checkpoint(tmp_path, b"30", [30])
+    assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt}).rc == 0
+
+
+@pytest.mark.parametrize(
+    ("tracker", "iterations", "env", "fragment"),
+    [
+        (
+            b"30",
+            [],
+            {},
+            "names iteration 30 but iter_0000030 is missing there: not a checkpoint of this layout",
+        ),
+        (b"30", [5], {}, "iter_0000030 is missing"),
+        (b"release", [], {}, "does not hold an integer iteration (got 'release')"),
+        (b"1e3", [], {}, "does not hold an integer iteration"),
+        (b"\xd9\xa3", [], {}, "is unreadable (UnicodeDecodeError)"),  # an Arabic-Indic digit three
+        (b"9" * 5000, [], {}, "is larger than 64 bytes"),
+        (b"9" * 40, [], {}, "does not hold an integer iteration"),
+        (b"200", [200], {}, "is at iteration 200, past TRAIN_ITERS=100: a checkpoint of another run"),
+        (b"100", [100], {}, "nothing is left to train, so fault kill could never be injected"),
+    ],
+)
+def test_foreign_tracker_is_refused(tracker, iterations, env, fragment, base_env, tmp_path, run_launch):
+    ckpt = checkpoint(tmp_path, tracker, iterations)
+    before = tree(tmp_path)
+    assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, **env}), fragment)
+    assert tree(tmp_path) == before
+
+
+def test_finished_checkpoint_is_accepted_for_a_baseline(base_env, tmp_path, run_launch):
+    ckpt = checkpoint(tmp_path, b"100", [100])
+    assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "NVRX_DEMO_FAULT": "none"}).rc == 0
+
+
+@pytest.mark.parametrize(
+    "endpoint", ["node1:29400", "10.0.0.1:29400", "[::1]:29500", "node-17.cluster.example:1", "node_17:29400"]
+)
+def test_valid_endpoints_are_accepted(endpoint, base_env, run_launch):
+    result = run_launch({**base_env, "RDZV_ENDPOINT": endpoint})
+    assert result.rc == 0, result.err
+    assert f"--rdzv-endpoint={endpoint}" in result.argv
+
+
+def test_baseline_may_save_only_at_its_end(base_env, run_launch):
+    env = {**base_env, "NVRX_DEMO_FAULT": "none", "TRAIN_ITERS": "10", "SAVE_INTERVAL": "10"}
+    assert run_launch(env).rc == 0
+
+
+def test_trailing_slash_of_a_path_is_normalised(base_env, work, run_launch):
+    result = run_launch({**base_env, "NVRX_WORK_DIR": str(work) + "/"})
+    assert result.rc == 0, result.err
+    assert result.out.splitlines()[0] == f"Run artifacts: {work / 'runs' / 'r1'}"
 
 
 def test_multinode_run_id_defaults_to_slurm_job_id(base_env, run_launch):

@@ -1,0 +1,267 @@
+"""The log server's port: held from the moment we choose it, refused when given but busy, and a run whose
+logs were lost is a failed run with its cause (never exit 0). Two real smoke launches under ft_launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from launch_helpers import tree
+from test_launch_validation import assert_refused
+
+from ftqual import cleanup
+from ftqual.launch import command, logport, run, settings
+
+
+def plain_bind(port: int, family=socket.AF_INET) -> socket.socket:
+    """What an unrelated program does: bind without SO_REUSEPORT (raises OSError when refused)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.bind(("::" if family == socket.AF_INET6 else "", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def grpc_like_listener(port: int) -> socket.socket:
+    """What NVRx's gRPC log server does: SO_REUSEPORT, bind 0.0.0.0, listen."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("0.0.0.0", port))
+    sock.listen()
+    return sock
+
+
+def test_reserved_port_is_refused_to_others_until_released():
+    reservation = logport.reserve()
+    port = reservation.port
+    try:
+        with pytest.raises(OSError):
+            plain_bind(port)
+        if socket.has_ipv6 and len(reservation.sockets) == 2:
+            with pytest.raises(OSError):
+                plain_bind(port, socket.AF_INET6)  # dual-stack [::] would take 0.0.0.0 too
+    finally:
+        reservation.release()
+    plain_bind(port).close()
+
+
+def test_reserved_port_is_left_to_the_log_server():
+    reservation = logport.reserve()
+    try:
+        with grpc_like_listener(reservation.port) as server:
+            with socket.create_connection(("127.0.0.1", reservation.port), timeout=5):
+                conn, _ = server.accept()  # the connection reached the server, not our reservation
+                conn.close()
+    finally:
+        reservation.release()
+
+
+def test_kernel_never_hands_a_reserved_port_to_someone_else():
+    """Measured: other programs asking for any free port (bind 0) never get ours while we hold it."""
+    reservation = logport.reserve()
+    try:
+        given = set()
+        for _ in range(2000):
+            with socket.socket() as sock:
+                sock.bind(("", 0))
+                given.add(sock.getsockname()[1])
+        assert reservation.port not in given
+    finally:
+        reservation.release()
+
+
+def test_busy_explicit_port_is_refused():
+    with plain_bind(0) as holder:
+        port = holder.getsockname()[1]
+        holder.listen()
+        with pytest.raises(logport.PortBusy, match=f"NVRX_LOG_SERVER_PORT={port} is in use on this host"):
+            logport.reserve(port)
+
+
+def test_explicit_port_held_by_another_run_is_refused():
+    """Another run's reservation (SO_REUSEPORT, same user) could be shared; two log servers must not."""
+    other = logport.reserve()
+    try:
+        with pytest.raises(logport.PortBusy):
+            logport.reserve(other.port)
+    finally:
+        other.release()
+    logport.reserve(other.port).release()
+
+
+def test_busy_explicit_port_stops_a_real_run_before_anything(
+    base_env, work, run_launch, tmp_path, monkeypatch
+):
+    sentinel = tmp_path / "executed"
+    fake = tmp_path / "ft_launcher"
+    fake.write_text(f"#!/bin/sh\ntouch {sentinel}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(command, "ft_launcher_executable", lambda: str(fake))
+    with plain_bind(0) as holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        before = tree(work)
+        result = run_launch({**base_env, "NVRX_DRY_RUN": "0", "NVRX_LOG_SERVER_PORT": str(port)})
+    assert_refused(result, f"NVRX_LOG_SERVER_PORT={port} is in use on this host")
+    assert tree(work) == before and not sentinel.exists()
+
+
+def test_multi_node_port_is_shared_on_purpose_and_never_held(base_env):
+    from ftqual.launch import _port
+
+    with plain_bind(0) as holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = {**base_env, "NVRX_DRY_RUN": "0", "NNODES": "2", "RDZV_ENDPOINT": "node1:29400"}
+        s = settings.load_settings({**env, "NVRX_LOG_SERVER_PORT": str(port)})
+        assert _port(s) == (port, None)  # another launcher's server may hold it: that is the point
+        assert _port(settings.load_settings(env)) == (50051, None)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_logs_problem(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert "logs/launcher.log is missing or empty" in logport.logs_problem(tmp_path)
+    write(logs / "launcher.log", "started\n")
+    write(logs / "train_cycle0.log", "")
+    assert logport.logs_problem(tmp_path) == "no worker output reached logs/train_cycle*.log"
+    write(logs / "train_cycle1.log", "0: iteration 1\n")
+    assert logport.logs_problem(tmp_path) is None
+    (logs / "launcher.log").write_text("")
+    write(
+        logs / "launcher_grpc_root.log",
+        "Traceback (most recent call last):\nRuntimeError: Failed to bind to address 0.0.0.0:1; set GRPC\n",
+    )
+    problem = logport.logs_problem(tmp_path)
+    assert problem.startswith("logs/launcher.log is missing or empty: ft_launcher's log server failed")
+    assert "RuntimeError: Failed to bind to address 0.0.0.0:1" in problem
+
+
+# A stand-in for ft_launcher that meddles with the log server's port, then execs the real one.
+# steal: another program tries to take the chosen port first (and keeps it if it can).
+# lost: the port ft_launcher is given is one that another program already holds (the race was lost).
+FAKE_LAUNCHER = textwrap.dedent("""\
+    #!{python}
+    import os, socket, subprocess, sys, time
+    real, mode, report = {real!r}, {mode!r}, {report!r}
+    args = sys.argv[1:]
+    flag = next(a for a in args if a.startswith("--ft-log-server-port="))
+    port = int(flag.split("=")[1])
+    if mode == "steal":
+        thief = subprocess.Popen([sys.executable, "-c", '''
+    import socket, sys, time
+    s = socket.socket()
+    try:
+        s.bind(("", int(sys.argv[1]))); s.listen()
+    except OSError as exc:
+        open(sys.argv[2], "w").write("refused: " + exc.strerror); sys.exit(0)
+    open(sys.argv[2], "w").write("stolen"); time.sleep(120)
+    ''', str(port), report])
+        while not os.path.exists(report) or not open(report).read():
+            time.sleep(0.05)
+    else:
+        args[args.index(flag)] = "--ft-log-server-port=" + mode
+    os.execv(real, [real, *args])
+""")
+
+DRIVER = textwrap.dedent("""\
+    import json, sys
+    from ftqual.launch import command, main
+    command.ft_launcher_executable = lambda: sys.argv[2]
+    sys.exit(main([], env=json.loads(sys.argv[1])))
+""")
+
+
+def smoke_launch(
+    repo_root: Path, tmp_path: Path, mode: str
+) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    real = command.ft_launcher_executable()
+    if real is None:
+        pytest.skip("ft_launcher is not installed")
+    report = tmp_path / "thief.txt"
+    fake = write(
+        tmp_path / "fake" / "ft_launcher",
+        FAKE_LAUNCHER.format(python=sys.executable, real=real, mode=mode, report=str(report)),
+    )
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
+    launcher_env = {
+        **env,
+        "NVRX_WORK_DIR": str(work),
+        "NVRX_WORKLOAD": "smoke",
+        "NVRX_RUN_ID": f"port-{mode}-1",
+        "NVRX_DEMO_FAULT": "none",
+        "GPUS_PER_NODE": "1",
+        "TRAIN_ITERS": "4",
+        "SAVE_INTERVAL": "2",
+        "NVRX_TERM_TIMEOUT": "5",
+        "NVRX_WORKERS_STOP_TIMEOUT": "5",
+        "NVRX_SETTINGS_FINGERPRINT": "0123abcd",
+        "TMPDIR": "/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(launcher_env), str(fake)],
+        env={**env, "PYTHONPATH": str(repo_root)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return result, work / "runs" / f"port-{mode}-1", report
+
+
+@pytest.mark.timeout(300)
+def test_real_launch_keeps_its_port_from_a_thief(repo_root, tmp_path):
+    result, run_dir, report = smoke_launch(repo_root, tmp_path, "steal")
+    assert report.read_text().startswith("refused"), report.read_text()
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["exit_code"] == 0 and record["launcher_error"] is None
+    assert record["settings_fingerprint"] == "0123abcd"
+    assert (run_dir / "logs" / "launcher.log").stat().st_size > 0
+    assert "iteration        4/       4" in (run_dir / "logs" / "train_cycle0.log").read_text()
+    assert cleanup.survivors(run_dir) == []
+
+
+@pytest.mark.timeout(300)
+def test_real_launch_that_lost_its_logs_fails_with_the_cause(repo_root, tmp_path):
+    with plain_bind(0) as holder:
+        holder.listen()
+        port = holder.getsockname()[1]
+        began = time.monotonic()
+        result, run_dir, _ = smoke_launch(repo_root, tmp_path, str(port))
+        took = time.monotonic() - began
+    assert result.returncode != 0, result.stderr[-3000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert "Failed to bind to address" in record["launcher_error"], record["launcher_error"]
+    assert f"run port-{port}-1 failed: " in result.stderr and "Failed to bind" in result.stderr
+    assert record["exit_code"] is not None and record["finished_at"]
+    assert cleanup.survivors(run_dir) == []
+    print(f"\n[port] lost logs detected, run stopped after {took:.1f} s, exit {result.returncode}")
+
+
+def test_exit_code_when_ft_launcher_said_zero_but_logs_are_missing(tmp_path, base_env, work, capsys):
+    """The fallback after the run: ft_launcher's 0 stays in run.json, our exit code says failure."""
+    s = settings.load_settings({**base_env, "NVRX_DRY_RUN": "0", "NVRX_DEMO_FAULT": "none"}, pid=1)
+    run.make_dirs(s)
+    plan = command.LaunchPlan(launcher=["true"], workload=[], megatron_flags=[], log_server_port=1)
+    choice = run.StackChoice("local", False, [])
+    assert run.launch(s, plan, choice, "h", {"PATH": os.environ["PATH"]}) == run.EXIT_LOGS_LOST
+    record = json.loads((s.run_dir / "run.json").read_text())
+    assert record["exit_code"] == 0 and record["launcher_error"].startswith("logs/launcher.log is missing")
+    assert "run r1 failed: logs/launcher.log is missing or empty" in capsys.readouterr().err
