@@ -13,12 +13,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("ftqual.verify", "verify one run directory and write its report"),
     "preflight": ("ftqual.preflight", "check the stack before spending GPU time"),
     "report": ("ftqual.report", "build the summary report from verify reports"),
+    "status": ("ftqual.progress", "the state of every scenario of a workflow, once or --follow"),
     "install-profiles": ("ftqual.profiles", "make `snakemake --profile local|slurm` find our profiles"),
 }
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("ftqual")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def usage() -> str:
-    lines = ["usage: ftqual <command> [args]", "", "commands:"]
+    lines = ["usage: ftqual [--version] <command> [args]", "", "commands:"]
     lines += [f"  {name:<17} {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
@@ -28,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return 0 if args else 2
+    if args[0] == "--version":
+        print(f"ftqual {version()}")
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"ftqual: unknown command {name!r}; run `ftqual --help` for the list", file=sys.stderr)

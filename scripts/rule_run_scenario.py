@@ -41,7 +41,7 @@ log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 sys.path.insert(0, str(Path(sm.scriptdir).resolve().parent))
 
-from ftqual import scenarios  # noqa: E402
+from ftqual import progress, scenarios  # noqa: E402
 
 SCENARIO = sm.wildcards.scenario
 SLOT = sm.wildcards.slot
@@ -120,7 +120,19 @@ def lost_ancestor(chain):
     return None
 
 
-def run_launcher(cmd, env, console):
+def show_progress(watcher, state):
+    """Print what happened in the run since the last look (ftqual.progress), and while a hang waits for its
+    detection, what it waits for, every 15 s."""
+    for event in watcher.poll():
+        say(event, console=True)
+    wait = watcher.waiting()
+    now = time.monotonic()
+    if wait and now - state.get("waited", 0.0) >= 15:
+        state["waited"] = now
+        say(wait, console=True)
+
+
+def run_launcher(cmd, env, console, watcher=None):
     """Run the launcher in its own session; stop it on a signal or when the workflow disappears.
 
     Returns (exit code, why it was stopped or None)."""
@@ -146,6 +158,7 @@ def run_launcher(cmd, env, console):
     for sig in handled:
         signal.signal(sig, on_signal)
     chain = ancestors()
+    progress_state = {}
     if stopped:
         return 1, stopped[0]
     with open(console, "w") as out:
@@ -167,6 +180,8 @@ def run_launcher(cmd, env, console):
                 rc = started[0].wait(timeout=1.0)
                 break
             except subprocess.TimeoutExpired:
+                if watcher is not None:
+                    show_progress(watcher, progress_state)
                 gone = lost_ancestor(chain)
                 if gone is not None and not stopped:
                     stop(f"the workflow process {gone} is gone")
@@ -290,7 +305,9 @@ def main():
     say("$ " + " ".join(cmd))
 
     started = time.monotonic()
-    rc, stopped_by = run_launcher(cmd, env, console)
+    watcher = progress.Watcher(run_dir, timeouts=s.timeouts.as_dict(), fault=s.fault)
+    rc, stopped_by = run_launcher(cmd, env, console, watcher)
+    show_progress(watcher, {})
     say(f"launcher exited {rc} after {time.monotonic() - started:.0f} s; console: {console}")
     print(f"--- {console}", file=log)
     print(console.read_text(errors="replace"), file=log)

@@ -89,6 +89,9 @@ def classified_cause(exit_code):
 
     fault = (run.get("settings") or {}).get("fault")
     run_dir = Path(run["run_dir"])
+    if run.get("launcher_error"):  # the launcher's own finding (e.g. the log server could not bind)
+        return {"kind": "launcher_error", "text": f"the launcher exited {exit_code}: {run['launcher_error']}",
+                "path": None, "line": None}  # fmt: skip
     injected = (run_dir / "fault_injected.json").exists()
     if exit_code in (0, None) and (fault in (None, "none") or injected):
         return None

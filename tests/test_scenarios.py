@@ -72,7 +72,8 @@ def test_overrides_merge_key_by_key_and_yaml_booleans_read_as_on_off():
     [
         ({"train_iter": 5}, "Additional properties are not allowed"),
         ({"scenarios": {"baseline": {"fault": "none", "fault_rank": 1}}}, "Additional properties"),
-        ({"train_iters": 1e23}, "is greater than the maximum of 1000000000"),
+        ({"train_iters": 1e23}, "is greater than the maximum of 10000000"),
+        ({"scenarios": {"baseline": {"fault": "none"}, "n" * 65: {"fault": "kill"}}}, "is too long"),
         ({"timeouts": {"setup": 1, "step": 1e300, "checkpointing": 1, "out_of_section": 1}}, "maximum"),
         (
             {"scenarios": {"kill": {"fault": "kill"}}},

@@ -86,8 +86,16 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
         job = slurm_job(job_id)
         assert job["JobState"] == "COMPLETED", job
         assert job["Partition"] == "gpu"
-        slurm_log = project / ".snakemake" / "slurm_logs" / "rule_run_scenario" / scenario / f"{job_id}.log"
-        assert slurm_log.is_file()
+        slot = current_attempt(project, scenario).name  # the plugin names the folder by the wildcards
+        slurm_log = (
+            project
+            / ".snakemake"
+            / "slurm_logs"
+            / "rule_run_scenario"
+            / f"{scenario}_{slot}"
+            / f"{job_id}.log"
+        )
+        assert slurm_log.is_file(), sorted((project / ".snakemake" / "slurm_logs").rglob("*.log"))
     # the cheap steps ran in the main process, not as Slurm jobs
     logged_rules = {p.name for p in (project / ".snakemake" / "slurm_logs").iterdir()}
     assert logged_rules == {"rule_run_scenario"}

@@ -127,14 +127,17 @@ def start_time(pid: int) -> int | None:
 
 
 def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains `text` (e.g. a run ID)."""
+    """Live processes whose command line or environment contains `text` (a run ID: the launcher puts
+    FTQUAL_RUN_ID=<run id> into the environment of everything it starts)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                environ = (entry / "environ").read_bytes().decode(errors="replace")
             except OSError:
                 continue
+            cmdline += " " + environ.replace("\0", " ")
             if text in cmdline and start_time(int(entry.name)) is not None:
                 found.append(int(entry.name))
     return found

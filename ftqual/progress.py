@@ -1,0 +1,267 @@
+"""Live progress of a run, from its run directory's own files: works the same for a local run and for a
+Slurm job on a shared file system.
+
+`Watcher` follows one run directory incrementally (it keeps each log's read offset, so a long run costs
+only its new bytes) and turns what appeared since the last look into events, in the order they happen:
+start, cycle N started, resumed from K, iteration i/N (s/it), checkpoint K completed, fault injected,
+detected, finished. While a hang waits for its detection it says what it waits for and how long is left
+("waiting for the 'step' timeout: 45 / 120 s"). The run job prints these lines on the console
+(scripts/rule_run_scenario.py); `ftqual status [WORK_DIR] [--follow]` shows the latest state of every
+scenario of a workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ftqual.contract import TRACKER_NAME
+from ftqual.evidence import safeio
+
+ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|.*?elapsed time per iteration \(ms\): ([\d.]+)")
+LOADED = re.compile(r"successfully loaded checkpoint from .* at iteration (\d+)")
+FRESH = re.compile(r"will not load any checkpoints")
+TIMEOUT = re.compile(r"\[Cycle (\d+)\] Section '(\w+)' has been open for ([\d.]+) seconds")
+EXITED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+FINISHED = re.compile(r"worker group successfully finished")
+CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
+ITERATION_EVERY_S = 30.0  # an iteration line at most this often: a steady cadence, not every step
+
+
+@dataclass
+class _Tail:
+    """New complete lines of a file since the last call."""
+
+    path: Path
+    root: Path
+    offset: int = 0
+    partial: bytes = b""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with safeio.open_regular(self.path, self.root) as fh:
+                fh.seek(self.offset)
+                data = fh.read(8 << 20)  # a bounded bite per look; the rest comes next time
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        *complete, self.partial = data.split(b"\n")
+        if len(self.partial) > safeio.MAX_LINE_BYTES:
+            self.partial = b""
+        return [line.decode("utf-8", "replace") for line in complete]
+
+
+@dataclass
+class Watcher:
+    run_dir: Path
+    timeouts: dict[str, float] = field(default_factory=dict)
+    fault: str = "none"
+    _tails: dict[str, _Tail] = field(default_factory=dict)
+    _cycles_seen: set[int] = field(default_factory=set)
+    _checkpoint: str | None = None
+    _injected: dict | None = None
+    _detected: bool = False
+    _last_iteration_at: float = 0.0
+    _last_iteration: tuple[int, int, float] | None = None
+    _finished: bool = False
+
+    def _tail(self, rel: str) -> list[str]:
+        tail = self._tails.setdefault(rel, _Tail(self.run_dir / rel, self.run_dir))
+        return tail.new_lines()
+
+    def poll(self, now: float | None = None) -> list[str]:
+        """Events since the last poll, as console lines."""
+        now = time.monotonic() if now is None else now
+        events: list[str] = []
+        for cycle in self._cycle_numbers():
+            if cycle not in self._cycles_seen:
+                self._cycles_seen.add(cycle)
+                events.append(f"cycle {cycle} started" + (" (restart)" if cycle else ""))
+            for line in self._tail(f"logs/train_cycle{cycle}.log"):
+                events += self._train_line(cycle, line)
+        events += self._checkpoint_and_marker()  # before the launcher's report of what the fault did
+        for line in self._tail("logs/launcher.log"):
+            events += self._launcher_line(line)
+        if self._last_iteration and now - self._last_iteration_at >= ITERATION_EVERY_S:
+            i, n, ms = self._last_iteration
+            events.append(f"iteration {i}/{n} ({ms / 1000:.2f} s/it)")
+            self._last_iteration_at = now
+        return events
+
+    def waiting(self) -> str | None:
+        """What a run waits for while a hang is not yet detected, and how long is left."""
+        if self.fault != "hang" or not self._injected or self._detected:
+            return None
+        section = self._injected.get("section") or "step"
+        limit = self.timeouts.get(section) or self.timeouts.get("out_of_section")
+        try:
+            start = datetime.fromisoformat(str(self._injected["injected_at"]).replace("Z", "+00:00"))
+        except (KeyError, ValueError):
+            return None
+        waited = (datetime.now(UTC) - start).total_seconds()
+        return f"waiting for the '{section}' timeout: {waited:.0f} / {limit:g} s" if limit else None
+
+    def _cycle_numbers(self) -> list[int]:
+        try:
+            names = [p.name for p in (self.run_dir / "logs").iterdir()]
+        except OSError:
+            return []
+        return sorted(int(m.group(1)) for n in names if (m := CYCLE_LOG.fullmatch(n)))
+
+    def _train_line(self, cycle: int, line: str) -> list[str]:
+        if match := ITERATION.search(line):
+            self._last_iteration = (int(match.group(1)), int(match.group(2)), float(match.group(3)))
+            return []
+        if match := LOADED.search(line):
+            return [f"cycle {cycle} resumed from checkpoint iteration {match.group(1)}"]
+        if cycle and FRESH.search(line):
+            return [f"cycle {cycle} found no checkpoint: it starts from iteration 0"]
+        return []
+
+    def _launcher_line(self, line: str) -> list[str]:
+        if match := TIMEOUT.search(line):
+            if self._detected:
+                return []
+            self._detected = True
+            return [f"detected: the '{match.group(2)}' section timeout fired in cycle {match.group(1)}"]
+        if match := EXITED.search(line):
+            if self._detected:
+                return []
+            self._detected = True
+            return [f"detected: local rank {match.group(2)} exited with {match.group(1)}"]
+        if FINISHED.search(line) and not self._finished:
+            self._finished = True
+            return ["training finished (the worker group completed)"]
+        return []
+
+    def _checkpoint_and_marker(self) -> list[str]:
+        events = []
+        tracker = _read_small(self.run_dir / "checkpoints" / TRACKER_NAME, self.run_dir)
+        if tracker and tracker.strip().isdigit() and tracker.strip() != self._checkpoint:
+            self._checkpoint = tracker.strip()
+            events.append(f"checkpoint at iteration {self._checkpoint} completed")
+        if self._injected is None:
+            marker = _read_small(self.run_dir / "fault_injected.json", self.run_dir)
+            if marker:
+                try:
+                    self._injected = json.loads(marker)
+                except ValueError:
+                    return events
+                m = self._injected
+                events.append(
+                    f"fault injected: {m.get('fault')} of rank {m.get('rank')} after checkpoint "
+                    f"{m.get('checkpoint_iteration')}"
+                    + (f" (in '{m['section']}')" if m.get("section") else "")
+                )
+        return events
+
+
+def _read_small(path: Path, root: Path) -> str | None:
+    try:
+        return safeio.read_bytes(path, root, limit=1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# ftqual status
+
+
+def scenario_states(work_dir: Path) -> list[tuple[str, str]]:
+    """(scenario, one line) for every scenario under WORK_DIR/results: its latest attempt and where it is."""
+    results = work_dir / "results"
+    out = []
+    try:
+        folders = sorted(
+            p for p in results.iterdir() if p.is_dir() and p.name not in ("preflight", "reports")
+        )
+    except OSError:
+        return []
+    for folder in folders:
+        slots = sorted((p for p in folder.iterdir() if p.is_dir() and p.name != "attempts"), key=_mtime)
+        if not slots:
+            continue
+        slot = slots[-1]
+        out.append((folder.name, _state_line(work_dir, folder, slot)))
+    return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
+    verdict = _json(slot / "verify.json")
+    if verdict:
+        cause = f" — {verdict['cause']}" if verdict.get("cause") and verdict.get("verdict") != "pass" else ""
+        return (
+            f"attempt {slot.name}: {str(verdict.get('verdict')).upper()}{cause} (run {verdict.get('run_id')})"
+        )
+    run = _json(slot / "run.json")
+    if run:
+        return (
+            f"attempt {slot.name}: run {run.get('run_id')} ended (exit {run.get('launcher_exit')}), verifying"
+        )
+    consoles = sorted((folder / "attempts").glob("*.console.log"), key=_mtime)
+    if not consoles:
+        return f"attempt {slot.name}: waiting"
+    run_id = consoles[-1].name.removesuffix(".console.log")
+    run_dir = _find_run_dir(work_dir, run_id)
+    if run_dir is None:
+        return f"attempt {slot.name}: run {run_id} starting"
+    record = _json(run_dir / "run.json") or {}
+    watcher = Watcher(run_dir, timeouts=record.get("timeouts") or {}, fault=record.get("fault") or "none")
+    events = watcher.poll(now=float("inf"))
+    last = events[-1] if events else "started"
+    wait = watcher.waiting()
+    return f"attempt {slot.name}: run {run_id} running — {last}" + (f"; {wait}" if wait else "")
+
+
+def _find_run_dir(work_dir: Path, run_id: str) -> Path | None:
+    candidate = work_dir / "runs" / run_id
+    return candidate if candidate.is_dir() else None
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="ftqual status", description="the state of every scenario of a workflow, from its files"
+    )
+    p.add_argument(
+        "work_dir", nargs="?", default=".", type=Path, help="the workflow's directory (default: .)"
+    )
+    p.add_argument("--follow", action="store_true", help="print again every --interval seconds until Ctrl-C")
+    p.add_argument("--interval", type=float, default=10.0)
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if not (args.work_dir / "results").is_dir():
+        print(
+            f"ftqual status: no results/ under {args.work_dir}: run the workflow there first", file=sys.stderr
+        )
+        return 2
+    try:
+        while True:
+            stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
+            for name, line in scenario_states(args.work_dir):
+                print(f"{stamp} {name}: {line}", flush=True)
+            if not args.follow:
+                return 0
+            time.sleep(max(args.interval, 1.0))
+    except KeyboardInterrupt:
+        return 0
