@@ -95,6 +95,11 @@ class Watcher:
             self._last_iteration_at = now
         return events
 
+    @property
+    def last_iteration(self) -> tuple[int, int, float] | None:
+        """(iteration, of N, ms per iteration) of the newest iteration line seen."""
+        return self._last_iteration
+
     def waiting(self) -> str | None:
         """What a run waits for while a hang is not yet detected, and how long is left."""
         if self.fault != "hang" or not self._injected or self._detected:
@@ -221,10 +226,14 @@ def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
         return f"attempt {slot.name}: run {run_id} starting"
     record = _json(run_dir / "run.json") or {}
     watcher = Watcher(run_dir, timeouts=record.get("timeouts") or {}, fault=record.get("fault") or "none")
-    events = watcher.poll(now=float("inf"))
-    last = events[-1] if events else "started"
-    wait = watcher.waiting()
-    return f"attempt {slot.name}: run {run_id} running — {last}" + (f"; {wait}" if wait else "")
+    events = [e for e in watcher.poll(now=float("inf")) if not e.startswith("iteration ")]
+    parts = [events[-1] if events else "started"]
+    if watcher.last_iteration:
+        i, n, ms = watcher.last_iteration
+        parts.append(f"at iteration {i}/{n} ({ms / 1000:.2f} s/it)")
+    if wait := watcher.waiting():
+        parts.append(wait)
+    return f"attempt {slot.name}: run {run_id} running — " + "; ".join(parts)
 
 
 def _find_run_dir(work_dir: Path, run_id: str) -> Path | None:

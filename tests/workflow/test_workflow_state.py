@@ -82,6 +82,20 @@ def test_a_pass_break_rerun_broken_fix(project):
     assert junit_failures(project) == 0
     passed = cited(project)
     assert set(passed) == {"baseline", "kill"} and all(passed.values())
+    # the console followed the kill run as it happened, in order
+    kill_lines = [line for line in first.stdout.splitlines() if line.startswith("ftqual: kill: ")]
+    expected = [
+        f"run {passed['kill']}",
+        "cycle 0 started",
+        "checkpoint at iteration 4 completed",
+        "fault injected: kill of rank 1",
+        "detected: local rank 1 exited with -9",
+        "cycle 1 started (restart)",
+        "cycle 1 resumed from checkpoint iteration",
+        "training finished",
+    ]
+    positions = [next((i for i, line in enumerate(kill_lines) if want in line), None) for want in expected]
+    assert None not in positions and positions == sorted(positions), kill_lines
 
     plan = run(project, "-n", "--configfile", "broken.yaml")
     assert job_stats(plan.stdout) == {"preflight": 1, "run_scenario": 1, "verify": 1, "summary": 1, "gate": 1}
