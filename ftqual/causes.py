@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ftqual.evidence import safeio
@@ -208,3 +209,47 @@ def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
     rel = list(scans)[-1]
     number, text = scans[rel].last_error
     return rel, number, text
+
+
+# ---------------------------------------------------------------------------------------------
+# failing fast: timeouts the baseline already shows cannot work
+
+ITERATION_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\] iteration\s+\d+/")
+
+
+def baseline_pace(run_dir: Path, run: dict) -> tuple[float | None, float | None]:
+    """(slowest step, seconds from the launch to the first step) the baseline run measured."""
+    slowest, first = None, None
+    for _number, text in _lines(Path(run_dir), "logs/train_cycle0.log"):
+        if ms := ITERATION_MS.search(text):
+            slowest = max(slowest or 0.0, float(ms.group(1)) / 1000)
+        if first is None and (stamp := ITERATION_STAMP.search(text)):
+            first = stamp.group(1)
+    startup = None
+    try:
+        started = datetime.fromisoformat(str(run["started_at"]).replace("Z", "+00:00"))
+        offset = float(run.get("tz_offset_s") or 0)
+        if first is not None:
+            at = datetime.fromisoformat(first).replace(tzinfo=UTC) - timedelta(seconds=offset)
+            startup = (at - started).total_seconds()
+    except (KeyError, ValueError, TypeError, OverflowError):
+        startup = None
+    return slowest, startup
+
+
+def timeout_problems(run_dir: Path, run: dict, save_s_max: float | None, timeouts: dict) -> list[str]:
+    """Why a fault scenario with these timeouts would spend its restarts in vain, judged from the baseline."""
+    slowest, startup = baseline_pace(run_dir, run)
+    problems = []
+    if slowest is not None and timeouts.get("step", float("inf")) <= slowest:
+        step = timeouts["step"]
+        problems.append(
+            f"the 'step' timeout ({step:g} s) is not above the baseline's slowest step ({slowest:.1f} s)"
+        )
+    if startup is not None and timeouts.get("setup", float("inf")) <= startup:
+        problems.append(f"the 'setup' timeout ({timeouts['setup']:g} s) is not above the baseline's start-up "
+                        f"({startup:.0f} s to the first step)")  # fmt: skip
+    if save_s_max is not None and timeouts.get("checkpointing", float("inf")) <= save_s_max:
+        problems.append(f"the 'checkpointing' timeout ({timeouts['checkpointing']:g} s) is not above the "
+                        f"baseline's slowest save ({save_s_max:.1f} s)")  # fmt: skip
+    return problems

@@ -233,6 +233,29 @@ def not_launched(out_run, record, cause):
     return 0
 
 
+def baseline_says_no(baseline_verify, s):
+    """Fail fast: timeouts the baseline's own measurements show cannot work (a step slower than the step
+    timeout would fire in every cycle and spend every restart). None when the run may start."""
+    from ftqual.causes import timeout_problems
+
+    try:
+        pointer = json.loads(baseline_verify.with_name("run.json").read_text())
+        report = json.loads(baseline_verify.read_text())
+        run_dir = Path(pointer["run_dir"])
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # nothing measured to judge by
+    save_max = (report.get("metrics") or {}).get("checkpoint_save_s_max")
+    save_max = save_max if isinstance(save_max, int | float) else None
+    problems = timeout_problems(run_dir, record, save_max, s.timeouts.as_dict())
+    if not problems:
+        return None
+    return (
+        "refused before launch: " + "; ".join(problems) + f" (baseline run {pointer.get('run_id')}); "
+        "raise the timeout(s) for this scenario"
+    )
+
+
 def invalidate_summary():
     """A summary of earlier attempts must not stand while this one runs (or after it is interrupted)."""
     for name in STALE_SUMMARY:
@@ -271,6 +294,9 @@ def main():
                 f"the baseline's attempt ({sm.input.baseline}) is {baseline or 'missing'}: "
                 "fault scenarios run after the baseline passes",
             )
+        refused = baseline_says_no(Path(sm.input.baseline), s)
+        if refused:
+            return not_launched(out_run, record, refused)
     invalidate_summary()
 
     slurm_job = os.environ.get("SLURM_JOB_ID")

@@ -107,3 +107,24 @@ def test_a_fifo_log_never_blocks(tmp_path):
     run_dir, run = make_run(tmp_path, [], [])
     os.mkfifo(run_dir / "logs" / "train_cycle0.log")
     assert classify(run_dir, run, 1).kind in ("unknown", "not_injected")
+
+
+def test_timeouts_the_baseline_disproves(tmp_path):
+    from ftqual.causes import timeout_problems
+
+    run_dir = tmp_path / "baseline"
+    lines = [
+        f"1:  [2026-11-30 10:00:{40 + i}.000000] iteration {i}/3 | elapsed time per iteration (ms): {ms} |"
+        for i, ms in ((1, 3000.0), (2, 250.0), (3, 260.0))
+    ]
+    make = make_run(tmp_path, [], [lines])[0]
+    make.rename(run_dir)
+    run = {"started_at": "2026-11-30T10:00:00Z", "tz_offset_s": 0}
+    assert timeout_problems(run_dir, run, 2.0, {"step": 10, "setup": 120, "checkpointing": 60}) == []
+    problems = timeout_problems(run_dir, run, 2.0, {"step": 2, "setup": 30, "checkpointing": 1})
+    assert len(problems) == 3
+    assert (
+        "slowest step (3.0 s)" in problems[0]
+        and "start-up (41 s" in problems[1]
+        and "save (2.0 s)" in problems[2]
+    )

@@ -212,3 +212,19 @@ def test_failed_preflight_launches_nothing_and_is_reported(project):
     junit = ET.parse(project / "results" / "junit.xml").getroot()
     assert any(s.get("name") == "preflight" for s in junit.iter("testsuite"))
     assert "max_restarts" in (project / "results" / "summary.md").read_text()
+
+
+def test_timeouts_the_baseline_disproves_are_refused_before_launch(project):
+    """Issue 17's fail-fast: a step timeout below the baseline's slowest step would fire in every cycle."""
+    write_yaml(project / "tight.yaml", {"scenarios": {"kill": {"fault": "kill", "timeouts": {"step": 0.01}}}})
+    runs_before = set(attempt_runs(project, "kill"))
+    proc = run(project, "--configfile", "tight.yaml")
+    assert proc.returncode == 1, proc.stdout
+    assert set(attempt_runs(project, "kill")) == runs_before  # nothing launched
+    [kill] = [
+        sc for sc in read_json(project / "results" / "summary.json")["scenarios"] if sc["name"] == "kill"
+    ]
+    assert (
+        "refused before launch: the 'step' timeout (0.01 s) is not above the baseline's slowest step"
+        in (kill["cause"])
+    )
