@@ -49,6 +49,12 @@ def ft_launcher_executable() -> str | None:
     return shutil.which("ft_launcher")
 
 
+# After a failure ft_launcher waits until the GPUs' memory is released before the next rendezvous, polling
+# NVML every 2 s by default: on 2 x H200 that poll was 2 of the 4.5 s a restart took (docs/benchmarks.md).
+# Polling every 0.25 s for the second or so the wait lasts costs nothing measurable.
+GPU_MEMORY_POLL_INTERVAL_S = 0.25
+
+
 def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
     run = s.run_dir
     return [
@@ -68,6 +74,7 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
         f"--ft-per-cycle-applog-prefix={run / 'logs' / 'train.log'}",
         f"--ft-nvrx-logfile={run / 'logs' / 'launcher.log'}",
         f"--ft-log-server-port={port}",
+        f"--ft-gpu-memory-poll-interval={GPU_MEMORY_POLL_INTERVAL_S}",
     ]
 
 

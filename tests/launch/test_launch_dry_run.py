@@ -79,6 +79,7 @@ def test_dry_run_prints_paths_and_command(megatron_env, work, run_launch):
         f"--ft-nvrx-logfile={run / 'logs' / 'launcher.log'}",
         "--term-timeout=15",
         "--workers-stop-timeout=15",
+        "--ft-gpu-memory-poll-interval=0.25",
     ]:
         assert flag in flags, flag
     port = [f for f in flags if f.startswith("--ft-log-server-port=")]
