@@ -78,6 +78,37 @@ def render_placeholder(path: Path, title: str, message: str) -> None:
     _save(fig, path)
 
 
+SUB_PHASES = {  # a phase split in two by the verifier's measurement of its first part
+    "teardown + rendezvous": (
+        "teardown_s",
+        "teardown: workers exit",
+        "GPU-memory check + rendezvous",
+        "#ffbb78",
+    ),
+}
+
+
+def recovery_spans(marks: dict, metrics: dict) -> list[tuple[float, float, str, str]]:
+    """(start, end, label, colour) of each part of the recovery: detection, then teardown and the GPU-memory
+    check with the rendezvous, then the replacement's start-up and its checkpoint load, as far as measured."""
+    spans = []
+    for start, end, label, colour in PHASES:
+        if start not in marks or end not in marks or marks[end].s <= marks[start].s:
+            continue
+        begin, finish = marks[start].s, marks[end].s
+        split = SUB_PHASES.get(label)
+        first = metrics.get(split[0]) if split else None
+        if split and isinstance(first, int | float) and 0 < first < finish - begin:
+            spans.append((begin, begin + first, split[1], colour))
+            spans.append((begin + first, finish, split[2], split[3]))
+        else:
+            load = metrics.get("checkpoint_load_s")
+            if label.startswith("startup") and isinstance(load, int | float):
+                label = f"worker start-up, of which checkpoint load {load:.2f} s,"
+            spans.append((begin, finish, label, colour))
+    return spans
+
+
 def render_timeline(doc: dict | None, path: Path, scenario: str, verdict: str) -> None:
     """Committed iterations over wall time, one colour per cycle, with the recovery's markers."""
     tl: Timeline = build_timeline(doc)
@@ -115,12 +146,8 @@ def render_timeline(doc: dict | None, path: Path, scenario: str, verdict: str) -
             label="checkpoint completed",
         )
     marks = recovery_marks(tl)
-    for start, end, label, colour in PHASES:
-        if start in marks and end in marks and marks[end].s > marks[start].s:
-            span = marks[end].s - marks[start].s
-            ax.axvspan(
-                marks[start].s, marks[end].s, color=colour, alpha=0.08, label=f"{label} ({span:.1f} s)"
-            )
+    for begin, end, label, colour in recovery_spans(marks, (doc or {}).get("metrics") or {}):
+        ax.axvspan(begin, end, color=colour, alpha=0.10, label=f"{label} ({end - begin:.1f} s)")
     first_points = [p for p in tl.points if p.cycle == tl.cycles()[0]]
     if first_points and first_points[0].s > 0:
         ax.axvspan(
