@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# The recorded H200 run directories live in the shared folder beside the checkout; tests/data holds our own.
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "megatron-h200"
+# The first recorded 2 x H200 runs (baseline-2gpu, kill-2gpu); every recorded run lives in tests/data.
+SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
 
 
 def pytest_configure(config):
