@@ -12,7 +12,7 @@ Run on a GPU machine from the project root (MEGATRON_PATH set, ft_launcher on PA
   python bench/time_to_verdict.py table bench/out/ttv
 
 `manual` runs `scripts/run_megatron_gpt.sh` exactly as the walkthrough's user would (seed defaults:
-TRAIN_ITERS=100, the seed's hang placement `immediate`), then `ftqual verify` on each run only to know
+TRAIN_ITERS=100, the walkthrough's hang placement `immediate`), then `ftqual verify` on each run only to know
 whether it recovered: the walkthrough's user reads the logs by eye instead, which no machine can time.
 Figures are written as JSON into --out and printed as a Markdown table.
 """
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     man.add_argument("--faults", default="none,kill,hang")
     man.add_argument("--gpus", type=int, default=2)
     man.add_argument("--fault-rank", type=int, default=1)
-    man.add_argument("--train-iters", type=int, default=0, help="0: the seed's default (100)")
+    man.add_argument("--train-iters", type=int, default=0, help="0: the walkthrough's default (100)")
     man.add_argument("--hang-placement", default="immediate", choices=["immediate", "step"])
     man.add_argument("--section-timeouts", default="", help="e.g. setup:900,step:120,checkpointing:300")
     man.add_argument("--dist-optimizer", default="", choices=["", "auto", "on", "off"])

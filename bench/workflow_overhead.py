@@ -4,7 +4,8 @@ Sources, in order of preference:
 - Snakemake's own log (`.snakemake/log/<start>.snakemake.log`): its name is the start time; every job start
   (`[<asctime>]` + `rule NAME:` / `localrule NAME:` + `jobid: N`) and end (`[<asctime>]` +
   `Finished jobid: N (Rule: NAME)`) is stamped to the second, in local time; the file's mtime is the end.
-- `results/<scenario>/<attempt>/run.json`: `started_at` / `finished_at` (UTC) bound the training run of each scenario.
+- `results/<scenario>/<attempt>/run.json`: `started_at` / `finished_at` (UTC) bound the training run of each
+  scenario.
 - Without a Snakemake log, the modification times of the files under results/ (less precise).
 
 Overhead = wall time minus the union of the training intervals: preflight, verify, summary, the launcher's

@@ -8,7 +8,7 @@ import sys
 # command -> (module, one-line help). Modules are imported only when their command runs, so
 # `ftqual verify` never pays for matplotlib and `ftqual launch` never for the report code.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "launch": ("ftqual.launch", "build and run one ft_launcher command from the seed's environment"),
+    "launch": ("ftqual.launch", "build and run one ft_launcher command from the walkthrough's environment"),
     "cleanup": ("ftqual.cleanup", "kill what a run left behind, by its recorded process groups"),
     "verify": ("ftqual.verify", "verify one run directory and write its report"),
     "preflight": ("ftqual.preflight", "check the stack before spending GPU time"),

@@ -28,7 +28,8 @@ APEX_DISTS = ("apex",)
 NVRX_DIST = "nvidia-resiliency-ext"
 # Apex's wgrad-accumulation kernel (see ftqual/launch/stack.py for why it matters).
 APEX_WGRAD_EXT = "fused_weight_gradient_mlp_cuda"
-# The versions this project was qualified with (design.md section 5); others get a warning, not a failure.
+# The versions this project was qualified with (README, "Qualified versions"); others get a warning, not a
+# failure.
 QUALIFIED_NVRX = "0.7.0"
 QUALIFIED_MEGATRON = re.compile(r"^0\.19\.")
 

@@ -6,14 +6,14 @@
         [--pid-dir DIR] -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
 
-The workload runs in this process (runpy, as `__main__`), so the pid that NVRx's rank monitor watches is
-the pid we signal. On the fault rank a daemon thread polls the checkpoint tracker; once it advances past
-its startup value the rank claims the marker (O_CREAT|O_EXCL, fsynced) and sends itself SIGKILL (kill) or
-SIGSTOP (hang). With placement `step` (the default, for both faults; `--hang-placement` keeps the seed
-variable's name) the training thread itself claims the marker and signals at the start of the next NVRx
-`step` section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is
-detected by the step timeout rather than whichever section happened to be open; `immediate` signals from the
-poller thread at once, as the seed does (and lands wherever training is once the marker is fsynced).
+The workload runs in this process (runpy, as `__main__`), so the pid that NVRx's rank monitor watches is the
+pid we signal. On the fault rank a daemon thread polls the checkpoint tracker; once it advances past its
+startup value the rank claims the marker (O_CREAT|O_EXCL, fsynced) and sends itself SIGKILL (kill) or SIGSTOP
+(hang). With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
+variable's name) the training thread itself claims the marker and signals at the start of the next NVRx `step`
+section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is detected
+by the step timeout rather than whichever section happened to be open; `immediate` signals from the poller
+thread at once, as the walkthrough does (and lands wherever training is once the marker is fsynced).
 Replacement workers find the marker and never inject again. A requested fault that never happened fails the
 fault rank at exit, so an uninterrupted run cannot pass as a recovery.
 

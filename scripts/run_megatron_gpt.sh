@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed-compatible entry point: the seed's environment interface, implemented in `python -m ftqual.launch`.
+# Walkthrough-compatible entry point: the walkthrough's environment interface, implemented in `python -m ftqual.launch`.
 # FTQUAL_PYTHON picks the interpreter (default python3); it needs nvidia-resiliency-ext (ft_launcher)
 # and, for a real run, torch and Megatron-LM (or NVRX_WORKLOAD=smoke). See docs/architecture.md.
 # Exit codes: ft_launcher's; 2 for a bad setting (one line on stderr, nothing created); 74 when ft_launcher

@@ -1,4 +1,5 @@
-"""`ftqual launch` (and scripts/run_megatron_gpt.sh): the seed's launcher, environment interface unchanged.
+"""`ftqual launch` (and scripts/run_megatron_gpt.sh): the walkthrough's launcher, its environment interface
+unchanged.
 
 Flow: settings from the environment -> refuse to reuse evidence or unusable directories -> hold the log
 server's port -> resolve the stack's Megatron flags -> build one ft_launcher command -> dry run prints

@@ -1,4 +1,4 @@
-"""The launcher's settings: the seed's environment interface plus ours, validated into one dataclass.
+"""The launcher's settings: the walkthrough's environment interface plus ours, validated into one dataclass.
 
 Every rule has its own one-line message (raised as SettingsError, printed on stderr, exit 2), and nothing
 here creates a file: validation runs before any directory exists. Patterns are matched with
@@ -13,7 +13,8 @@ evidence or to resume a checkpoint that is not ours.
 Defaults: the workflow (ftqual/scenarios.py `launcher_env`) always sets every variable, so the defaults
 below apply only when scripts/run_megatron_gpt.sh is used on its own, as the walkthrough does. They are
 the walkthrough's values (2 GPUs, 100 iterations, a checkpoint every 5, kill rank 1) so that its commands
-keep working unchanged; an empty variable counts as unset, as `${VAR:-default}` in the seed's script did.
+keep working unchanged; an empty variable counts as unset, as `${VAR:-default}` in the walkthrough's script
+did.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ class Settings:
 
     @property
     def global_batch_size(self) -> int:
-        return self.world_size  # micro batch 1 on every rank, as the seed sets it
+        return self.world_size  # micro batch 1 on every rank, as the walkthrough sets it
 
     @property
     def run_dir(self) -> Path:
@@ -359,7 +360,7 @@ def _fingerprint(env: Mapping[str, str]) -> str | None:
 def load_settings(
     env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None, pid: int = 0
 ) -> Settings:
-    """Validate the environment in the seed's order; SettingsError (one line) on the first problem."""
+    """Validate the environment in the walkthrough's order; SettingsError (one line) on the first problem."""
     _check_values(env)
     work_dir_raw = env.get("NVRX_WORK_DIR", "")
     if not work_dir_raw:

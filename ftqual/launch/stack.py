@@ -2,7 +2,7 @@
 
 Only `importlib.util.find_spec` is used: it finds a top-level module without importing it, so this is
 cheap and safe on a login node where importing Transformer Engine would need a GPU driver.
-Why each flag (Megatron core_v0.19, see design.md section 5):
+Why each flag (Megatron core_v0.19, measured on H200: docs/benchmarks.md, docs/gpu-qualification/):
 - without Transformer Engine the `local` transformer needs `--no-persist-layer-norm` (torch norm asserts) and
   `--no-masked-softmax-fusion` (fused softmax kernels come from Apex/TE);
 - `--no-gradient-accumulation-fusion` unless Apex's `fused_weight_gradient_mlp_cuda` extension exists (the LM

@@ -147,7 +147,7 @@ def assert_finished_cleanly(run: Run) -> None:
 
 
 def assert_recovered(run: Run) -> dict:
-    """The seed's five points, from the run directory; returns the marker."""
+    """The walkthrough's five points, from the run directory; returns the marker."""
     assert_finished_cleanly(run)
     marker = run.json("fault_injected.json")
     assert marker["schema"] == "ftqual.fault/v1" and marker["run_id"] == run.run_id

@@ -264,7 +264,8 @@ def test_plan_is_a_pure_function_of_settings(base_env):
 
 
 def test_seed_entry_script_dry_run(repo_root, megatron_checkout, work):
-    """The contract command: NVRX_DRY_RUN=1 bash scripts/run_megatron_gpt.sh with the seed's variables."""
+    """The contract command: NVRX_DRY_RUN=1 bash scripts/run_megatron_gpt.sh with the walkthrough's
+    variables."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "FTQUAL_PYTHON": sys.executable,
