@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftqual.preflight.facts import Facts
+from ftqual.preflight.probes import Facts
 from ftqual.scenarios import Scenario, WorkflowConfig
 from ftqual.stackinfo import Resolution
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual.launch import stack as launch_stack
-from ftqual.preflight import facts as probes
+from ftqual.preflight import probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
 from ftqual.preflight.flags import build_argv
 from ftqual.preflight.nvrx_args import parse_with_nvrx

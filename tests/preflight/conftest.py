@@ -6,8 +6,8 @@ import pytest
 from preflight_fakes import good_facts
 
 from ftqual.preflight.checks import Context
-from ftqual.preflight.facts import Facts
 from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.preflight.probes import Facts
 from ftqual.scenarios import resolve
 from ftqual.stackinfo import resolve_for_stack
 

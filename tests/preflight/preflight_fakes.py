@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ftqual.preflight.facts import DirFacts, Facts, MegatronFacts, PortFacts, ToolFacts
+from ftqual.preflight.probes import DirFacts, Facts, MegatronFacts, PortFacts, ToolFacts
 from ftqual.stackinfo import StackFacts
 
 GIB = 2**30

@@ -12,8 +12,8 @@ from ftqual.preflight import checks as C
 from ftqual.preflight import checks_host as H
 from ftqual.preflight import checks_megatron as M
 from ftqual.preflight import checks_stack as S
-from ftqual.preflight.facts import LauncherArgs, PortFacts
 from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.preflight.probes import LauncherArgs, PortFacts
 from ftqual.scenarios import ConfigError
 
 SEED_TIMEOUTS = {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}
