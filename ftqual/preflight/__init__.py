@@ -1,8 +1,8 @@
 """`ftqual preflight`: every check that can be made before spending GPU time.
 
 Layout (probes return facts, checks are pure functions of facts and config, see DESIGN notes in each module):
-config.py (read the workflow config) -> facts.py + ../stackinfo.py (probe this node) -> checks.py (judge)
--> command.py (JSON report `ftqual.preflight/v1`, one line per check, exit code).
+../scenarios.py (the workflow config, resolved) -> probes.py + ../stackinfo.py (probe this node)
+-> checks.py (judge) -> command.py (JSON report `ftqual.preflight/v1`, one line per check, exit code).
 """
 
 from __future__ import annotations
