@@ -46,6 +46,13 @@ def _case(
     return status
 
 
+def _with_cause(check: dict, sc: dict, first: bool) -> str:
+    cause = sc.get("cause")
+    if not first or not cause or cause.startswith(f"{check['id']}: "):
+        return check["detail"]
+    return f"{cause} — {check['id']}: {check['detail']}"
+
+
 def _duration(sc: dict) -> float:
     value = (sc.get("attempt") or {}).get("duration_s")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
@@ -69,8 +76,11 @@ def render_junit(summary: dict) -> str:
             props = ET.SubElement(suite, "properties")
             for key in ("run_id", "fault", "verdict", "source", "cause"):
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
+            # The scenario's one-line cause leads the message of the first check that carries its verdict.
+            first = next((c for c in sc["checks"] if c["status"] == sc["verdict"] != "pass"), None)
             statuses = [
-                _case(suite, classname, c["id"], c["status"], c["detail"], _lines(c)) for c in sc["checks"]
+                _case(suite, classname, c["id"], c["status"], _with_cause(c, sc, c is first), _lines(c))
+                for c in sc["checks"]
             ]
             duration = _duration(sc)
             carried = sc["verdict"] in statuses

@@ -55,6 +55,8 @@ def test_a_cause_without_a_failed_check_reaches_junit_once(report_main, write_do
     assert "cause: not launched: the preflight failed" in md
     [suite] = [s for s in junit.iter("testsuite") if s.get("name") == "kill"]
     assert suite.get("failures") == "1"  # the failed check carries it; the verdict case does not repeat it
+    failure = next(c.find("failure") for c in suite.iter("testcase") if c.get("name") == "launched")
+    assert failure.get("message").startswith("not launched: the preflight failed — launched:")
     verdict_case = [c for c in suite.iter("testcase") if c.get("name") == "verdict"][0]
     assert verdict_case.find("failure") is None and "not launched" in verdict_case.find("system-out").text
 
