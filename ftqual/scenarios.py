@@ -10,6 +10,7 @@ the launcher environment all come from here, so they cannot drift apart.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -301,6 +302,23 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         hang_placement=str(s["hang_placement"]),
         smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
     )
+
+
+def in_config_order(cfg: WorkflowConfig, reference: list[str]) -> WorkflowConfig:
+    """The scenarios in the order a reader expects, whatever order config merging left them in: the
+    baseline, then those of the reference config (config/config.yaml) in its order, then the added ones in
+    the order they came."""
+    position = {name: i for i, name in enumerate(reference)}
+    given = [s.name for s in cfg.scenarios]
+
+    def key(s: Scenario) -> tuple[int, int]:
+        if s.name == cfg.baseline_scenario:
+            return (0, 0)
+        if s.name in position:
+            return (1, position[s.name])
+        return (2, given.index(s.name))
+
+    return dataclasses.replace(cfg, scenarios=tuple(sorted(cfg.scenarios, key=key)))
 
 
 def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> WorkflowConfig:

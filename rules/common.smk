@@ -11,7 +11,10 @@ from snakemake.exceptions import WorkflowError
 from ftqual import attempts, scenarios
 
 try:
-    CFG = scenarios.resolve(config)
+    CFG = scenarios.in_config_order(
+        scenarios.resolve(config),
+        list(scenarios.read_config_file(Path(workflow.basedir) / "config" / "config.yaml")["scenarios"]),
+    )
 except scenarios.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 

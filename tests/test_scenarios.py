@@ -182,3 +182,13 @@ def test_workflow_preflight_and_launcher_see_the_same_settings(names, tmp_path):
             s.hang_placement,
         )
         assert settings.workload == ours.workload
+
+
+def test_scenarios_keep_the_configs_order_whatever_merging_does():
+    cfg = resolve(
+        {"scenarios": {"kill_rank0": {"fault": "kill", "rank": 0}, "hang": {"fault": "hang"},
+                       "baseline": {"fault": "none"}, "kill": {"fault": "kill"}}},
+        env={},
+    )  # fmt: skip
+    ordered = scenarios.in_config_order(cfg, ["baseline", "kill", "hang"])
+    assert [s.name for s in ordered.scenarios] == ["baseline", "kill", "hang", "kill_rank0"]
