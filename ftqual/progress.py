@@ -7,7 +7,7 @@ start, cycle N started, resumed from K, iteration i/N (s/it), checkpoint K compl
 detected, finished. While a hang waits for its detection it says what it waits for and how long is left
 ("waiting for the 'step' timeout: 45 / 120 s"). The run job prints these lines on the console
 (scripts/rule_run_scenario.py); `ftqual status [WORK_DIR] [--follow]` shows the latest state of every
-scenario of a workflow.
+scenario of a workflow: plain lines, or on a terminal with --follow a table that rich redraws in place.
 """
 
 from __future__ import annotations
@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
+        if args.follow and sys.stdout.isatty():
+            return _follow_live(args.work_dir, max(args.interval, 1.0))
         while True:
             stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
             for name, line in scenario_states(args.work_dir):
@@ -274,3 +276,27 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(args.interval, 1.0))
     except KeyboardInterrupt:
         return 0
+
+
+def status_table(work_dir: Path):
+    """The scenarios' states as a rich Table (a terminal redraws it in place; logs get plain lines)."""
+    from rich.table import Table
+
+    table = Table(title=f"ftqual status — {work_dir} — {datetime.now(UTC):%H:%M:%SZ}", expand=True)
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("state")
+    for name, line in scenario_states(work_dir):
+        style = (
+            "green" if ": PASS" in line else "red" if (": FAIL" in line or ": INCONCLUSIVE" in line) else ""
+        )
+        table.add_row(name, line, style=style)
+    return table
+
+
+def _follow_live(work_dir: Path, interval: float) -> int:
+    from rich.live import Live
+
+    with Live(status_table(work_dir), auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            live.update(status_table(work_dir), refresh=True)

@@ -102,3 +102,20 @@ def test_status_in_each_state(tmp_path, capsys):
     assert main([str(tmp_path)]) == 0
     assert "kill: attempt bbbbbbbbbbbb-2: FAIL" in capsys.readouterr().out
     assert main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_the_terminal_table_holds_every_scenario(tmp_path):
+    from rich.console import Console
+
+    from ftqual.progress import status_table
+
+    slot(
+        tmp_path,
+        "baseline",
+        "aaaaaaaaaaaa-1",
+        {"run.json": {}, "verify.json": {"verdict": "pass", "run_id": "b-1"}},
+    )
+    console = Console(record=True, width=140)
+    console.print(status_table(tmp_path))
+    text = console.export_text()
+    assert "baseline" in text and "attempt aaaaaaaaaaaa-1: PASS (run b-1)" in text
