@@ -47,7 +47,8 @@ onerror:
 
 rule gate:
     """Publishes the current attempts' report as results/summary.{json,md}, junit.xml and plots/, and makes
-    the verdict the workflow's exit code. No output, so it runs after every workflow run."""
+    the verdict the workflow's exit code. No output, so it runs after every workflow run.
+    """
     default_target: True
     input:
         rules.summary.output,

@@ -13,7 +13,11 @@ from ftqual import attempts, scenarios
 try:
     CFG = scenarios.in_config_order(
         scenarios.resolve(config),
-        list(scenarios.read_config_file(Path(workflow.basedir) / "config" / "config.yaml")["scenarios"]),
+        list(
+            scenarios.read_config_file(
+                Path(workflow.basedir) / "config" / "config.yaml"
+            )["scenarios"]
+        ),
     )
 except scenarios.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
@@ -31,7 +35,9 @@ SLOTS = {
 PREFLIGHT = attempts.preflight_slot(WORKDIR, CFG.preflight_fingerprint())
 # The report of exactly these attempts has its own folder: when any attempt changes, the summary is a new
 # file, which Snakemake builds (it never rebuilds an existing output whose inputs merely went missing).
-REPORT_DIR = attempts.report_dir(PREFLIGHT.name, {n: s.name for n, s in SLOTS.items()}, BASELINE)
+REPORT_DIR = attempts.report_dir(
+    PREFLIGHT.name, {n: s.name for n, s in SLOTS.items()}, BASELINE
+)
 
 
 def _say_plan():
@@ -170,7 +176,9 @@ def gpu_resource(wildcards):
     """GPUs of a single-node run (the local scheduler's `gpu` budget, sbatch --gpus). Multi-node runs
     ask per node with `gres` instead: `gpu` would be a job total that Slurm may pack onto one node.
     """
-    return None if _multinode(wildcards) else SCENARIOS[wildcards.scenario].gpus_per_node
+    return (
+        None if _multinode(wildcards) else SCENARIOS[wildcards.scenario].gpus_per_node
+    )
 
 
 def gres_resource(wildcards):
@@ -226,7 +234,8 @@ def summary_is_current():
 
 def salvage_summary():
     """onerror: unless results/ already shows the current attempts (the gate failed on a verdict), rebuild
-    the summary there from what exists; a missing verdict is inconclusive with its cause."""
+    the summary there from what exists; a missing verdict is inconclusive with its cause.
+    """
     import subprocess
 
     if not workflow.is_main_process or summary_is_current():

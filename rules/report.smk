@@ -1,6 +1,7 @@
 rule summary:
     """The qualification report of the current attempts and the preflight, failures included. Written to
-    results/reports/<attempts>/; the gate copies it to results/summary.{json,md}, junit.xml and plots/."""
+    results/reports/<attempts>/; the gate copies it to results/summary.{json,md}, junit.xml and plots/.
+    """
     input:
         unpack(summary_input),
     output:
@@ -29,4 +30,3 @@ rule summary:
         attempts=expected_attempts(),
     script:
         "../scripts/rule_summary.py"
-

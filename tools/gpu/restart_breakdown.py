@@ -68,7 +68,12 @@ def launcher_events(path: Path, year: int, after: datetime, cycle: int) -> dict[
             key = e[2]
             if key == "failure_detected":
                 found.setdefault(key, ts)
-            elif key in ("worker_terminated", "rendezvous_started", "rendezvous_completed", "worker_start_completed"):
+            elif key in (
+                "worker_terminated",
+                "rendezvous_started",
+                "rendezvous_completed",
+                "worker_start_completed",
+            ):
                 found[key] = max(found.get(key, ts), ts)
     return found
 
@@ -118,7 +123,9 @@ def breakdown(run: Path, gpu_csv: Path | None, gpu_limit_mib: int = 0) -> dict:
         ("launcher: worker_start_completed (last node)", ev.get("worker_start_completed")),
     ]
     points += [(f"worker: {label} done", tm.get(mark)) for mark, label in MARKS]
-    points.append((f"first step logged (iteration {tm.get('_first_iteration_no', '?')})", tm.get("first_iteration")))
+    points.append(
+        (f"first step logged (iteration {tm.get('_first_iteration_no', '?')})", tm.get("first_iteration"))
+    )
     rows = []
     prev_label, prev = points[0]
     for label, ts in points[1:]:
