@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from ftqual.checks import derive
 from ftqual.evidence.clock import iso_z, seconds
+from ftqual.evidence.iterations import HAS_T, IterationTable, from_micros
 from ftqual.evidence.snapshot import RunSnapshot
-from ftqual.evidence.train_log import MODEL_BUILT, IterationLine, TrainLog
+from ftqual.evidence.train_log import MODEL_BUILT, TrainLog
 
 EVENT_KINDS = (
     "cycle_start",
@@ -58,12 +61,23 @@ def _save_summary(saves: list[dict[str, object]]) -> dict[str, object]:
     }
 
 
-def iterations_per_s(lines: tuple[IterationLine, ...] | list[IterationLine]) -> float | None:
-    timed = sorted((i for i in lines if i.t is not None), key=lambda i: i.iteration)
-    if len(timed) < 2:
+def iterations_per_s(table: IterationTable) -> float | None:
+    """Steps per second between the lowest and the highest timestamped iteration of one log."""
+    low: tuple[int, int] | None = None  # (iteration, t); a log never repeats an iteration
+    high: tuple[int, int] | None = None
+    for _, rows in table.chunks():
+        timed = rows[(rows["flags"] & HAS_T) != 0]
+        if not len(timed):
+            continue
+        a, b = timed[int(timed["iteration"].argmin())], timed[int(timed["iteration"].argmax())]
+        if low is None or int(a["iteration"]) < low[0]:
+            low = (int(a["iteration"]), int(a["t"]))
+        if high is None or int(b["iteration"]) > high[0]:
+            high = (int(b["iteration"]), int(b["t"]))
+    if low is None or high is None or low == high:
         return None
-    span = (timed[-1].t - timed[0].t).total_seconds()
-    steps = timed[-1].iteration - timed[0].iteration
+    span = (from_micros(high[1]) - from_micros(low[1])).total_seconds()
+    steps = high[0] - low[0]
     return round(steps / span, 3) if span > 0 and steps > 0 else None
 
 
@@ -143,7 +157,7 @@ def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
     metrics: dict[str, object] = {
         "wall_time_s": _wall(snap),
         "cycles": derive.cycle_count(snap)[0],
-        "iterations": max((i.iteration for i in log.iterations), default=None) if log else None,
+        "iterations": log.iterations.iteration_range()[1] if log and len(log.iterations) else None,
         "iterations_per_s": iterations_per_s(log.iterations) if log else None,
         "time_to_first_step_s": seconds(info.start if info else None, first.t if first else None),
     }
@@ -153,6 +167,73 @@ def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
 
 def compute_metrics(snap: RunSnapshot) -> dict[str, object]:
     return fault_metrics(snap) if snap.meta.fault != "none" else baseline_metrics(snap)
+
+
+# The timeline's iteration points are bounded: up to ALL_POINTS every line is a point (every recorded run);
+# beyond, every stride-th line of each log (about STRIDED_POINTS in all), plus every line within NEAR
+# iterations of an event (checkpoint saved or loaded, injection, restore, fault iteration) and the whole
+# replayed overlap when it is at most MAX_OVERLAP iterations long.
+ALL_POINTS = 20_000
+STRIDED_POINTS = 10_000
+NEAR = 3
+MAX_OVERLAP = 2_000
+
+
+def _event_iterations(snap: RunSnapshot) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """(sorted iterations the timeline keeps points near, the replayed overlap [K+1, fault] or None)."""
+    marks = {e.iteration for log in snap.train_logs for e in (*log.saves, *log.loads)}
+    restored, fault = derive.restore(snap), derive.fault_iteration(snap)
+    for item in (restored, fault):
+        if item is not None:
+            marks.add(item.iteration)
+    if snap.marker is not None and snap.marker.checkpoint_iteration is not None:
+        marks.add(snap.marker.checkpoint_iteration)
+    overlap = None
+    if restored is not None and fault is not None and 0 < fault.iteration - restored.iteration <= MAX_OVERLAP:
+        overlap = (restored.iteration + 1, fault.iteration)
+    bounded = [m for m in marks if -(1 << 62) < m < 1 << 62]
+    return np.array(sorted(bounded), dtype=np.int64), overlap
+
+
+def _kept(rows: np.ndarray, start: int, stride: int, marks: np.ndarray, overlap) -> np.ndarray:
+    its = rows["iteration"]
+    keep = (np.arange(start, start + len(rows)) % stride) == 0
+    if len(marks):
+        at = np.clip(np.searchsorted(marks, its), 1, len(marks)) - 1
+        above = np.minimum(at + 1, len(marks) - 1)
+        keep |= (np.abs(its - marks[at]) <= NEAR) | (np.abs(its - marks[above]) <= NEAR)
+    if overlap is not None:
+        keep |= (its >= overlap[0]) & (its <= overlap[1])
+    return keep
+
+
+def timeline_points(snap: RunSnapshot) -> list[dict[str, object]]:
+    """The timeline's iteration points, in log order (see ALL_POINTS); each log's first and last line kept."""
+    total = sum(len(log.iterations) for log in snap.train_logs)
+    marks, overlap = _event_iterations(snap) if total > ALL_POINTS else (np.array([], np.int64), None)
+    stride = 1 if total <= ALL_POINTS else -(-total // STRIDED_POINTS)
+    out: list[dict[str, object]] = []
+    for log in snap.train_logs:
+        table, last = log.iterations, len(log.iterations) - 1
+        for start, rows in table.chunks():
+            keep = _kept(rows, start, stride, marks, overlap) if stride > 1 else np.ones(len(rows), bool)
+            if start + len(rows) - 1 == last:
+                keep[-1] = True
+            for index in np.flatnonzero(keep):
+                out.append(_point(table.line(start + int(index), rows[index], text=False), table.rel))
+    return out
+
+
+def _point(item, path: str) -> dict[str, object]:
+    return {
+        "cycle": item.cycle,
+        "iteration": item.iteration,
+        "t": iso_z(item.t),
+        "loss": item.loss,
+        "consumed_samples": item.consumed_samples,
+        "line": item.ref.line,
+        "path": path,
+    }
 
 
 def _event(
@@ -171,19 +252,7 @@ def _event(
 
 
 def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
-    iterations = [
-        {
-            "cycle": i.cycle,
-            "iteration": i.iteration,
-            "t": iso_z(i.t),
-            "loss": i.loss,
-            "consumed_samples": i.consumed_samples,
-            "line": i.ref.line,
-            "path": i.ref.path,
-        }
-        for log in snap.train_logs
-        for i in log.iterations
-    ]
+    iterations = timeline_points(snap)
     events: list[dict[str, object]] = []
     for record in snap.cycles.records if snap.cycles else ():
         events.append(_event("cycle_start", record.start, record.cycle, ref=record.ref))
@@ -220,8 +289,8 @@ def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
             built = log.milestone(MODEL_BUILT)
             t = built.t if built and built.ref.line > load.ref.line else None
             events.append(_event("checkpoint_loaded", t, log.cycle, load.iteration, ref=load.ref))
-        if log.cycle > 0 and log.iterations:
-            first = min(log.iterations, key=lambda i: i.ref.line)
+        if log.cycle > 0 and len(log.iterations):
+            first = log.iterations.row(0)  # rows are in line order
             events.append(_event("first_step", first.t, log.cycle, first.iteration, ref=first.ref))
     if snap.meta.exit_code is not None:
         events.append(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
@@ -34,18 +32,18 @@ def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResul
         for item in [*snap.launcher.exits, *snap.launcher.timeouts, *snap.launcher.restarts][:3]:
             f.problem("the launcher reported a failure or restart", item.ref)
     log = snap.train_logs[-1]
-    bad = [i for i in log.iterations if i.loss is not None and (not math.isfinite(i.loss) or i.loss < 0)]
+    bad = derive.first_row([log.iterations], derive.bad_loss)
     if bad:
-        f.problem(f"iteration {bad[0].iteration} reports loss {bad[0].loss!r}", bad[0].ref)
+        f.problem(f"iteration {bad.iteration} reports loss {bad.loss!r}", bad.ref)
     total = derive.train_iters(snap)
     if total is None:
         f.unknown("train_iters unknown")
         return f.result()
-    final = [i for i in log.iterations if i.iteration == total]
+    final = derive.first_row([log.iterations], lambda rows: rows["iteration"] == total)
     if final:
-        f.fact(f"iteration {total}/{total} reached", final[0].ref)
+        f.fact(f"iteration {total}/{total} reached", final.ref)
     else:
-        last = max((i.iteration for i in log.iterations), default=None)
+        last = derive.max_iteration([log.iterations])
         f.missing_fact(f"final iteration {total} not reached (last seen: {last})", log.complete)
     _all_saves(snap, f, log, total, exp.save_interval)
     tracker_matches(snap, f, total)

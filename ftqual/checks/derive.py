@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+
+from ftqual.evidence.iterations import HAS_LOSS, HAS_T, micros
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.evidence.model import Ref
 from ftqual.evidence.snapshot import RunSnapshot
@@ -169,17 +172,6 @@ def _node_host(snap: RunSnapshot, rank: int | None) -> str | None:
     return hosts.get(rank // gpn)
 
 
-def after_restore(snap: RunSnapshot, k: int) -> dict[int, IterationLine]:
-    """The recovered trajectory: iterations past K in the replacement cycle and later (later cycles win)."""
-    out: dict[int, IterationLine] = {}
-    for log in snap.train_logs:
-        if log.cycle >= replacement_cycle(snap):
-            for item in log.iterations:
-                if item.iteration > k:
-                    out[item.iteration] = item
-    return dict(sorted(out.items()))
-
-
 def restore(snap: RunSnapshot) -> LoadEvent | None:
     log = snap.train_log(replacement_cycle(snap))
     done = log.loads_of("done") if log else ()
@@ -187,20 +179,35 @@ def restore(snap: RunSnapshot) -> LoadEvent | None:
 
 
 def first_step_after(log: TrainLog | None, line: int = 0) -> IterationLine | None:
+    """The first iteration line of `log` after line `line` (rows are in line order)."""
     if log is None:
         return None
-    later = [item for item in log.iterations if item.ref.line > line]
-    return min(later, key=lambda item: item.ref.line) if later else None
+    for start, rows in log.iterations.chunks():
+        at = int(np.searchsorted(rows["line"], line, side="right"))
+        if at < len(rows):
+            return log.iterations.row(start + at)
+    return None
+
+
+def before_mask(rows: np.ndarray, start: datetime | None) -> np.ndarray:
+    """Rows committed before the injection at `start`: without a timestamp, or at or before it."""
+    if start is None:
+        return np.ones(len(rows), dtype=bool)
+    return ((rows["flags"] & HAS_T) == 0) | (rows["t"] <= micros(start))
 
 
 def fault_iteration(snap: RunSnapshot) -> IterationLine | None:
     """The last iteration committed in the fault cycle before the injection."""
     log = snap.train_log(fault_cycle(snap))
-    if log is None or not log.iterations:
+    if log is None:
         return None
-    start = injected_at(snap)
-    before = [i for i in log.iterations if start is None or i.t is None or i.t <= start]
-    return max(before, key=lambda i: i.iteration) if before else None
+    best: tuple[int, int] | None = None  # (iteration, row); a log never repeats an iteration
+    for start, rows in log.iterations.chunks():
+        its = rows["iteration"][before_mask(rows, injected_at(snap))]
+        if len(its) and (best is None or int(its.max()) > best[0]):
+            index = int(np.flatnonzero(before_mask(rows, injected_at(snap)))[int(its.argmax())])
+            best = (int(its.max()), start + index)
+    return log.iterations.row(best[1]) if best else None
 
 
 def saves_done(
@@ -227,7 +234,9 @@ def save_start(log: TrainLog, done: SaveEvent) -> SaveEvent | None:
 def train_iters(snap: RunSnapshot) -> int | None:
     if snap.meta.train_iters is not None:
         return snap.meta.train_iters
-    totals = {item.train_iters for item in snap.iterations}
+    totals = [
+        int(rows["train_iters"].max()) for log in snap.train_logs for _, rows in log.iterations.chunks()
+    ]
     return max(totals) if totals else None
 
 
@@ -250,3 +259,29 @@ def cycle_count(snap: RunSnapshot) -> tuple[int | None, str]:
     if snap.train_logs:
         return len(snap.train_logs), "train logs"
     return None, ""
+
+
+def first_row(tables, mask) -> IterationLine | None:
+    """The first row, in the order of `tables` and of their rows, for which mask(rows) holds."""
+    for table in tables:
+        for start, rows in table.chunks():
+            hits = np.flatnonzero(mask(rows))
+            if len(hits):
+                return table.row(start + int(hits[0]))
+    return None
+
+
+def count_rows(tables, mask) -> int:
+    return sum(int(np.count_nonzero(mask(rows))) for table in tables for _, rows in table.chunks())
+
+
+def max_iteration(tables) -> int | None:
+    ranges = [r for table in tables if (r := table.iteration_range()) is not None]
+    return max(high for _, high in ranges) if ranges else None
+
+
+def bad_loss(rows: np.ndarray) -> np.ndarray:
+    """Rows reporting a loss that is not finite or is negative."""
+    loss = rows["loss"]
+    with np.errstate(invalid="ignore"):
+        return ((rows["flags"] & HAS_LOSS) != 0) & (~np.isfinite(loss) | (loss < 0))

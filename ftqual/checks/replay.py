@@ -13,6 +13,9 @@ Every iteration after the restored checkpoint K, to the end of the run, is judge
   a lasting divergence cannot be ruled out: inconclusive.
 - An iteration no reference covers is only checked to be finite and not to exceed LOSS_JUMP_FACTOR times
   the largest loss the first attempt reported.
+
+The iterations are judged in windows (checks/series.py), every one of them, in memory that does not grow with
+the run: the report keeps counts, spans and the first differences (ftqual/evidence/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -20,9 +23,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.series import Mask, Series, Spans, Window, relative
+from ftqual.evidence.iterations import HAS_LOSS
 from ftqual.evidence.snapshot import RunSnapshot
 from ftqual.evidence.train_log import IterationLine
 
@@ -30,6 +37,7 @@ REPLAY = "replay_consistency"
 TRANSIENT_ITERATIONS = 2  # K+1 and K+2 may report another loss after a restore (seen at K+2 on H200)
 LOSS_JUMP_FACTOR = 2.0
 MAX_LISTED = 5
+MAX_OVERLAP_LISTED = 10_000  # replayed_iterations beyond: only counted (replayed_iterations_total)
 
 
 @dataclass(frozen=True)
@@ -41,12 +49,6 @@ class Pair:
     source: str = "first attempt"
 
 
-@dataclass(frozen=True)
-class Reference:
-    name: str
-    lines: dict[int, IterationLine]
-
-
 def relative_difference(a: float | None, b: float | None) -> float:
     """|a - b| / max(|a|, |b|); infinite when either is unknown or not finite (NaN never equals NaN)."""
     if a is None or b is None or not math.isfinite(a) or not math.isfinite(b):
@@ -56,18 +58,9 @@ def relative_difference(a: float | None, b: float | None) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
-def pairs(first: dict[int, IterationLine], second: dict[int, IterationLine], source: str = "") -> list[Pair]:
-    """Iterations both report a loss for, compared (an iteration line without a loss covers nothing)."""
-    common = sorted(k for k in first.keys() & second.keys() if first[k].loss is not None)
-    return [
-        Pair(k, first[k], second[k], relative_difference(first[k].loss, second[k].loss), source)
-        for k in common
-        if second[k].loss is not None
-    ]
-
-
 def classify(compared: list[Pair], tolerance: float, k: int) -> tuple[str, list[Pair]]:
-    """("identical" | "transient" | "uncovered_after" | "divergent", differing pairs) of one restore at K."""
+    """The definition `_Tally.kind` computes from its summaries (the unit tests pin it down).
+    ("identical" | "transient" | "uncovered_after" | "divergent", differing pairs) of one restore at K."""
     differing = sorted((p for p in compared if p.rel > tolerance), key=lambda p: (p.iteration, p.source))
     if not differing:
         return "identical", differing
@@ -120,178 +113,352 @@ def replay_consistency(
     fault_log = snap.train_log(derive.fault_cycle(snap))
     if fault_log is None:
         return inconclusive(cid, f"no logs/train_cycle{derive.fault_cycle(snap)}.log (the fault cycle)")
-    recovered = derive.after_restore(snap, k)
     f = Findings(cid)
     tol = exp.replay_tolerance
     f.values.update(tolerance=tol, restored_iteration=k, transient_window=[k + 1, k + TRANSIENT_ITERATIONS])
     complete = all(log.complete for log in snap.train_logs if log.cycle >= derive.replacement_cycle(snap))
-    if not recovered:
+    repl = derive.replacement_cycle(snap)
+    recovered = Series(tuple(log.iterations for log in snap.train_logs if log.cycle >= repl), _above(k))
+    if derive.first_row(recovered.tables, _above(k)) is None:
         f.missing_fact(f"no iteration after the restored iteration {k}", complete)
         return f.result()
-    first = _first_attempt(snap, fault_log, k)
-    references = [Reference("first attempt", first)]
-    f.values["replayed_iterations"] = sorted(first.keys() & recovered.keys())
-    if baseline is not None:
-        comparable = _baseline(snap, baseline, exp, f)
-        if comparable:
-            references.append(Reference(f"baseline {baseline.meta.run_id}", _first_lines(baseline)))
     start = derive.injected_at(snap)
-    attempt = [i for i in fault_log.iterations if start is None or i.t is None or i.t <= start]
-    _finite(f, recovered, attempt, references)
-    compared = [p for ref in references for p in pairs(ref.lines, recovered, ref.name)]
-    _judge(f, compared, recovered, tol, k)
+    first = Series((fault_log.iterations,), lambda rows: _above(k)(rows) & derive.before_mask(rows, start))
+    references = [("first attempt", first)]
+    if baseline is not None and _baseline(snap, baseline, exp, f):
+        references.append((f"baseline {baseline.meta.run_id}", _first_lines(baseline)))
+    tally = _Tally(k, tol, references, _ceiling(fault_log, start))
+    for window in recovered.windows(k + 1):
+        tally.add(window, [ref.window(window.its) for _, ref in references])
+    f.values["replayed_iterations"] = tally.overlap
+    _finite(f, tally, recovered)
+    _judge(f, tally, recovered, tol, k)
     return f.result()
 
 
-def _first_attempt(snap: RunSnapshot, fault_log, k: int) -> dict[int, IterationLine]:
-    start = derive.injected_at(snap)
-    return {
-        i.iteration: i
-        for i in fault_log.iterations
-        if i.iteration > k and (start is None or i.t is None or i.t <= start)
-    }
+def _above(k: int) -> Mask:
+    return lambda rows: rows["iteration"] > k
 
 
-def _first_lines(run: RunSnapshot) -> dict[int, IterationLine]:
-    out: dict[int, IterationLine] = {}
-    for log in run.train_logs:
-        for item in log.iterations:
-            out.setdefault(item.iteration, item)
-    return out
+def _first_lines(run: RunSnapshot) -> Series:
+    """Each iteration's first line over the run's logs (a baseline's reference losses)."""
+    return Series(tuple(log.iterations for log in run.train_logs), first_wins=True)
 
 
-def _finite(
-    f: Findings, recovered: dict[int, IterationLine], attempt: list[IterationLine], refs: list[Reference]
-) -> None:
+def _ceiling(fault_log, start) -> float | None:
+    """The largest finite loss the first attempt reported before the injection, or None."""
+    best: float | None = None
+    for _, rows in fault_log.iterations.chunks():
+        loss = rows["loss"][derive.before_mask(rows, start) & ((rows["flags"] & HAS_LOSS) != 0)]
+        loss = loss[np.isfinite(loss)]
+        if len(loss) and (best is None or float(loss.max()) > best):
+            best = float(loss.max())
+    return best
+
+
+@dataclass
+class _Diff:
+    iteration: int
+    source: str
+    loss: float
+    reference: float
+    rel: float
+    locs: tuple[int, int]  # (reference's line, recovered line)
+    ref_index: int
+
+
+class _Tally:
+    """Bounded summaries of every recovered iteration, fed window by window in increasing order."""
+
+    def __init__(self, k: int, tol: float, refs: list[tuple[str, Series]], before: float | None) -> None:
+        self.k, self.tol, self.refs, self.before = k, tol, refs, before
+        self.recovered = self.unreported_count = self.bad_count = self.covered_count = 0
+        self.unreported, self.covered, self.uncovered, self.iters = Spans(), Spans(), Spans(), Spans()
+        self.bad: list[tuple[int, float, int]] = []  # first MAX_LISTED: (iteration, loss, loc)
+        self.overlap: list[int] = []
+        self.overlap_count = 0
+        self.jump: tuple[int, float, int] | None = None
+        self.sources: set[str] = set()
+        self.worst: list[tuple[float, int, int, int] | None] = [None] * len(refs)  # rel, it, ref loc, loc
+        self.covered_last: int | None = None
+        # covered iterations after each iteration a transient difference may end at (K+1 .. K+TRANSIENT)
+        self.covered_after = {k + n: Spans() for n in range(1, TRANSIENT_ITERATIONS + 1)}
+        self.diff_count = 0  # distinct iterations
+        self.diff_last: int | None = None
+        self.differing: list[_Diff] = []  # the first 50 in (iteration, source) order
+        self.diff_final: _Diff | None = None
+
+    def add(self, rec: Window, refs: list[Window]) -> None:
+        at = rec.its
+        self.recovered += int(rec.has.sum())
+        silent = rec.has & ~rec.reported
+        self.unreported_count += int(silent.sum())
+        self.unreported.feed(at[silent])
+        with np.errstate(invalid="ignore"):
+            bad = rec.has & rec.reported & (~np.isfinite(rec.loss) | (rec.loss < 0))
+        self.bad_count += int(bad.sum())
+        for i in np.flatnonzero(bad)[: MAX_LISTED - len(self.bad)] if len(self.bad) < MAX_LISTED else ():
+            self.bad.append((int(at[i]), float(rec.loss[i]), int(rec.loc[i])))
+        both = rec.has & refs[0].has
+        self.overlap_count += int(both.sum())
+        room = MAX_OVERLAP_LISTED - len(self.overlap)
+        self.overlap.extend(at[both][: max(room, 0)].tolist())
+        self._jumps(rec, refs)
+        self._compare(rec, refs)
+
+    def _jumps(self, rec: Window, refs: list[Window]) -> None:
+        if self.before is None or self.jump is not None:
+            return
+        covered = np.zeros_like(rec.has)
+        for ref in refs:
+            covered |= ref.has
+        with np.errstate(invalid="ignore"):
+            up = (
+                rec.has
+                & ~covered
+                & rec.reported
+                & np.isfinite(rec.loss)
+                & (rec.loss > LOSS_JUMP_FACTOR * self.before)
+            )
+        hits = np.flatnonzero(up)
+        if len(hits):
+            i = int(hits[0])
+            self.jump = (int(rec.its[i]), float(rec.loss[i]), int(rec.loc[i]))
+
+    def _compare(self, rec: Window, refs: list[Window]) -> None:
+        at, union = rec.its, np.zeros_like(rec.has)
+        found: list[tuple[np.ndarray, ...]] = []
+        for number, ((name, _), ref) in enumerate(zip(self.refs, refs, strict=True)):
+            pair = ref.has & ref.reported & rec.has & rec.reported
+            idx = np.flatnonzero(pair)
+            if not len(idx):
+                continue
+            self.sources.add(name)
+            union |= pair
+            rel = relative(ref.loss[idx], rec.loss[idx])
+            top = int(rel.argmax())
+            best = self.worst[number]
+            if best is None or rel[top] > best[0]:
+                self.worst[number] = (
+                    float(rel[top]),
+                    int(at[idx[top]]),
+                    int(ref.loc[idx[top]]),
+                    int(rec.loc[idx[top]]),
+                )
+            over = rel > self.tol
+            found.append(
+                (
+                    idx[over],
+                    rel[over],
+                    np.full(int(over.sum()), number),
+                    ref.loss[idx[over]],
+                    ref.loc[idx[over]],
+                )
+            )
+        covered = np.flatnonzero(union)
+        self.covered_count += len(covered)
+        self.covered.feed(at[covered])
+        for after, spans in self.covered_after.items():
+            spans.feed(at[covered][at[covered] > after])
+        self.uncovered.feed(at[rec.has & ~union])
+        if len(covered):
+            self.covered_last = int(at[covered[-1]])
+        self._differing(rec, found)
+
+    def _differing(self, rec: Window, found: list[tuple[np.ndarray, ...]]) -> None:
+        if not found:
+            return
+        idx, rel, number, ref_loss, ref_loc = (np.concatenate(parts) for parts in zip(*found, strict=True))
+        if not len(idx):
+            return
+        names = [name for name, _ in self.refs]
+        rank = np.array([sorted(names).index(names[int(n)]) for n in number], dtype=np.int64)
+        order = np.lexsort((rank, idx))
+        distinct = np.unique(idx)
+        self.diff_count += len(distinct)
+        self.iters.feed(rec.its[distinct])
+        self.diff_last = int(rec.its[distinct[-1]])
+        names_at = [names[int(n)] for n in number]
+
+        def diff(j: int) -> _Diff:
+            i = int(idx[j])
+            locs = (int(ref_loc[j]), int(rec.loc[i]))
+            n = int(number[j])
+            return _Diff(
+                int(rec.its[i]), names_at[j], float(rec.loss[i]), float(ref_loss[j]), float(rel[j]), locs, n
+            )
+
+        self.differing.extend(diff(int(j)) for j in order[: max(50 - len(self.differing), 0)])
+        self.diff_final = diff(int(order[-1]))
+
+    def pair(self, item: _Diff, recovered: Series) -> Pair:
+        return Pair(
+            item.iteration,
+            self.refs[item.ref_index][1].line(item.locs[0]),
+            recovered.line(item.locs[1]),
+            item.rel,
+            item.source,
+        )
+
+    def kind(self) -> str:
+        """classify() on the tallies."""
+        if self.diff_last is None:
+            return "identical"
+        if self.diff_last > self.k + TRANSIENT_ITERATIONS:
+            return "divergent"
+        if self.covered_last is None or self.covered_last <= self.diff_last:
+            return "uncovered_after"
+        return "transient"
+
+
+def _finite(f: Findings, tally: _Tally, recovered: Series) -> None:
     """Every reported loss after the restore is finite and >= 0; an uncovered one is no jump above what
     the first attempt reported (all its iterations before the injection)."""
-    bad = [i for i in recovered.values() if i.loss is not None and (not math.isfinite(i.loss) or i.loss < 0)]
-    if bad:
-        shown = ", ".join(f"{i.iteration}: {i.loss!r}" for i in bad[:MAX_LISTED])
-        f.problem(f"{len(bad)} loss(es) after the restore are not finite or negative ({shown})", bad[0].ref)
-    unreported = [i.iteration for i in recovered.values() if i.loss is None]
-    if len(unreported) == len(recovered):
-        f.unknown("no iteration line after the restore reports an lm loss")
-    elif unreported:
-        f.note(f"iteration(s) {_spans(unreported)} after the restore report no loss")
-    before = [i.loss for i in attempt if i.loss is not None and math.isfinite(i.loss)]
-    covered = {n for ref in refs for n in ref.lines}
-    if not before:
-        return
-    ceiling = LOSS_JUMP_FACTOR * max(before)
-    jumps = [
-        i
-        for i in recovered.values()
-        if i.iteration not in covered and i.loss is not None and math.isfinite(i.loss) and i.loss > ceiling
-    ]
-    if jumps:
+    if tally.bad_count:
+        shown = ", ".join(f"{it}: {loss!r}" for it, loss, _ in tally.bad)
         f.problem(
-            f"loss jumps after the restore: iteration {jumps[0].iteration} reports {jumps[0].loss!r}, over "
-            f"{LOSS_JUMP_FACTOR:g} x the largest loss of the first attempt ({max(before)!r})",
-            jumps[0].ref,
+            f"{tally.bad_count} loss(es) after the restore are not finite or negative ({shown})",
+            recovered.line(tally.bad[0][2]).ref,
+        )
+    if tally.unreported_count == tally.recovered:
+        f.unknown("no iteration line after the restore reports an lm loss")
+    elif tally.unreported_count:
+        f.note(f"iteration(s) {tally.unreported.text()} after the restore report no loss")
+    if tally.before is not None and tally.jump is not None:
+        iteration, loss, loc = tally.jump
+        f.problem(
+            f"loss jumps after the restore: iteration {iteration} reports {loss!r}, over "
+            f"{LOSS_JUMP_FACTOR:g} x the largest loss of the first attempt ({tally.before!r})",
+            recovered.line(loc).ref,
         )
 
 
-def _judge(
-    f: Findings, compared: list[Pair], recovered: dict[int, IterationLine], tol: float, k: int
-) -> None:
-    covered = sorted({p.iteration for p in compared})
-    uncovered = sorted(recovered.keys() - set(covered))
+def _worst(tally: _Tally, recovered: Series) -> Pair:
+    """The largest difference, the first in (reference, iteration) order."""
+    best: tuple[int, tuple[float, int, int, int]] | None = None
+    for number, item in enumerate(tally.worst):
+        if item is not None and (best is None or item[0] > best[1][0]):
+            best = (number, item)
+    number, (rel, iteration, ref_loc, loc) = best  # type: ignore[misc]
+    name, series = tally.refs[number]
+    return Pair(iteration, series.line(ref_loc), recovered.line(loc), rel, name)
+
+
+def _judge(f: Findings, tally: _Tally, recovered: Series, tol: float, k: int) -> None:
+    covered_text = tally.covered.text()
     f.values.update(
-        compared_iterations=len(covered),
-        covered=_spans(covered),
-        uncovered=_spans(uncovered),
-        sources=sorted({p.source for p in compared}),
+        compared_iterations=tally.covered_count,
+        covered=covered_text,
+        uncovered=tally.uncovered.text(),
+        sources=sorted(tally.sources),
     )
-    if not compared:
+    if not tally.covered_count:
         f.values["classification"] = "uncovered"
         f.note(
             f"no reference covers the iterations after the restore at {k} (no overlap with the first "
             "attempt, no comparable baseline): their losses were only checked to be finite"
         )
         if not f.problems and not f.unknowns:
-            f.fact(f"{len(recovered)} iterations after the restore at {k}, all losses finite; none covered")
+            f.fact(f"{tally.recovered} iterations after the restore at {k}, all losses finite; none covered")
         return
-    worst = max(compared, key=lambda p: p.rel)
+    worst = _worst(tally, recovered)
     f.values.update(
         max_rel_dev=worst.rel if math.isfinite(worst.rel) else None, max_dev_iteration=worst.iteration
     )
-    kind, differing = classify(compared, tol, k)
+    kind = tally.kind()
     f.values["classification"] = kind
+    differing = tally.differing
     f.values["differences"] = [
         {
             "iteration": p.iteration,
-            "loss": p.second.loss,
-            "reference": p.first.loss,
+            "loss": p.loss,
+            "reference": p.reference,
             "source": p.source,
             "rel": p.rel if math.isfinite(p.rel) else None,
         }
-        for p in differing[:50]
+        for p in differing
     ]
-    iters = sorted({p.iteration for p in differing})
-    span = f"{len(covered)} covered iteration(s) after the restore at {k} ({_spans(covered)})"
-    refs = " and ".join(sorted({p.source for p in compared}))
+    if tally.overlap_count > len(tally.overlap):
+        f.values["replayed_iterations_total"] = tally.overlap_count
+    span = f"{tally.covered_count} covered iteration(s) after the restore at {k} ({covered_text})"
+    refs = " and ".join(sorted(tally.sources))
     if kind == "identical":
         f.fact(
             f"{span} agree with the {refs} within relative {tol:g}; largest difference {worst.rel:.2e} at "
             f"iteration {worst.iteration}",
             worst.second.ref,
         )
-    elif kind == "transient":
+        return
+    first, last = tally.pair(differing[0], recovered), tally.pair(tally.diff_final, recovered)
+    iters_text = tally.iters.text()
+    if kind == "transient":
+        iters = sorted({p.iteration for p in differing})
         f.values["transient_iterations"] = iters
-        later = [n for n in covered if n > iters[-1]]
+        later = tally.covered_after[iters[-1]].text()
         f.fact(
-            f"{span} compared with the {refs} at relative {tol:g}: iteration(s) {_spans(iters)} differ, "
+            f"{span} compared with the {refs} at relative {tol:g}: iteration(s) {iters_text} differ, "
             f"within the first {TRANSIENT_ITERATIONS} after the restore, and every later covered iteration "
-            f"({_spans(later)}) agrees",
-            differing[0].first.ref,
-            differing[0].second.ref,
+            f"({later}) agrees",
+            first.first.ref,
+            first.second.ref,
         )
+        shown = [tally.pair(p, recovered) for p in differing[:3]]
         f.note(
-            f"difference confined to iteration(s) {_spans(iters)} after the restore at {k}: "
-            + "; ".join(_fmt(p) for p in differing[:3])
+            f"difference confined to iteration(s) {iters_text} after the restore at {k}: "
+            + "; ".join(_fmt(p) for p in shown)
         )
     elif kind == "uncovered_after":
         f.unknown(
-            f"iteration(s) {_spans(iters)} after the restore at {k} differ ({_fmt(differing[-1])}) and no "
+            f"iteration(s) {iters_text} after the restore at {k} differ ({_fmt(last)}) and no "
             "reference covers a later iteration: a lasting divergence is not ruled out (give --baseline)",
-            differing[-1].first.ref,
-            differing[-1].second.ref,
+            last.first.ref,
+            last.second.ref,
         )
     else:
-        lasting = iters[-1] == covered[-1]
+        lasting = tally.diff_last == tally.covered_last
         what = "diverge from iteration" if lasting else "differ at iteration(s)"
-        where = f"{iters[0]} to the last covered iteration {covered[-1]}" if lasting else _spans(iters)
+        where = (
+            f"{differing[0].iteration} to the last covered iteration {tally.covered_last}"
+            if lasting
+            else iters_text
+        )
         f.problem(
-            f"losses after the restore at {k} {what} {where} ({len(iters)}/{len(covered)} covered iterations "
-            f"differ beyond relative {tol:g}, not confined to the first {TRANSIENT_ITERATIONS}); "
-            f"largest {_fmt(worst)}",
-            differing[0].first.ref,
-            differing[0].second.ref,
-            differing[-1].second.ref,
+            f"losses after the restore at {k} {what} {where} ({tally.diff_count}/{tally.covered_count} "
+            f"covered iterations differ beyond relative {tol:g}, not confined to the first "
+            f"{TRANSIENT_ITERATIONS}); largest {_fmt(worst)}",
+            first.first.ref,
+            first.second.ref,
+            last.second.ref,
         )
 
 
 def _baseline(snap: RunSnapshot, baseline: RunSnapshot, exp: Expectations, f: Findings) -> bool:
     """Record the whole-trajectory comparison with the baseline; True when it may serve as a reference."""
-    trajectory: dict[int, IterationLine] = {}
-    for log in snap.train_logs:  # later cycles overwrite replayed iterations
-        for item in log.iterations:
-            trajectory[item.iteration] = item
-    compared = pairs(_first_lines(baseline), trajectory, f"baseline {baseline.meta.run_id}")
+    trajectory = Series(tuple(log.iterations for log in snap.train_logs))  # later cycles' lines win
+    reference = _first_lines(baseline)
+    count, top = 0, None  # top: (rel, iteration), the first largest
+    for window in trajectory.windows(0):
+        ref = reference.window(window.its)
+        idx = np.flatnonzero(ref.has & ref.reported & window.has & window.reported)
+        if not len(idx):
+            continue
+        count += len(idx)
+        rel = relative(ref.loss[idx], window.loss[idx])
+        at = int(rel.argmax())
+        if top is None or rel[at] > top[0]:
+            top = (float(rel[at]), int(window.its[idx[at]]))
     why = _not_comparable(snap, baseline)
     f.values.update(baseline_run_id=baseline.meta.run_id, baseline_used=not why)
     if why:
         f.note(f"baseline {baseline.meta.run_id} not used as a reference: {why}")
-    if not compared:
+    if top is None:
         f.note("baseline: no common iterations to compare")
         return not why
-    worst = max(compared, key=lambda p: p.rel)
-    within = worst.rel <= exp.baseline_tolerance
+    within = top[0] <= exp.baseline_tolerance
     f.values.update(
-        baseline_compared=len(compared),
-        baseline_max_rel_dev=worst.rel if math.isfinite(worst.rel) else None,
-        baseline_max_dev_iteration=worst.iteration,
+        baseline_compared=count,
+        baseline_max_rel_dev=top[0] if math.isfinite(top[0]) else None,
+        baseline_max_dev_iteration=top[1],
         baseline_within_tolerance=within,
     )
     return not why

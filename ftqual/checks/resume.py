@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
 from ftqual.evidence.snapshot import RunSnapshot
 
 RESUMED = "resumed_from_checkpoint"
@@ -137,11 +140,13 @@ def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     base = restored.iteration if restored else (snap.marker.checkpoint_iteration if snap.marker else None)
     if base is None:
         return inconclusive(cid, "restored iteration unknown (no load line, no marker)")
-    steps = [i for log in later_logs for i in log.iterations if i.iteration > base]
-    if not steps:
+    tables = [log.iterations for log in later_logs]
+    first = derive.first_row(tables, lambda rows: rows["iteration"] > base)
+    if first is None:
         f.missing_fact(f"no iteration committed after the restored iteration {base}", complete)
     else:
-        f.fact(f"{len(steps)} iterations committed after iteration {base}", steps[0].ref)
+        steps = derive.count_rows(tables, lambda rows: rows["iteration"] > base)
+        f.fact(f"{steps} iterations committed after iteration {base}", first.ref)
     _forward(snap, f, later_logs, base)
     later_saves = [e for log in later_logs for e in log.saves_of("done") if e.iteration > base]
     if not later_saves:
@@ -173,34 +178,66 @@ def _forward(snap: RunSnapshot, f: Findings, logs, base: int) -> None:
     known and constant)."""
     _none_missing(f, logs, base)
     for log in logs:
-        lines = sorted(log.iterations, key=lambda i: i.ref.line)
-        back = [i for i in lines if i.iteration <= base]
+        table = log.iterations
+        back = derive.first_row([table], lambda rows: rows["iteration"] <= base)
         if back:
             f.problem(
-                f"{log.path}: iteration {back[0].iteration} after the restore at {base}: training went back",
-                back[0].ref,
+                f"{log.path}: iteration {back.iteration} after the restore at {base}: training went back",
+                back.ref,
             )
-        for prev, cur in zip(lines, lines[1:], strict=False):
-            if cur.iteration <= prev.iteration:
-                f.problem(
-                    f"{log.path}: iteration {cur.iteration} follows iteration {prev.iteration} "
-                    "(iterations out of order or repeated)",
-                    prev.ref,
-                    cur.ref,
-                )
-                break
+        if (turn := _first_turn(table)) is not None:
+            prev, cur = table.row(turn - 1), table.row(turn)
+            f.problem(
+                f"{log.path}: iteration {cur.iteration} follows iteration {prev.iteration} "
+                "(iterations out of order or repeated)",
+                prev.ref,
+                cur.ref,
+            )
         gbs = derive.global_batch_size(snap)
-        sizes = {i.global_batch_size for i in lines if i.global_batch_size is not None}
+        sizes = _sizes(table)
         if gbs is None or len(sizes) > 1 or (sizes and sizes != {gbs}):
             continue  # batch-size ramp-up or unknown: consumed samples are not a product
-        wrong = [i for i in lines if i.consumed_samples != i.iteration * gbs]
-        if wrong:
-            item = wrong[0]
+        item = derive.first_row([table], lambda rows, g=gbs: _not_product(rows, g))
+        if item:
             f.problem(
                 f"iteration {item.iteration} reports {item.consumed_samples} consumed samples, expected "
                 f"{item.iteration * gbs} = {item.iteration} x {gbs}",
                 item.ref,
             )
+
+
+def _first_turn(table) -> int | None:
+    """Index of the first row whose iteration is not above the previous row's (rows are in line order)."""
+    prev = None
+    for start, rows in table.chunks():
+        its = rows["iteration"]
+        if prev is not None and len(its) and its[0] <= prev:
+            return start
+        hits = np.flatnonzero(its[1:] <= its[:-1])
+        if len(hits):
+            return start + int(hits[0]) + 1
+        prev = its[-1] if len(its) else prev
+    return None
+
+
+def _sizes(table) -> set[int]:
+    """The global batch sizes the rows report (at most two: more only says 'more than one')."""
+    out: set[int] = set()
+    for _, rows in table.chunks():
+        out.update(int(v) for v in np.unique(rows["gbs"][(rows["flags"] & HAS_GBS) != 0])[:2])
+        if len(out) > 1:
+            break
+    return out
+
+
+def _not_product(rows: np.ndarray, gbs: int) -> np.ndarray:
+    """consumed samples != iteration x gbs, exactly (a product beyond int64 is never a logged count)."""
+    its = rows["iteration"]
+    limit = INT64_MAX // gbs if gbs > 0 else INT64_MAX
+    over = its > limit
+    with np.errstate(over="ignore"):
+        product = np.where(over, 0, its) * np.int64(gbs)
+    return over | (rows["consumed"] != product)
 
 
 def _none_missing(f: Findings, logs, base: int) -> None:
@@ -209,17 +246,24 @@ def _none_missing(f: Findings, logs, base: int) -> None:
         arg = log.args.get("log_interval")
         if arg is not None and arg.value.isascii() and arg.value.isdigit() and int(arg.value) > 0:
             interval = int(arg.value)
-    seen = {i.iteration for log in logs for i in log.iterations if i.iteration > base}
-    if interval is None or not seen:
+    tables = [log.iterations for log in logs]
+    if interval is None or not derive.count_rows(tables, lambda rows: rows["iteration"] > base):
         return
-    wanted = range(base + interval - base % interval, max(seen) + 1, interval)
+    top = max(int(rows["iteration"].max()) for table in tables for _, rows in table.chunks())
+    wanted = range(base + interval - base % interval, top + 1, interval)
     if len(wanted) > 10_000_000:
         return
-    lacking = [n for n in wanted if n not in seen]
-    if lacking:
+    seen = np.zeros(len(wanted), dtype=bool)  # one byte per wanted iteration, at most 10 MB
+    for table in tables:
+        for _, rows in table.chunks():
+            its = rows["iteration"]
+            its = its[(its >= wanted.start) & (its < wanted.stop) & ((its - wanted.start) % interval == 0)]
+            seen[(its - wanted.start) // interval] = True
+    lacking = np.flatnonzero(~seen)
+    if len(lacking):
         f.missing_fact(
             f"{len(lacking)} iteration(s) after the restore never logged at log interval {interval} "
-            f"(first: {lacking[0]})",
+            f"(first: {wanted[int(lacking[0])]})",
             logs[-1].complete,
         )
 
@@ -228,11 +272,12 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
     if total is None:
         f.unknown("train_iters unknown (neither run.json nor iteration lines say)")
         return
-    final = [i for log in logs for i in log.iterations if i.iteration == total]
+    tables = [log.iterations for log in logs]
+    final = derive.first_row(tables, lambda rows: rows["iteration"] == total)
     if final:
-        f.fact(f"final iteration {total} reached", final[0].ref)
+        f.fact(f"final iteration {total} reached", final.ref)
     else:
-        reached = max((i.iteration for log in logs for i in log.iterations), default=None)
+        reached = derive.max_iteration(tables)
         f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
     tracker_matches(snap, f, total)
 

@@ -8,7 +8,7 @@ is known about what was expected.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,8 +60,9 @@ class RunSnapshot:
         return tuple(item for log in self.train_logs for item in log.injections)
 
     @property
-    def iterations(self) -> tuple[IterationLine, ...]:
-        return tuple(item for log in self.train_logs for item in log.iterations)
+    def iterations(self) -> Iterator[IterationLine]:
+        """Every iteration line of every log, materialized one by one (small runs and tests only)."""
+        return (item for log in self.train_logs for item in log.iterations)
 
 
 def _read_train_logs(run_dir: Path, clock: Clock) -> tuple[tuple[TrainLog, ...], SourceStatus]:

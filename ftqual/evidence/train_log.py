@@ -11,16 +11,32 @@ line of each `"<rank>: "` prefix). One streaming pass; a last line without newli
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import json
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 
+import numpy as np
+
 from ftqual.evidence.clock import Clock
+from ftqual.evidence.iterations import (
+    DTYPE,
+    HAS_ELAPSED,
+    HAS_GBS,
+    HAS_LOSS,
+    HAS_T,
+    INT64_MAX,
+    IterationTable,
+    empty_table,
+    micros,
+)
+from ftqual.evidence.iterations import IterationLine as IterationLine  # re-exported: the checks name it here
 from ftqual.evidence.model import Ref, ref
 from ftqual.evidence.safeio import MAX_LINE_BYTES, open_regular
 
@@ -130,19 +146,6 @@ class LoadEvent:
 
 
 @dataclass(frozen=True)
-class IterationLine:
-    cycle: int
-    iteration: int
-    train_iters: int
-    consumed_samples: int
-    global_batch_size: int | None
-    loss: float | None
-    elapsed_ms: float | None
-    t: datetime | None
-    ref: Ref
-
-
-@dataclass(frozen=True)
 class Timer:
     name: str
     min_ms: float
@@ -183,7 +186,7 @@ class TrainLog:
     loads: tuple[LoadEvent, ...] = ()
     fresh_starts: tuple[Ref, ...] = ()
     optimizer_errors: tuple[Ref, ...] = ()
-    iterations: tuple[IterationLine, ...] = ()
+    iterations: IterationTable = field(default_factory=empty_table)  # every iteration line, in log order
     args: Mapping[str, ArgValue] = field(default_factory=dict)
     timers: tuple[Timer, ...] = ()
     closed: tuple[Ref, ...] = ()
@@ -262,14 +265,74 @@ def _payload(text: str) -> dict:
     return {"raw": text[:200]}
 
 
+class _Seen:
+    """The iteration numbers of one log, in memory bounded by its shape: increasing runs at a constant step
+    (one for a whole run at any log interval) plus the numbers that came out of order (forged logs only)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []  # runs: starts[i], starts[i] + steps[i], ..., lasts[i]; disjoint, sorted
+        self.steps: list[int] = []
+        self.lasts: list[int] = []
+        self.others: set[int] = set()
+
+    def __contains__(self, number: int) -> bool:
+        if not self.lasts or number > self.lasts[-1]:
+            return False
+        if number in self.others:
+            return True
+        i = bisect.bisect_right(self.starts, number) - 1
+        return (
+            i >= 0
+            and number <= self.lasts[i]
+            and (not self.steps[i] or (number - self.starts[i]) % self.steps[i] == 0)
+        )
+
+    def add(self, number: int) -> None:
+        """Add a number not yet seen."""
+        if self.lasts and number < self.lasts[-1]:
+            self.others.add(number)
+        elif self.lasts and self.steps[-1] == 0:
+            self.steps[-1] = number - self.lasts[-1]
+            self.lasts[-1] = number
+        elif self.lasts and number - self.lasts[-1] == self.steps[-1]:
+            self.lasts[-1] = number
+        else:
+            self.starts.append(number)
+            self.steps.append(0)
+            self.lasts.append(number)
+
+    def add_increasing(self, numbers: np.ndarray) -> None:
+        """Add numbers above every number seen, in increasing order, as add() one by one would, a run of
+        constant step at a time."""
+        steps = np.diff(numbers)
+        changes = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # k: steps[k] != steps[k - 1]
+        i, n = 0, len(numbers)
+        while i < n:
+            self.add(int(numbers[i]))
+            if i + 1 == n:
+                return
+            self.add(int(numbers[i + 1]))
+            at = int(np.searchsorted(changes, i + 1))
+            end = int(changes[at]) if at < len(changes) else n - 1  # the run's last number
+            if end > i + 1 and self.steps[-1] == int(steps[i]) and self.lasts[-1] == int(numbers[i + 1]):
+                self.lasts[-1] = int(numbers[end])
+                i = end + 1
+            else:
+                i += 2
+
+
 class _Collector:
     """Mutable accumulator used only inside parse_train_log; frozen into a TrainLog at the end."""
 
-    def __init__(self, cycle: int, rel: str, clock: Clock) -> None:
+    def __init__(
+        self, cycle: int, rel: str, clock: Clock, source: Path | None = None, root: Path | None = None
+    ) -> None:
         self.cycle, self.rel, self.clock = cycle, rel, clock
         self.lists: dict[str, list] = {}
         self.args: dict[str, ArgValue] = {}
-        self.seen_iterations: set[int] = set()
+        self.seen_iterations = _Seen()
+        self.table = IterationTable(cycle, rel, source, root)
+        self.times: dict[str, int | None] = {}  # timestamp up to the second -> its microseconds (UTC)
         self.in_args = False
         self.args_rank: str | None = None
         self.ranks: dict[int, Ref] = {}
@@ -284,8 +347,10 @@ class _Collector:
         if (m := _RANK.match(raw)) and (rank := int(m[1])) not in self.ranks:
             self.ranks[rank] = ref(self.rel, number, raw)
 
-    def line(self, number: int, raw: str) -> None:
+    def line(self, number: int, raw: str, offset: int = -1) -> None:
+        """Line `number`; `offset`: where it starts in the file (-1: unknown, its text is kept if needed)."""
         raw = raw[:MAX_LINE_BYTES]  # facts sit at a line's start; a forged megabyte line costs no more
+        self.offset = offset
         try:
             self._line(number, raw)
         except ValueError:  # a number too long for int() (a forged line) yields no fact, never a traceback
@@ -322,7 +387,7 @@ class _Collector:
         elif text.startswith("[inject] "):
             self.add("legacy_injections", at())
         elif "consumed samples" in text and (m := _ITERATION.search(text)):
-            self._iteration(m, text, at())
+            self._iteration(m, text, number, raw)
         elif "-checkpoint ." in text and (m := _TIMER.match(text)):
             self.add("timers", Timer(m[1], float(m[2]), float(m[3]), at()))
         elif "checkpoint" in text:
@@ -349,29 +414,63 @@ class _Collector:
         elif "could not find the metadata file" in text:
             self.add("fresh_starts", at())
 
-    def _iteration(self, m: re.Match, text: str, here: Ref) -> None:
-        iteration = int(m[1])
-        if iteration in self.seen_iterations or len(self.seen_iterations) >= MAX_FACTS:
+    def _iteration(self, m: re.Match, text: str, number: int, raw: str) -> None:
+        """One record per new iteration number (the first line wins); a number beyond int64 (forged) is no
+        fact, as one too long for int() is not."""
+        iteration, total, consumed = int(m[1]), int(m[2]), int(m[3])
+        gbs = _GBS.search(text)
+        size = int(gbs[1]) if gbs else 0
+        if max(iteration, total, consumed, size) > INT64_MAX or iteration in self.seen_iterations:
             return
         self.seen_iterations.add(iteration)
         ts = _ITER_TS.match(text)
-        gbs = _GBS.search(text)
         loss = _LOSS.search(text)
         elapsed = _ELAPSED.search(text)
-        self.add(
-            "iterations",
-            IterationLine(
-                cycle=self.cycle,
-                iteration=iteration,
-                train_iters=int(m[2]),
-                consumed_samples=int(m[3]),
-                global_batch_size=int(gbs[1]) if gbs else None,
-                loss=_float(loss[1]) if loss else None,
-                elapsed_ms=_float(elapsed[1]) if elapsed else None,
-                t=self.clock.parse_local(ts[1]) if ts else None,
-                ref=here,
-            ),
+        value = _float(loss[1]) if loss else None
+        ms = _float(elapsed[1]) if elapsed else None
+        t = self._micros(ts[1]) if ts else None
+        flags = (
+            (HAS_GBS if gbs else 0)
+            | (HAS_LOSS if value is not None else 0)
+            | (HAS_ELAPSED if ms is not None else 0)
+            | (HAS_T if t is not None else 0)
         )
+        row = (iteration, total, consumed, size, value or 0.0, ms or 0.0, t or 0, number, self.offset, flags)
+        self.table.append(row, raw if self.offset < 0 else None)
+
+    def bulk(self, rows: np.ndarray) -> None:
+        """Record canonical iteration lines of one block (in line order), each new iteration number once."""
+        its = rows["iteration"]
+        seen = self.seen_iterations
+        increasing = bool((np.diff(its) > 0).all()) and (not seen.lasts or int(its[0]) > seen.lasts[-1])
+        if increasing:
+            seen.add_increasing(its)
+        else:
+            keep = np.zeros(len(rows), dtype=bool)
+            for index, value in enumerate(its.tolist()):
+                if value not in seen:
+                    seen.add(value)
+                    keep[index] = True
+            rows = rows[keep]
+        self.table.extend(rows)
+
+    def _micros(self, text: str) -> int | None:
+        """clock.parse_local(text) as microseconds, strptime run once per second of the log: the fraction
+        (1 to 6 digits after `.`, what `%f` accepts) is added to the parsed second."""
+        head, dot, frac = text.partition(".")
+        if dot and not (frac.isdigit() and len(frac) <= 6):
+            moment = self.clock.parse_local(text)
+            return micros(moment) if moment is not None else None
+        if head not in self.times:
+            if len(self.times) >= 4096:
+                self.times.clear()
+            moment = self.clock.parse_local(head)
+            self.times[head] = micros(moment) if moment is not None else None
+        base = self.times[head]
+        if base is None:
+            moment = self.clock.parse_local(text)
+            return micros(moment) if moment is not None else None
+        return base + (int(frac.ljust(6, "0")) if dot else 0)
 
     def freeze(self, lines: int, complete: bool) -> TrainLog:
         get = self.lists.get
@@ -386,7 +485,7 @@ class _Collector:
             loads=tuple(get("loads", ())),
             fresh_starts=tuple(get("fresh_starts", ())),
             optimizer_errors=tuple(get("optimizer_errors", ())),
-            iterations=tuple(get("iterations", ())),
+            iterations=self.table.close(),
             args=MappingProxyType(dict(self.args)),
             timers=tuple(get("timers", ())),
             closed=tuple(get("closed", ())),
@@ -405,12 +504,12 @@ _BLOCK_BYTES = 4 << 20
 _NEEDLES = tuple(keyword.encode() for keyword in _KEYWORDS)
 
 
-def _candidate_starts(block: bytes) -> list[int]:
+def _candidate_starts(block: bytes, needles: tuple[bytes, ...] = _NEEDLES) -> list[int]:
     """Sorted offsets of the lines in `block` that contain a keyword (the same test as `_interesting`:
     the keywords are ASCII, so a keyword is in the decoded line exactly when its bytes are in the raw one)."""
     starts: set[int] = set()
     find, rfind = block.find, block.rfind
-    for needle in _NEEDLES:
+    for needle in needles:
         pos = find(needle)
         while pos >= 0:
             starts.add(rfind(b"\n", 0, pos) + 1)
@@ -419,6 +518,93 @@ def _candidate_starts(block: bytes) -> list[int]:
                 break
             pos = find(needle, end + 1)
     return sorted(starts)
+
+
+# Iteration lines in Megatron's own format (every field in its place up to the loss) are parsed a block at a
+# time: one regex pass collects them and numpy converts their numbers. The rest of such a line holds no fact
+# once the block checks passed (no other keyword on a line with `consumed samples`, one per line). Every other
+# line, and every block where that could differ from the line-by-line reading, goes through the collector.
+_BULK = re.compile(
+    rb"\n *[0-9]+: +\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})\] iteration +(\d{1,18})/ *(\d{1,18}) \| "
+    rb"consumed samples: +(\d{1,18}) \| elapsed time per iteration \(ms\): (\d{1,15}\.\d{1,15}) \| "
+    rb"learning rate: [-+.0-9Ee]+ \| global batch size: +(\d{1,18}) \| "
+    rb"lm loss: ([-+]?\d{1,15}\.\d{1,15}E[-+]\d{1,3}) \|",
+)
+_SAMPLES = b"consumed samples"
+_OTHER_NEEDLES = tuple(n for n in _NEEDLES if n != _SAMPLES)
+
+
+def _bulk_iterations(collector: _Collector, block: bytes, base: int, number: int) -> list[int] | None:
+    """Record the block's iteration lines at once and return the other candidate lines' starts, or None
+    (nothing recorded) when the block must be read line by line: an argument dump in it or open, a line
+    with `consumed samples` not in the canonical format, or one that also holds another keyword."""
+    if collector.in_args or b"------ arguments ------" in block:
+        return None
+    found = _BULK.findall(b"\n" + block)  # a line starts after a newline: a literal the regex seeks fast
+    if not found or len(found) != block.count(_SAMPLES):
+        return None
+    others = _candidate_starts(block, _OTHER_NEEDLES)
+    for start in others:
+        end = block.find(b"\n", start)
+        if block.find(_SAMPLES, start, len(block) if end < 0 else end) >= 0:
+            return None
+    newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    # each canonical line holds `consumed samples` once and no other line does (counted above): their
+    # starts are the line starts before each occurrence, found without a Python step per line
+    pieces = np.fromiter(map(len, block.split(_SAMPLES)), dtype=np.int64, count=len(found) + 1)[:-1]
+    at = np.cumsum(pieces) + np.arange(len(found), dtype=np.int64) * len(_SAMPLES)
+    before = np.searchsorted(newlines, at)
+    starts = np.concatenate(([-1], newlines))[before] + 1  # after the newline before, or the block's start
+    rows = _bulk_rows(collector, found, starts, before, base, number)
+    if rows is None:
+        return None
+    collector.bulk(rows)
+    return others
+
+
+_BULK_TYPES = (np.int64, np.int64, np.int64, np.float64, np.int64, np.float64)
+
+
+def _numbers(column: tuple[bytes, ...], dtype) -> np.ndarray | None:
+    """The column's numbers, parsed in C (strtoll / the correctly rounded strtod float() uses)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = np.fromstring(b" ".join(column), dtype=dtype, sep=" ")
+    return out if len(out) == len(column) else None
+
+
+def _bulk_rows(collector: _Collector, found: list, starts, before, base: int, number: int):
+    """The records of the canonical lines (None when a timestamp is one strptime would refuse)."""
+    columns = list(zip(*found, strict=True))
+    ts = np.array(columns[0])
+    numbers = [_numbers(column, dtype) for column, dtype in zip(columns[1:], _BULK_TYPES, strict=True)]
+    if any(column is None for column in numbers):
+        return None
+    it, total, consumed, elapsed, gbs, loss = numbers
+    digits = ts.view(np.uint8).reshape(len(ts), -1)
+    year = digits[:, :4].astype(np.int64) - 48
+    year = year[:, 0] * 1000 + year[:, 1] * 100 + year[:, 2] * 10 + year[:, 3]
+    if (year < 2).any() or (year > 9998).any():  # the UTC shift could leave datetime's range
+        return None
+    digits = digits.copy()
+    digits[:, 10] = ord("T")
+    try:
+        naive = digits.view(ts.dtype).reshape(-1).astype("datetime64[us]").astype(np.int64)
+    except ValueError:  # a date or time out of range: the line-by-line reading says which is none
+        return None
+    shift = timedelta(seconds=collector.clock.tz_offset_s) // timedelta(microseconds=1)
+    out = np.zeros(len(found), dtype=DTYPE)
+    out["iteration"] = it
+    out["train_iters"] = total
+    out["consumed"] = consumed
+    out["gbs"] = gbs
+    out["loss"] = loss
+    out["elapsed"] = elapsed
+    out["t"] = naive - shift
+    out["line"] = number + before + 1  # newlines before the occurrence = before the line start
+    out["offset"] = base + starts
+    out["flags"] = HAS_GBS | HAS_LOSS | HAS_ELAPSED | HAS_T
+    return out
 
 
 def _exclusion(tokens: set[bytes]) -> bytes:
@@ -505,6 +691,15 @@ def _rest_of_line(handle) -> bytes:
     return tail
 
 
+def _after_arguments(block: bytes) -> int | None:
+    """Where to end a block holding the argument dump (which is read line by line) so that the iteration
+    lines after it are read in bulk: after the line that ends the dump, when much of the block follows."""
+    head = block.find(b"------ arguments ------")
+    end = block.find(b"end of arguments", head) if head >= 0 else -1
+    cut = block.find(b"\n", end) + 1 if end >= 0 else 0
+    return cut if 0 < cut < len(block) - (64 << 10) and b"\r" not in block else None
+
+
 def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path | None = None) -> TrainLog:
     """One pass over one cycle's log. Raises OSError if the file cannot be opened, is not a regular file,
     or (with `root`) resolves outside it. Memory is bounded per line (MAX_LINE_BYTES) and per kind of fact.
@@ -514,14 +709,21 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
     to `rank_line`; a block holding a carriage return is read exactly that way, since universal newlines
     make a lone `\r` end a line.
     """
-    collector = _Collector(cycle, rel, clock)
+    collector = _Collector(cycle, rel, clock, path, root)
     ranks = _RankScan(collector)
     number = 0  # lines before the current position
     complete = True
     with open_regular(path, *((root,) if root is not None else ())) as handle:
-        while block := handle.read(_BLOCK_BYTES):
+        while True:
+            base = handle.tell()  # where the block starts in the file: iteration lines are read back from it
+            block = handle.read(_BLOCK_BYTES)
+            if not block:
+                break
             if not block.endswith(b"\n"):
                 block += _rest_of_line(handle)
+            if (cut := _after_arguments(block)) is not None:  # the rest is read again as the next block
+                block = block[:cut]
+                handle.seek(base + cut)
             if b"\r" in block:
                 for raw in io.StringIO(block.decode("utf-8", "replace"), newline=None):
                     number += 1
@@ -533,7 +735,9 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
                 continue
             ranks.scan(block, number)
             size, pos = len(block), 0
-            starts = _candidate_starts(block)
+            starts = _bulk_iterations(collector, block, base, number)
+            if starts is None:
+                starts = _candidate_starts(block)
             if collector.in_args:  # an argument dump continues from the previous block
                 starts.insert(0, 0)
             for start in starts:
@@ -546,7 +750,7 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
                     stop = size if end < 0 else end + 1
                     number += 1
                     raw = block[pos : min(stop, pos + MAX_LINE_BYTES)].decode("utf-8", "replace")
-                    collector.line(number, raw)
+                    collector.line(number, raw, base + pos)
                     pos = stop
                     if not collector.in_args or pos >= size:
                         break

@@ -1,0 +1,84 @@
+"""The bounded structures behind flat-memory verification: the same answers as the unbounded ones."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from bench.make_run import Spec, generate
+from ftqual import metrics
+from ftqual.checks import derive
+from ftqual.checks.replay import _spans, relative_difference
+from ftqual.checks.series import Spans, relative
+from ftqual.evidence.snapshot import build_snapshot
+from ftqual.evidence.train_log import _Seen
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seen_numbers_match_a_set(seed):
+    rng = random.Random(seed)
+    seen, plain = _Seen(), set()
+    value = 0
+    for _ in range(400):
+        if rng.random() < 0.5:  # a bulk block: increasing numbers at one or more steps
+            step = rng.choice((1, 1, 2, 10))
+            numbers = [value + step * (i + 1) for i in range(rng.randint(1, 30))]
+            if rng.random() < 0.3:
+                numbers += [numbers[-1] + rng.randint(1, 7) for _ in range(3)]
+                numbers = sorted(set(numbers))
+            if numbers[0] > max(plain, default=-1):
+                seen.add_increasing(np.array(numbers, dtype=np.int64))
+                plain.update(numbers)
+                value = numbers[-1]
+                continue
+        number = rng.randint(0, value + 20)  # a line at a time, now and then out of order
+        if number not in plain:
+            assert number not in seen
+            seen.add(number)
+            plain.add(number)
+        value = max(value, number)
+    for number in range(value + 30):
+        assert (number in seen) == (number in plain), number
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spans_fed_in_batches(seed):
+    rng = random.Random(seed)
+    numbers = sorted(rng.sample(range(500), 200))
+    spans, at = Spans(), 0
+    while at < len(numbers):
+        step = rng.randint(1, 40)
+        spans.feed(np.array(numbers[at : at + step], dtype=np.int64))
+        at += step
+    assert spans.text() == _spans(numbers)
+    assert Spans().text() == _spans([]) == "none"
+
+
+def test_relative_matches_the_scalar():
+    values = [0.0, -0.0, 1.0, 1.0 + 1e-12, 5.023312, 6.1e-13, float("nan"), float("inf"), -2.5, 1e308]
+    a = np.array([x for x in values for _ in values])
+    b = np.array([y for _ in values for y in values])
+    want = [relative_difference(x, y) for x in values for y in values]
+    assert relative(a, b).tolist() == want
+
+
+def test_timeline_is_bounded_and_keeps_the_events(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    generate(Spec(ranks=2, iters=600, seed=5, chatter_per_rank=0), run)
+    snap = build_snapshot(run)
+    full = metrics.timeline_points(snap)
+    monkeypatch.setattr(metrics, "ALL_POINTS", 100)
+    monkeypatch.setattr(metrics, "STRIDED_POINTS", 50)
+    kept = metrics.timeline_points(snap)
+    assert len(kept) < 250 < len(full)
+    assert all(point in full for point in kept)
+    k = derive.restore(snap).iteration
+    fault = derive.fault_iteration(snap).iteration
+    for cycle in (0, 1):
+        have = {p["iteration"] for p in kept if p["cycle"] == cycle}
+        assert {k, k + 1, fault} & have, cycle
+        last = max(p["iteration"] for p in full if p["cycle"] == cycle)
+        assert last in have
+    assert {p["iteration"] for p in kept if p["cycle"] == 1} >= set(range(k + 1, fault + 1))
