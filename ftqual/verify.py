@@ -153,7 +153,12 @@ def _tolerance(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ftqual verify", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="ftqual verify",
+        description=__doc__.splitlines()[0],
+        epilog="exit codes: 0 pass, 1 fail, 3 inconclusive (evidence missing: never a pass), "
+        "2 bad usage or unreadable input",
+    )
     p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to verify (read only)")
     p.add_argument(
         "--baseline",

@@ -119,3 +119,12 @@ def test_the_terminal_table_holds_every_scenario(tmp_path):
     console.print(status_table(tmp_path))
     text = console.export_text()
     assert "baseline" in text and "attempt aaaaaaaaaaaa-1: PASS (run b-1)" in text
+
+
+def test_cli_version_and_the_verify_exit_codes_in_its_help(capsys):
+    from ftqual.cli import main as cli
+
+    assert cli(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("ftqual ")
+    assert cli(["verify", "--help"]) == 0
+    assert "exit codes: 0 pass, 1 fail, 3 inconclusive" in " ".join(capsys.readouterr().out.split())
