@@ -20,42 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.contract import MODEL
+from ftqual.launch import settings as launch_settings
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 DEFAULT_FAULT_RANK = 1  # the walkthrough's NVRX_FAULT_RANK default
 SECTIONS = ("setup", "step", "checkpointing")
-# Every variable the launcher reads (ftqual/launch/settings.py). The workflow sets those it needs and
-# removes the rest from the environment it inherits, so a stray NVRX_CHECKPOINT_DIR in a user's shell can
-# never make two scenarios share checkpoints.
-LAUNCHER_VARIABLES = (
-    "NVRX_WORKLOAD",
-    "NVRX_SCENARIO",
-    "NVRX_RUN_ID",
-    "NVRX_WORK_DIR",
-    "NVRX_CHECKPOINT_DIR",
-    "NVRX_DEMO_FAULT",
-    "NVRX_FAULT_RANK",
-    "NVRX_DRY_RUN",
-    "NVRX_SECTION_TIMEOUTS",
-    "NVRX_OUT_OF_SECTION_TIMEOUT",
-    "NVRX_MAX_RESTARTS",
-    "NVRX_TERM_TIMEOUT",
-    "NVRX_WORKERS_STOP_TIMEOUT",
-    "NVRX_LOG_SERVER_PORT",
-    "NVRX_TRANSFORMER_IMPL",
-    "NVRX_DIST_OPTIMIZER",
-    "NVRX_HANG_PLACEMENT",
-    "NVRX_NODE_RANK",
-    "NVRX_SETTINGS_FINGERPRINT",
-    "NNODES",
-    "GPUS_PER_NODE",
-    "TP",
-    "PP",
-    "TRAIN_ITERS",
-    "SAVE_INTERVAL",
-    "RDZV_ENDPOINT",
-    "MEGATRON_PATH",
-)
+# Every variable the launcher reads (ftqual/launch/settings.py) but Slurm's own. The workflow sets those it
+# needs and removes the rest from the environment it inherits, so a stray NVRX_CHECKPOINT_DIR in a user's
+# shell can never make two scenarios share checkpoints.
+LAUNCHER_VARIABLES = tuple(name for name in launch_settings.VARIABLES if not name.startswith("SLURM_"))
 
 
 class ConfigError(ValueError):
