@@ -35,6 +35,11 @@ ARG_ERROR = re.compile(
     r"^(?:\d+: )?(?:\S+: )?error: (?:unrecognized arguments|argument|the following arguments)"
 )
 ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
+NEVER_INJECTED = re.compile(r"fault was never injected")
+NOT_INJECTED = (
+    "the {fault} was never injected: no checkpoint completed with training left after it "
+    "(the fault waits for the first one)"
+)
 RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|rendezvous.*timed out", re.I)
 EXIT_CODE = re.compile(r"failed \(exitcode: (-?\d+)\)")
 ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
@@ -144,6 +149,15 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         )
         return Cause("section_timeout", text + pace, launcher, number)
 
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    if fault in ("kill", "hang") and not (run_dir / "fault_injected.json").exists():
+        # The wrapper fails the fault rank when the fault never came, so every cycle "fails": say why.
+        said = next(
+            ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
+        )
+        if said:
+            return Cause("not_injected", NOT_INJECTED.format(fault=fault), said[0], said[1])
+
     arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
     if cycles and len(arg_errors) == len(cycles):
         rel, (number, text) = arg_errors[-1]
@@ -170,13 +184,8 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
         return Cause("restarts_exhausted", text, launcher, number)
 
-    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     if fault in ("kill", "hang") and not (run_dir / "fault_injected.json").exists():
-        return Cause(
-            "not_injected",
-            f"the {fault} was never injected: no checkpoint completed before the end of training "
-            "(the fault waits for the first one)",
-        )
+        return Cause("not_injected", NOT_INJECTED.format(fault=fault))
 
     for rel in [*reversed(cycles), launcher]:
         lines = launcher_lines if rel == launcher else list(_lines(run_dir, rel))
