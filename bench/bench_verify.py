@@ -35,7 +35,7 @@ from bench.make_run import Spec, chatter_for_target, generate  # noqa: E402
 from bench.workflow_overhead import overhead_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "megatron-h200"
+FIXTURES = REPO / "tests" / "data" / "megatron-h200-2gpu-dp2"
 SECTION = "## Verifier at scale (issue: scale)"
 TARGET_MBPS = 100.0
 TARGET_DRYRUN_S = 3.0

@@ -1,12 +1,12 @@
 """The recorded runs the parity test verifies, and how (with the sibling baseline as --baseline where there
-is one): every run directory under tests/data and the shared fixtures, named by its path."""
+is one): every run directory under tests/data (the repository holds every recorded run), named by its path."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = (REPO / "tests" / "data", REPO.parent / "shared" / "fixtures")
+ROOTS = (REPO / "tests" / "data",)
 RECORDED = Path(__file__).resolve().parent / "parity"
 VOLATILE = ("verifier",)  # generated_at: the only field that differs between two verifications
 
