@@ -113,7 +113,9 @@ def lost_ancestor(chain):
 
     for pid, created in chain:
         try:
-            if psutil.Process(pid).create_time() != created:
+            proc = psutil.Process(pid)
+            # A zombie is gone too: where nobody reaps a killed Snakemake (no init) it stays one.
+            if proc.create_time() != created or proc.status() == psutil.STATUS_ZOMBIE:
                 return pid
         except psutil.Error:
             return pid
