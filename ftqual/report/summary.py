@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
-from ftqual.report.timeline import Timeline, build_timeline, iteration_time_s, marks_summary, save_blocking_s
+from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 
 SCHEMA = "ftqual.summary/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -108,7 +108,7 @@ def scenario_fault(name: str, doc: dict | None) -> str:
     return next((f for f in ("kill", "hang") if f in name), "none")
 
 
-def build_scenario(item: ScenarioInput, options: ReportOptions, baseline_tl: Timeline | None) -> dict:
+def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     doc = item.doc
     fault = scenario_fault(item.name, doc)
     if doc is None:
@@ -388,9 +388,7 @@ def build_summary(
     baseline_name = options.baseline or next(
         (i.name for i in inputs if scenario_fault(i.name, i.doc) == "none" and i.doc is not None), None
     )
-    baseline_doc = next((i.doc for i in inputs if i.name == baseline_name), None)
-    baseline_tl = build_timeline(baseline_doc) if baseline_doc is not None else None
-    scenarios = [build_scenario(i, options, baseline_tl if i.name != baseline_name else None) for i in inputs]
+    scenarios = [build_scenario(i, options) for i in inputs]
     pf = preflight.doc or {}
     verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
     if pf.get("verdict") == "fail":
