@@ -2,7 +2,7 @@
 # Baseline, kill and hang (fault rank 1, the rank of the second node) of one layout over two ft_launchers
 # (tools/gpu/two_launchers.sh), then `python -m ftqual verify RUN --baseline BASELINE` of each.
 #
-#   tools/gpu/two_launchers_suite.sh tp2|pp2 WORK_DIR [DEADLINE_EPOCH_S]
+#   tools/gpu/two_launchers_suite.sh tp2|pp2|dp2 WORK_DIR [DEADLINE_EPOCH_S]
 #
 # Run from the project root on the 2-GPU machine with tools/gpu/env.sh sourced (MEGATRON_PATH set); on CPU,
 # NVRX_WORKLOAD=smoke and PYTHON=<a virtualenv python> try the mechanics out.
@@ -12,14 +12,15 @@
 # 150 s are left, and kill and hang are skipped when the baseline fails. Writes
 # WORK_DIR/runs/<run id>/, WORK_DIR/<scenario>.verify.{txt,json}, WORK_DIR/suite.log.
 set -u
-layout=${1:?usage: two_launchers_suite.sh tp2|pp2 WORK_DIR [DEADLINE_EPOCH_S]}
-work=${2:?usage: two_launchers_suite.sh tp2|pp2 WORK_DIR [DEADLINE_EPOCH_S]}
+layout=${1:?usage: two_launchers_suite.sh tp2|pp2|dp2 WORK_DIR [DEADLINE_EPOCH_S]}
+work=${2:?usage: two_launchers_suite.sh tp2|pp2|dp2 WORK_DIR [DEADLINE_EPOCH_S]}
 deadline=${3:-$(($(date +%s) + 540))}
 here=$(cd "$(dirname "$0")" && pwd)
 case $layout in
     tp2) export TP=2 PP=1 ;;
     pp2) export TP=1 PP=2 ;;
-    *) echo "layout must be tp2 or pp2" >&2; exit 2 ;;
+    dp2) export TP=1 PP=1 ;;  # one GPU per launcher: data parallel across the two "nodes"
+    *) echo "layout must be tp2, pp2 or dp2" >&2; exit 2 ;;
 esac
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
