@@ -54,8 +54,10 @@ rule gate:
         rules.summary.output,
     log:
         "logs/gate.log",
+    conda:
+        "envs/ftqual.yaml"
     params:
         attempts=expected_attempts(),
-        report_dir=REPORT_DIR,
+        report_dir=lambda wildcards, input: Path(input[0]).parent,  # of summary.json
     script:
         "scripts/rule_gate.py"

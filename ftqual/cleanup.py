@@ -4,13 +4,13 @@ ft_launcher starts every worker in its own session, and a SIGSTOPped rank ignore
 that died (OOM, scheduler timeout, SIGKILL) leaves training processes holding GPUs. The run directory
 records every process group that matters (pids/<host>.launcher.json by our launcher,
 pids/<host>.cycle<N>.rank<R>.json by the worker wrapper); this module kills exactly those groups, never
-anything found by name. A group is only touched after /proc proves it is still the recorded one (same
-start time), so a pid the kernel reused is left alone; and a process is only signalled when its own
+anything found by name. A group is only touched after the process table proves it is still the recorded
+one (same start time), so a pid the kernel reused is left alone; and a process is only signalled when its own
 environment carries the run's ID (FTQUAL_RUN_ID, set by the launcher for everything it starts), so a
 forged or stale pid record naming someone else's process cannot get it stopped or killed.
 
 Order matters: the launcher is frozen (SIGSTOP) first so it cannot start replacement workers while we
-kill, then its descendants are collected from /proc, then every group gets SIGCONT and SIGKILL.
+kill, then its descendants are collected, then every group gets SIGCONT and SIGKILL.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _targets(records: list[PidRecord], snapshot: list[procs.ProcStat]) -> list[T
         ):
             continue
         # Workers live in their own sessions: find them through the launcher's process tree.
-        for child in procs.descendants(rec.pid, snapshot):
+        for child in procs.descendants(rec.pid):
             targets.append(Target(child.pgid, rec.start_time, None, f"descendant of {rec.path.name}"))
     return targets
 
@@ -214,7 +214,8 @@ def kill_run(
             if _signal(member.pid, signal.SIGKILL, group=False) and member.pid not in killed_pids:
                 killed_pids.add(member.pid)
                 report.killed.append({"pid": member.pid, "pgid": member.pgid, "source": source})
-        time.sleep(pause_s)  # let the kernel reap, and let a record written meanwhile land
+        # Let the kernel finish them; the next round rereads the records (one written meanwhile lands).
+        procs.wait_gone([member for member, _ in victims.values()], pause_s)
     return report
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from ftqual.checks import derive
+from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z, seconds
 from ftqual.evidence.iterations import HAS_T, IterationTable, from_micros
 from ftqual.evidence.snapshot import RunSnapshot

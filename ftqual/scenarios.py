@@ -47,7 +47,7 @@ class Timeouts:
 
     def section_arg(self) -> str:
         """NVRX_SECTION_TIMEOUTS: setup:S,step:S,checkpointing:S."""
-        return ",".join(f"{name}:{_number_text(getattr(self, name))}" for name in SECTIONS)
+        return ",".join(f"{name}:{launch_settings.plain_number(getattr(self, name))}" for name in SECTIONS)
 
 
 @dataclass(frozen=True)
@@ -161,10 +161,6 @@ class WorkflowConfig:
 def _digest(data: Any) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +423,7 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
         "SAVE_INTERVAL": s.save_interval,
         "NVRX_DEMO_FAULT": s.fault,
         "NVRX_SECTION_TIMEOUTS": t.section_arg(),
-        "NVRX_OUT_OF_SECTION_TIMEOUT": _number_text(t.out_of_section),
+        "NVRX_OUT_OF_SECTION_TIMEOUT": str(launch_settings.plain_number(t.out_of_section)),
         "NVRX_MAX_RESTARTS": s.max_restarts,
         "NVRX_TERM_TIMEOUT": s.term_timeout,
         "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
@@ -447,8 +443,8 @@ def workload_args(cfg: WorkflowConfig, s: Scenario) -> list[str]:
     if cfg.workload != "smoke":
         return []
     return [
-        f"--smoke-save-seconds={_number_text(s.smoke.save_seconds)}",
-        f"--smoke-step-seconds={_number_text(s.smoke.step_seconds)}",
+        f"--smoke-save-seconds={launch_settings.plain_number(s.smoke.save_seconds)}",
+        f"--smoke-step-seconds={launch_settings.plain_number(s.smoke.step_seconds)}",
     ]
 
 

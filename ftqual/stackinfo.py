@@ -3,14 +3,13 @@
 Probes return plain facts and never import the heavy packages into this process: torch is asked in a
 subprocess with a timeout (a broken CUDA install must not hang preflight), Transformer Engine and Apex
 are only located (`find_spec` + distribution metadata), Megatron's version is read from its source text.
-`resolve_for_stack` hands those facts to the launcher's resolution (ftqual/launch/stack.py).
+`resolve_for_stack` hands those facts to the launcher's resolution (ftqual/launch/stack.py), the only one.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -21,6 +20,8 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ftqual.launch.stack import Probe, StackChoice, module_present, resolve
 
 # Distribution names under which the optional packages are published (first installed one wins).
 TE_DISTS = ("transformer_engine", "transformer-engine", "transformer_engine_torch", "transformer-engine-cu12")
@@ -92,27 +93,6 @@ class StackFacts:
         return data
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """What `auto` became on a stack; `warnings` are the launcher's notes on settings that cannot work."""
-
-    workload: str
-    transformer_impl: str
-    dist_optimizer: bool
-    megatron_flags: list[str]
-    reasons: dict[str, str]
-    warnings: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return {
-            "workload": self.workload,
-            "transformer_impl": self.transformer_impl,
-            "dist_optimizer": self.dist_optimizer,
-            "megatron_flags": list(self.megatron_flags),
-            "reasons": dict(self.reasons),
-        }
-
-
 # ------------------------------------------------------------------------------------------------ probes
 
 
@@ -124,14 +104,6 @@ def dist_version(*names: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
-
-
-def module_present(name: str) -> bool:
-    """Whether a top-level module can be found, without importing it."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def package_version(module: str, dists: tuple[str, ...]) -> str | None:
@@ -246,10 +218,8 @@ def probe_stack(megatron_path: str | None = None, python: str = sys.executable) 
 # feeds it the facts probed here, so what preflight reports is what the launcher will run.
 
 
-def stack_probe(stack: StackFacts):
+def stack_probe(stack: StackFacts) -> Probe:
     """The launcher's Probe for these facts."""
-    from ftqual.launch.stack import Probe
-
     return Probe(
         transformer_engine=stack.transformer_engine is not None,
         apex=stack.apex is not None,
@@ -259,27 +229,17 @@ def stack_probe(stack: StackFacts):
 
 def resolve_for_stack(
     stack: StackFacts, workload: str, transformer_impl: str, dist_optimizer: str
-) -> Resolution:
+) -> StackChoice:
     """What `auto` becomes on this stack, as the launcher will resolve it."""
     if workload != "megatron":
-        return Resolution(
-            workload=workload,
+        return StackChoice(
             transformer_impl="local",
             dist_optimizer=False,
             megatron_flags=[],
             reasons={"workload": f"{workload} workload: no Megatron, so no stack-dependent flags"},
+            workload=workload,
         )
-    from ftqual.launch.stack import resolve
-
-    choice = resolve(transformer_impl, dist_optimizer, stack_probe(stack))
-    return Resolution(
-        workload=workload,
-        transformer_impl=choice.transformer_impl,
-        dist_optimizer=choice.dist_optimizer,
-        megatron_flags=list(choice.megatron_flags),
-        reasons=dict(choice.reasons),
-        warnings=list(choice.warnings),
-    )
+    return resolve(transformer_impl, dist_optimizer, stack_probe(stack))
 
 
 def _main() -> int:

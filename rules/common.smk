@@ -2,6 +2,8 @@
 # use (the only place for helpers). Settings come from ftqual.scenarios (the one scenario model), the
 # attempt slots from ftqual.attempts (the workflow's state rules); docs/architecture.md explains both.
 
+import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -77,6 +79,21 @@ def summary_input(wildcards):
 
 def report_file(name):
     return f"{REPORT_DIR}/{name}"
+
+
+def report_argv(verify_reports):
+    """`ftqual report`'s arguments after --preflight: the baseline, then every scenario's verdict and
+    attempt (scenario -> verify.json in `verify_reports`)."""
+    argv = ["--baseline", BASELINE]
+    for name in SCENARIOS:
+        argv += ["--verify", f"{name}={verify_reports[name]}"]
+        argv += ["--attempt", f"{name}={SLOTS[name].name}"]
+    return argv
+
+
+def report_arguments(wildcards, input):
+    """report_argv for the summary rule's shell command, quoted."""
+    return shlex.join(report_argv({name: input[name] for name in SCENARIOS}))
 
 
 def summary_plots():
@@ -223,8 +240,6 @@ def baseline_run_json():
 
 
 def summary_is_current():
-    import json
-
     try:
         summary = json.loads(Path("results/summary.json").read_text())
     except (OSError, ValueError):
@@ -242,9 +257,7 @@ def salvage_summary():
         return
     Path("logs").mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "ftqual", "report", "--out", "results"]
-    cmd += ["--preflight", preflight_report(), "--baseline", BASELINE]
-    for name, path in current_verify_reports().items():
-        cmd += ["--verify", f"{name}={path}", "--attempt", f"{name}={SLOTS[name].name}"]
+    cmd += ["--preflight", preflight_report(), *report_argv(current_verify_reports())]
     with open("logs/summary-after-error.log", "w") as log:
         subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)
     print(

@@ -18,5 +18,8 @@ rule preflight:
         runtime=20,
     params:
         config=CFG.to_json(),
+    # No conda: the preflight judges the interpreter it runs in (its torch, NVRx, the ft_launcher beside
+    # it), so it runs in the training environment, as run_scenario does (README, "Software environments").
+    # A script, not a shell command: the resolved config it is given lives only in this process.
     script:
         "../scripts/rule_preflight.py"

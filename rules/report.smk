@@ -24,9 +24,10 @@ rule summary:
     log:
         "logs/summary.log",
     retries: 0
+    conda:
+        "../envs/ftqual.yaml"
     params:
-        scenarios=list(SCENARIOS),
-        baseline=BASELINE,
-        attempts=expected_attempts(),
-    script:
-        "../scripts/rule_summary.py"
+        verdicts=report_arguments,
+        out=lambda wildcards, output: Path(output.json).parent,
+    shell:
+        "ftqual report --preflight {input.preflight:q} {params.verdicts} --out {params.out:q} > {log:q} 2>&1"

@@ -13,5 +13,7 @@ rule verify:
     log:
         "logs/verify/{scenario}/{slot}.log",
     retries: 0
+    conda:
+        "../envs/ftqual.yaml"
     script:
         "../scripts/rule_verify.py"

@@ -39,9 +39,8 @@ from pathlib import Path
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
-sys.path.insert(0, str(Path(sm.scriptdir).resolve().parent))
 
-from ftqual import progress, scenarios  # noqa: E402
+from ftqual import progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
 
 SCENARIO = sm.wildcards.scenario
 SLOT = sm.wildcards.slot

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.expectations import Expectations, expectations_from
-from ftqual.checks.extra import fixed_timeouts_in_force
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.checks.replay import replay_consistency
 from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.checks.timeouts import fixed_timeouts_in_force
 from ftqual.checks.world import active_world_unchanged
 from ftqual.evidence.snapshot import RunSnapshot
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.resume import cycles, exit_code, launcher_outcome, tracker_matches
+from ftqual.evidence import derive
 from ftqual.evidence.snapshot import RunSnapshot
 
 UNINTERRUPTED = "uninterrupted_completion"

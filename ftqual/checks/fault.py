@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.snapshot import RunSnapshot
 

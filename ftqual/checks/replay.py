@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.series import Mask, Series, Spans, Window, relative
+from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_LOSS
 from ftqual.evidence.snapshot import RunSnapshot
 from ftqual.evidence.train_log import IterationLine

@@ -13,7 +13,8 @@ STATUSES = ("pass", "fail", "inconclusive", "skip")
 @dataclass(frozen=True)
 class CheckResult:
     """One check's conclusion. `gates`: whether its status enters the verdict (an informative check says
-    False); the report presents this flag and never keeps a list of its own."""
+    False); the report presents this flag and never keeps a list of its own. The preflight's result is
+    another type on purpose (ftqual.preflight.check_base.CheckResult says why)."""
 
     id: str
     status: str  # pass | fail | inconclusive | skip

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
 from ftqual.evidence.snapshot import RunSnapshot
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ftqual.checks import derive
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.evidence import derive
 from ftqual.evidence.launcher_log import RendezvousJoin, TimeoutFired, WorkerExit
 from ftqual.evidence.snapshot import RunSnapshot
 

@@ -31,7 +31,6 @@ class CycleInfo:
     attempt: int
     start: datetime | None
     end: datetime | None
-    log_file: str
     active_nodes: str
     generation: int | None
     ref: Ref
@@ -82,7 +81,6 @@ def _record(path: Path, rel: str, match: re.Match, run_dir: Path) -> CycleInfo:
         attempt=_small_int(data.get("attempt_index", match["attempt"]) or 0, "attempt_index"),
         start=parse_utc(data.get("cycle_start_time") or ""),
         end=parse_utc(data.get("cycle_end_time") or ""),
-        log_file=str(data.get("cycle_log_file") or "")[:4096],
         active_nodes=nodes,
         generation=_generation(data.get("generation")),
         ref=Ref(rel),

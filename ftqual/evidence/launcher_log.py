@@ -3,7 +3,8 @@
 Two prefixes occur: the NVRx logger's `2026-11-29 14:19:09,847 [INFO] [host] [workload:R(LR) infra:...]
 file.py:N msg` (local time, the rank monitor's local rank in `(LR)`) and torch's glog `E1129 14:19:09.846000
 PID file.py:N] msg` (local time, no year: taken from the last full timestamp seen, else from run.json's
-started_at). One streaming pass; only facts are kept.
+started_at). One streaming pass; only facts are kept. Shaped as train_log.py: a collector, and a table of
+the kinds of line (_ONE_OF: a line is at most one of these; _FLAGS: lines that matter by their presence).
 
 A multi-node run's log holds every node's launcher lines (NVRx's gRPC log server aggregates them): the NVRx
 prefix names the host, a glog line only its launcher's pid, which the node ids (`<host>_<pid>_<n>`, in the
@@ -14,9 +15,11 @@ rank and node count) is attributed to the cycle of that node's latest `Event: re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ftqual.evidence.clock import Clock, parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing, ref
@@ -42,11 +45,12 @@ _PROFILE = re.compile(
     r"Cycle: (\d+) Event: (\w+) Node: (\S+) Rank: (\S+) Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) UTC"
 )
 _JOIN = re.compile(
-    r"The node '(?P<node>[^']+)' has joined the rendezvous '(?P<id>[^']*)' as rank (?P<rank>\d+) "
+    r"The node '(?P<node>[^']+)' has joined the rendezvous '[^']*' as rank (?P<rank>\d+) "
     r"in a world of size (?P<world>\d+)"
 )
 _NODE_ID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_\d+$")
 _NO_PROGRESS = ("EARLY TERMINATION", "no progress across restarts")
+_SUCCESS = "worker group successfully finished"
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,6 @@ class ProfilingEvent:
     event: str
     t: datetime | None
     ref: Ref
-    node: str | None = None  # NVRx's node id, `<host>_<launcher pid>_<n>`
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,9 @@ class RendezvousJoin:
     """One node's `The node '<id>' has joined the rendezvous '<rdzv>' as rank R in a world of size W`."""
 
     cycle: int
-    node: str
     host: str  # the NVRx prefix's host name, else the node id's
     rank: int  # the node's (agent's) rank, not a worker's global rank
     world_size: int  # number of nodes in the round
-    rdzv_id: str
     t: datetime | None
     ref: Ref
 
@@ -128,17 +129,18 @@ class Flagged:
 
 @dataclass(frozen=True)
 class LauncherLog:
-    exits: tuple[WorkerExit, ...]
-    restarts: tuple[RestartDecision, ...]
-    timeouts: tuple[TimeoutFired, ...]
-    progress: tuple[ProgressReport, ...]
-    events: tuple[ProfilingEvent, ...]
-    successes: tuple[Flagged, ...]
-    no_progress_stops: tuple[Flagged, ...]
-    nonzero_exits: tuple[Flagged, ...]
-    agent_exit_codes: tuple[Flagged, ...]
     lines: int
     complete: bool = True  # False when the last line has no newline (the file was cut)
+    # The facts, one tuple per kind (the collector's kinds are these names), in line order.
+    exits: tuple[WorkerExit, ...] = ()
+    restarts: tuple[RestartDecision, ...] = ()
+    timeouts: tuple[TimeoutFired, ...] = ()
+    progress: tuple[ProgressReport, ...] = ()
+    events: tuple[ProfilingEvent, ...] = ()
+    successes: tuple[Flagged, ...] = ()
+    no_progress_stops: tuple[Flagged, ...] = ()
+    nonzero_exits: tuple[Flagged, ...] = ()
+    agent_exit_codes: tuple[Flagged, ...] = ()
     joins: tuple[RendezvousJoin, ...] = ()
 
     def event(self, name: str, cycle: int | None = None) -> ProfilingEvent | None:
@@ -158,119 +160,168 @@ def _int_or_none(text: str | None) -> int | None:
     return int(text) if text is not None and text.lstrip("-").isdigit() else None
 
 
+class _Head(NamedTuple):
+    """What a line's prefix says (nothing for a line without one), and where the line is."""
+
+    t: datetime | None
+    host: str | None
+    local_rank: int | None
+    glog_pid: int | None  # the launcher pid of a glog line, whose host only the node ids tell
+    ref: Ref
+
+
+class _Collector:
+    """Mutable accumulator used only inside parse_launcher_log; frozen into a LauncherLog at the end."""
+
+    def __init__(self, rel: str, clock: Clock, default_year: int) -> None:
+        self.rel, self.clock, self.year = rel, clock, default_year
+        self.lists: dict[str, list] = {}
+        self.node_cycle: dict[str, int] = {}  # node id -> cycle of its latest rendezvous_started event
+        self.node_joins: dict[str, int] = {}  # node id -> joins seen (the cycle when no event names one)
+        self.pid_host: dict[int, str] = {}  # launcher pid -> host, from node ids
+        self.exit_pids: dict[int, int] = {}  # index in the exits -> launcher pid of a glog line
+
+    def add(self, kind: str, fact: object) -> bool:
+        items = self.lists.setdefault(kind, [])
+        if len(items) < MAX_FACTS:
+            items.append(fact)
+            return True
+        return False
+
+    def line(self, number: int, line: str) -> None:
+        try:
+            self._line(number, line)
+        except ValueError:  # a number too long for int() (a forged line) yields no fact, never a traceback
+            pass
+
+    def _line(self, number: int, line: str) -> None:
+        head = self._head(number, line)
+        for needle, pattern, take in _ONE_OF:
+            if needle in line and (m := pattern.search(line)):
+                take(self, m, head)
+                break
+        for needles, kind, code in _FLAGS:
+            for needle in needles:
+                if needle in line:
+                    if code is None:
+                        self.add(kind, Flagged(head.t, head.ref))
+                    elif m := code.search(line):
+                        self.add(kind, Flagged(head.t, head.ref, int(m[1])))
+                    break
+
+    def _head(self, number: int, line: str) -> _Head:
+        here = ref(self.rel, number, line)
+        if nvrx := _NVRX.match(line):
+            t = self.clock.parse_local(nvrx["ts"])
+            self.year = int(nvrx["ts"][:4])
+            return _Head(t, nvrx["host"], _int_or_none(nvrx["local"]), None, here)
+        if glog := _GLOG.match(line):
+            return _Head(self.clock.parse_glog(line, self.year), None, None, int(glog[1]), here)
+        return _Head(None, None, None, None, here)
+
+    def exit(self, m: re.Match, at: _Head) -> None:
+        fact = WorkerExit(at.t, int(m[1]), int(m[2]), int(m[3]), at.ref, at.host)
+        if self.add("exits", fact) and at.glog_pid is not None:
+            self.exit_pids[len(self.lists["exits"]) - 1] = at.glog_pid
+
+    def restart(self, m: re.Match, at: _Head) -> None:
+        self.add("restarts", RestartDecision(at.t, m[1], int(m[2]), int(m[3]), at.ref))
+
+    def section_timeout(self, m: re.Match, at: _Head) -> None:
+        self._timeout(at, m[1], m[2], m[3], m[4])
+
+    def out_of_section_timeout(self, m: re.Match, at: _Head) -> None:
+        self._timeout(at, m[1], None, m[2], m[3])
+
+    def _timeout(self, at: _Head, cycle: str, section: str | None, elapsed: str, limit: str) -> None:
+        fired = TimeoutFired(
+            at.t, int(cycle), section, float(elapsed), float(limit), at.local_rank, at.host, at.ref
+        )
+        self.add("timeouts", fired)
+
+    def progress(self, m: re.Match, at: _Head) -> None:
+        self.add("progress", ProgressReport(at.t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), at.ref))
+
+    def event(self, m: re.Match, at: _Head) -> None:
+        self.add("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), at.ref))
+        if m[2] == "rendezvous_started" and len(self.node_cycle) < MAX_FACTS:
+            self.node_cycle[m[3]] = int(m[1])
+
+    def join(self, m: re.Match, at: _Head) -> None:
+        node = m["node"]
+        host = at.host or node_host(node)  # the prefix's host: a single node's id says "localhost"
+        if (nid := _NODE_ID.match(node)) and len(self.pid_host) < MAX_FACTS:
+            self.pid_host[int(nid["pid"])] = host
+        cycle = self.node_cycle.get(node, self.node_joins.get(node, 0))
+        if len(self.node_joins) < MAX_FACTS:
+            self.node_joins[node] = self.node_joins.get(node, 0) + 1
+        self.add("joins", RendezvousJoin(cycle, host, int(m["rank"]), int(m["world"]), at.t, at.ref))
+
+    def success(self, _m: re.Match, at: _Head) -> None:
+        self.add("successes", Flagged(at.t, at.ref))
+
+    def freeze(self, lines: int, complete: bool) -> LauncherLog:
+        facts = {kind: tuple(items) for kind, items in self.lists.items()}
+        # A glog exit line names no host: its launcher pid does, once a node id has mapped it.
+        facts["exits"] = tuple(
+            replace(item, host=self.pid_host.get(self.exit_pids[i]))
+            if i in self.exit_pids and item.host is None
+            else item
+            for i, item in enumerate(facts.get("exits", ()))
+        )
+        return LauncherLog(lines=lines, complete=complete, **facts)
+
+
+class _Kind(NamedTuple):
+    """One kind of line: `needle` (a cheap substring test) before `pattern`; `take` records the match."""
+
+    needle: str
+    pattern: re.Pattern
+    take: Callable[[_Collector, re.Match, _Head], None]
+
+
+# A line is at most one of these: the first whose needle and pattern match takes it.
+_ONE_OF = (
+    _Kind("exitcode:", _EXIT, _Collector.exit),
+    _Kind("attempts left", _RESTART, _Collector.restart),
+    _Kind("[Cycle ", _SECTION, _Collector.section_timeout),
+    _Kind("[Cycle ", _OUT_OF_SECTION, _Collector.out_of_section_timeout),
+    _Kind("Training cycle #", _PROGRESS, _Collector.progress),
+    _Kind(" Event: ", _PROFILE, _Collector.event),
+    _Kind("has joined the rendezvous", _JOIN, _Collector.join),
+    _Kind(_SUCCESS, re.compile(re.escape(_SUCCESS)), _Collector.success),
+)
+
+
+class _Flag(NamedTuple):
+    """A line that matters by its presence, whatever else it is: any of `needles`; `code`, when the line
+    must also hold the code it reports."""
+
+    needles: tuple[str, ...]
+    kind: str
+    code: re.Pattern | None = None
+
+
+_FLAGS = (
+    _Flag(_NO_PROGRESS, "no_progress_stops"),
+    _Flag(("exited with non-zero exit code",), "nonzero_exits"),
+    _Flag(("exit code = ",), "agent_exit_codes", _AGENT_EXIT),
+)
+
+
 def parse_launcher_log(
     path: Path, rel: str, clock: Clock, default_year: int, root: Path | None = None
 ) -> LauncherLog:
     """One pass over launcher.log. Raises OSError if the file cannot be opened, is not a regular file, or
     (with `root`) resolves outside it. Lines are cut at safeio.MAX_LINE_BYTES."""
-    kinds: dict[str, list] = {
-        k: []
-        for k in (
-            "exits",
-            "restarts",
-            "timeouts",
-            "progress",
-            "events",
-            "successes",
-            "no_progress_stops",
-            "nonzero_exits",
-            "agents",
-            "joins",
-        )
-    }
-    node_cycle: dict[str, int] = {}  # node id -> cycle of its latest rendezvous_started event
-    node_joins: dict[str, int] = {}  # node id -> joins seen (the cycle when no event names one)
-    pid_host: dict[int, str] = {}  # launcher pid -> host, from node ids
-    exit_pids: dict[int, int] = {}  # index in kinds["exits"] -> launcher pid of a glog line
-
-    def keep(kind: str, fact: object) -> None:
-        if len(kinds[kind]) < MAX_FACTS:
-            kinds[kind].append(fact)
-
-    year = default_year
+    collector = _Collector(rel, clock, default_year)
     number = 0
     last_newline = True
     with open_regular(path, *((root,) if root is not None else ())) as handle:
         for number, (raw, ended) in enumerate(bounded_lines(handle), start=1):
             last_newline = ended
-            line = raw.decode("utf-8", "replace") + ("\n" if ended else "")
-            try:  # a number too long for int() (a forged line) yields no fact, never a traceback
-                t: datetime | None = None
-                host: str | None = None
-                local_rank: int | None = None
-                glog_pid: int | None = None
-                head = _NVRX.match(line)
-                if head:
-                    t = clock.parse_local(head["ts"])
-                    year = int(head["ts"][:4])
-                    host = head["host"]
-                    local_rank = _int_or_none(head["local"])
-                elif glog := _GLOG.match(line):
-                    t = clock.parse_glog(line, year)
-                    glog_pid = int(glog[1])
-                here = ref(rel, number, line)
-                if "exitcode:" in line and (m := _EXIT.search(line)):
-                    if glog_pid is not None and len(kinds["exits"]) < MAX_FACTS:
-                        exit_pids[len(kinds["exits"])] = glog_pid
-                    keep("exits", WorkerExit(t, int(m[1]), int(m[2]), int(m[3]), here, host))
-                elif "attempts left" in line and (m := _RESTART.search(line)):
-                    keep("restarts", RestartDecision(t, m[1], int(m[2]), int(m[3]), here))
-                elif "[Cycle " in line and (m := _SECTION.search(line)):
-                    keep(
-                        "timeouts",
-                        TimeoutFired(t, int(m[1]), m[2], float(m[3]), float(m[4]), local_rank, host, here),
-                    )
-                elif "[Cycle " in line and (m := _OUT_OF_SECTION.search(line)):
-                    keep(
-                        "timeouts",
-                        TimeoutFired(t, int(m[1]), None, float(m[2]), float(m[3]), local_rank, host, here),
-                    )
-                elif "Training cycle #" in line and (m := _PROGRESS.search(line)):
-                    keep("progress", ProgressReport(t, int(m[1]), m[2] is None, int(m[3]), int(m[4]), here))
-                elif " Event: " in line and (m := _PROFILE.search(line)):
-                    keep("events", ProfilingEvent(int(m[1]), m[2], parse_utc(m[5] + " UTC"), here, m[3]))
-                    if m[2] == "rendezvous_started" and len(node_cycle) < MAX_FACTS:
-                        node_cycle[m[3]] = int(m[1])
-                elif "has joined the rendezvous" in line and (m := _JOIN.search(line)):
-                    node = m["node"]
-                    name = host or node_host(node)  # the prefix's host: a single node's id says "localhost"
-                    if (nid := _NODE_ID.match(node)) and len(pid_host) < MAX_FACTS:
-                        pid_host[int(nid["pid"])] = name
-                    cycle = node_cycle.get(node, node_joins.get(node, 0))
-                    if len(node_joins) < MAX_FACTS:
-                        node_joins[node] = node_joins.get(node, 0) + 1
-                    join = RendezvousJoin(
-                        cycle, node, name, int(m["rank"]), int(m["world"]), m["id"], t, here
-                    )
-                    keep("joins", join)
-                elif "worker group successfully finished" in line:
-                    keep("successes", Flagged(t, here))
-                if any(marker in line for marker in _NO_PROGRESS):
-                    keep("no_progress_stops", Flagged(t, here))
-                if "exited with non-zero exit code" in line:
-                    keep("nonzero_exits", Flagged(t, here))
-                if "exit code = " in line and (m := _AGENT_EXIT.search(line)):
-                    keep("agents", Flagged(t, here, int(m[1])))
-            except ValueError:
-                continue
-    exits = [
-        replace(item, host=pid_host.get(exit_pids[i])) if i in exit_pids and item.host is None else item
-        for i, item in enumerate(kinds["exits"])
-    ]
-    return LauncherLog(
-        exits=tuple(exits),
-        restarts=tuple(kinds["restarts"]),
-        timeouts=tuple(kinds["timeouts"]),
-        progress=tuple(kinds["progress"]),
-        events=tuple(kinds["events"]),
-        successes=tuple(kinds["successes"]),
-        no_progress_stops=tuple(kinds["no_progress_stops"]),
-        nonzero_exits=tuple(kinds["nonzero_exits"]),
-        agent_exit_codes=tuple(kinds["agents"]),
-        lines=number,
-        complete=last_newline,
-        joins=tuple(kinds["joins"]),
-    )
+            collector.line(number, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
+    return collector.freeze(number, last_newline)
 
 
 def read_launcher_log(

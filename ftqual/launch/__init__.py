@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ftqual import procs
-from ftqual.launch import command, logport, run, runstate, settings, stack
+from ftqual.launch import command, compat, logport, run, runstate, settings, stack
 
 NVRX_DEFAULT_LOG_SERVER_PORT = 50051
 
@@ -41,6 +41,16 @@ def _port(s: settings.Settings) -> tuple[int, logport.PortReservation | None]:
     return reservation.port, reservation
 
 
+def megatron_compat(s: settings.Settings) -> compat.Compat:
+    """The version adaptations for the run's Megatron tree (the folder of its entrypoint)."""
+    if s.workload != "megatron":
+        return compat.Compat()
+    from ftqual.stackinfo import megatron_version
+
+    tree = s.megatron_path
+    return compat.resolve(tree, s.save_interval, megatron_version(tree) if tree else None)
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["-h"], ["--help"]):
@@ -55,6 +65,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 2
 
     choice = stack.resolve(s.transformer_impl, s.dist_optimizer, stack.probe())
+    try:
+        adapted = megatron_compat(s)
+    except compat.IncompatibleStack as exc:
+        print(f"ftqual launch: {exc}", file=sys.stderr)
+        return 2
     executable = command.ft_launcher_executable()
     if executable is None and not s.dry_run:
         print(
@@ -68,7 +83,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(exc, file=sys.stderr)
         return 2
     try:
-        plan = command.build_plan(s, choice, port, executable or "ft_launcher")
+        plan = command.build_plan(s, choice, port, executable or "ft_launcher", adapted)
         run.make_dirs(s)
     except run.DirectoryError as exc:
         if reservation is not None:
@@ -78,6 +93,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if s.workload == "megatron":
         for warning in choice.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        for a in plan.adaptations:
+            print(f"adapted: {a.flag} {a.action}: {a.reason}", file=sys.stderr)
     print(f"Run artifacts: {s.run_dir}\nCheckpoint directory: {s.checkpoint_dir}")
     if s.dry_run:
         print(plan.shell)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual.contract import MODEL
+from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
 from ftqual.launch.stack import StackChoice
 
@@ -31,6 +32,7 @@ class LaunchPlan:
     workload: list[str]  # wrapper, its flags, `--`, the workload's arguments, extra argv
     megatron_flags: list[str]  # the stack-dependent flags chosen (empty for the smoke workload)
     log_server_port: int
+    adaptations: tuple[Adaptation, ...] = ()  # flags changed for this Megatron version (ftqual.launch.compat)
 
     @property
     def argv(self) -> list[str]:
@@ -41,9 +43,10 @@ class LaunchPlan:
         return shlex.join(self.argv)
 
 
-def ft_launcher_executable() -> str | None:
-    """ft_launcher beside this interpreter (a virtualenv), else the one on PATH."""
-    beside = Path(sys.executable).parent / "ft_launcher"
+def ft_launcher_executable(python: str = sys.executable) -> str | None:
+    """ft_launcher beside the interpreter (a virtualenv), else the one on PATH; the preflight asks for the
+    training interpreter's."""
+    beside = Path(python).parent / "ft_launcher"
     if beside.is_file():
         return str(beside)
     return shutil.which("ft_launcher")
@@ -160,8 +163,11 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
     ]
 
 
-def build_plan(s: Settings, stack: StackChoice, port: int, executable: str) -> LaunchPlan:
-    body = megatron_args(s, stack) if s.workload == "megatron" else smoke_args(s, stack)
+def build_plan(
+    s: Settings, stack: StackChoice, port: int, executable: str, compat: Compat | None = None
+) -> LaunchPlan:
+    compat = compat or Compat()
+    body = compat.apply(megatron_args(s, stack)) if s.workload == "megatron" else smoke_args(s, stack)
     workload = [*wrapper_args(s), "--", *body, *s.extra_args]
     flags = list(stack.megatron_flags) if s.workload == "megatron" else []
     return LaunchPlan(
@@ -169,4 +175,5 @@ def build_plan(s: Settings, stack: StackChoice, port: int, executable: str) -> L
         workload=workload,
         megatron_flags=flags,
         log_server_port=port,
+        adaptations=compat.adaptations if s.workload == "megatron" else (),
     )

@@ -123,6 +123,7 @@ def run_record(
         "tp": s.tp,
         "pp": s.pp,
         "megatron_flags": plan.megatron_flags,
+        "adaptations": [a.to_json() for a in plan.adaptations],
         "dist_optimizer": stack.dist_optimizer,
         "transformer_impl": stack.transformer_impl if s.workload == "megatron" else None,
         "log_server_port": plan.log_server_port,

@@ -165,15 +165,17 @@ class Settings:
 
     def timeouts_record(self) -> dict[str, float | int]:
         """run.json's `timeouts`: the section timeouts plus out_of_section, in seconds."""
-        record = {name: _number(value) for name, value in self.section_timeouts.items()}
-        record["out_of_section"] = _number(self.out_of_section_timeout)
+        record = {name: plain_number(value) for name, value in self.section_timeouts.items()}
+        record["out_of_section"] = plain_number(self.out_of_section_timeout)
         return record
 
     def section_timeouts_arg(self) -> str:
-        return ",".join(f"{name}:{_number(value)}" for name, value in self.section_timeouts.items())
+        return ",".join(f"{name}:{plain_number(value)}" for name, value in self.section_timeouts.items())
 
 
-def _number(value: float) -> float | int:
+def plain_number(value: float) -> float | int:
+    """`value` as an int when it is whole: run.json, the launcher's variables and command lines say 300, not
+    300.0 (ftqual.scenarios writes the workflow's side with it too)."""
     return int(value) if float(value).is_integer() else value
 
 

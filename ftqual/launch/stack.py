@@ -1,5 +1,8 @@
 """Resolve the stack-dependent Megatron flags (`auto` settings) from what is installed.
 
+The one resolution of the stack: the launcher runs it inside the training job, and the preflight feeds it
+the facts it probed (ftqual.stackinfo.resolve_for_stack), so what the preflight reports is what the
+launcher will run.
 Only `importlib.util.find_spec` is used: it finds a top-level module without importing it, so this is
 cheap and safe on a login node where importing Transformer Engine would need a GPU driver.
 Why each flag (Megatron core_v0.19, measured on H200: docs/benchmarks.md, docs/gpu-qualification/):
@@ -35,21 +38,35 @@ class Probe:
 
 @dataclass(frozen=True)
 class StackChoice:
+    """What `auto` became on a stack; `warnings` are notes on explicit settings that cannot work."""
+
     transformer_impl: str  # "local" or "transformer_engine"
     dist_optimizer: bool
     megatron_flags: list[str]  # the stack-dependent flags, in command order
     reasons: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    workload: str = "megatron"
+
+    def to_json(self) -> dict:
+        """The `resolved` object of preflight.json (docs/architecture.md); warnings go to the checks."""
+        return {
+            "workload": self.workload,
+            "transformer_impl": self.transformer_impl,
+            "dist_optimizer": self.dist_optimizer,
+            "megatron_flags": list(self.megatron_flags),
+            "reasons": dict(self.reasons),
+        }
 
 
-def _has_module(name: str) -> bool:
+def module_present(name: str) -> bool:
+    """Whether a top-level module can be found, without importing it."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
 
 
-def probe(has_module: Callable[[str], bool] = _has_module) -> Probe:
+def probe(has_module: Callable[[str], bool] = module_present) -> Probe:
     return Probe(
         transformer_engine=has_module("transformer_engine"),
         apex=has_module("apex"),

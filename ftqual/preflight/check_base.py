@@ -1,4 +1,4 @@
-"""What every preflight check is built from: the result type, the context, shared helpers.
+"""What every preflight check is built from: the result type and verdict, the context, shared helpers.
 
 Checks are pure functions of a Context (facts probed on this node + the config + the resolution of
 `auto`) returning CheckResult(s); nothing here touches the machine, so tests feed made-up facts.
@@ -8,17 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftqual.launch.stack import StackChoice
 from ftqual.preflight.probes import Facts
 from ftqual.scenarios import Scenario, WorkflowConfig
-from ftqual.stackinfo import Resolution
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One preflight check's outcome and, when it is not a pass, the `fix` to apply.
+
+    Deliberately not the verifier's result (ftqual.checks.result.CheckResult): a preflight judges a node
+    before anything runs, so it says pass|warn|fail|skip (warn: it can run, but fix this) and cites no
+    evidence; the verifier judges a finished run from its files, so it says inconclusive where evidence is
+    missing, cites file lines and marks which checks gate. preflight.json and verify.json each keep the
+    shape their readers know; one type would carry fields that mean nothing on one side, and would make the
+    login-node preflight import the verifier's evidence model.
+    """
+
     id: str
-    status: str
+    status: str  # pass | warn | fail | skip
     detail: str
     fix: str = ""
 
@@ -26,11 +36,18 @@ class CheckResult:
         return {"id": self.id, "status": self.status, "detail": self.detail, "fix": self.fix}
 
 
+def verdict(results: list[CheckResult]) -> str:
+    """Any check failed: fail; else any warned: warn; else pass. Every preflight check counts (the
+    verifier's verdict, ftqual.checks.result.verdict, counts only its gating checks)."""
+    statuses = {r.status for r in results}
+    return FAIL if FAIL in statuses else WARN if WARN in statuses else PASS
+
+
 @dataclass(frozen=True)
 class Context:
     facts: Facts
     cfg: WorkflowConfig
-    resolved: Resolution
+    resolved: StackChoice
 
     @property
     def megatron(self) -> bool:

@@ -1,4 +1,4 @@
-"""Preflight checks: the registry, in report order, and the verdict.
+"""Preflight checks: the registry, in report order (result type and verdict: check_base.py).
 
 Each check is a pure function of a Context (check_base.py) returning one CheckResult or a list; they live
 in checks_stack.py, checks_megatron.py and checks_host.py.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context
+from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, verdict
 from ftqual.preflight.checks_host import (
     check_disk_space,
     check_log_server_port,
@@ -21,6 +21,7 @@ from ftqual.preflight.checks_megatron import (
     check_apex,
     check_build_tools,
     check_dist_optimizer,
+    check_megatron_args,
     check_megatron_imports,
     check_megatron_path,
     check_megatron_version,
@@ -57,6 +58,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_megatron_path,
     check_megatron_version,
     check_megatron_imports,
+    check_megatron_args,
     check_build_tools,
     check_transformer_engine,
     check_apex,
@@ -78,8 +80,3 @@ def run_checks(ctx: Context) -> list[CheckResult]:
         out = check(ctx)
         results.extend(out if isinstance(out, list) else [out])
     return results
-
-
-def verdict(results: list[CheckResult]) -> str:
-    statuses = {r.status for r in results}
-    return FAIL if FAIL in statuses else WARN if WARN in statuses else PASS

@@ -77,6 +77,41 @@ def check_megatron_imports(ctx: Context) -> CheckResult:
     )
 
 
+def check_megatron_args(ctx: Context) -> CheckResult:
+    """The checkout's own parser on each scenario's arguments (ftqual.preflight.megatron_args)."""
+    if (skip := skip_smoke("megatron_args", ctx)) is not None:
+        return skip
+    parsed = ctx.facts.megatron_args
+    if not parsed:
+        return CheckResult("megatron_args", SKIP, "no Megatron-LM tree or no scenario command to parse")
+    m = ctx.facts.megatron
+    who = f"Megatron-Core {m.version}" if m is not None and m.version else "this Megatron-LM tree"
+    broken = [p for p in parsed if p.ok is None]
+    if broken:
+        return CheckResult(
+            "megatron_args",
+            WARN,
+            f"could not run {who}'s argument parser: {broken[0].error}",
+            "the megatron_imports check names what is missing; fix it so the arguments can be checked",
+        )
+    rejected = [p for p in parsed if not p.ok]
+    if rejected:
+        p = rejected[0]
+        also = f" (and {len(rejected) - 1} more scenario(s))" if len(rejected) > 1 else ""
+        return CheckResult(
+            "megatron_args",
+            FAIL,
+            f"{who} rejects scenario {p.scenario}'s arguments{also}: {p.error}",
+            "drop or rename that argument in extra_args, or use a Megatron-LM that has it "
+            "(qualified: core_v0.19.0); see docs/compatibility.md",
+        )
+    adapted = sorted({a.flag for la in ctx.facts.launcher_args for a in la.adaptations})
+    note = f"; adapted for this version: {', '.join(adapted)} left out" if adapted else ""
+    return CheckResult(
+        "megatron_args", PASS, f"{who}'s own parser accepts all {len(parsed)} scenario(s)' arguments{note}"
+    )
+
+
 def check_build_tools(ctx: Context) -> CheckResult:
     """Megatron runs `make -C megatron/core/datasets` on rank 0 at every start."""
     if (skip := skip_smoke("build_tools", ctx)) is not None:

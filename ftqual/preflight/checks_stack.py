@@ -171,12 +171,28 @@ def check_ft_launcher_flags(ctx: Context) -> CheckResult:
     rejected = [a for a in args if not a.result.ok]
     if rejected:
         a = rejected[0]
+        error = a.result.error or ""
+        who = f"ft_launcher of nvidia-resiliency-ext {ctx.facts.stack.nvrx or '(version unknown)'}"
+        if "unrecognized arguments:" in error:
+            # Our launcher writes every ft_launcher flag itself: one NVRx does not know is a version gap
+            # (0.5.0 has no --ft-checkpoint-iteration-file, for example), not a user's typo. Name the flags,
+            # not their values (paths of a placeholder run).
+            unknown = [w.split("=", 1)[0] for w in error.split(":", 1)[1].split() if w.startswith("--")]
+            error = f"it has no {', '.join(unknown)}" if unknown else error
+            fix = (
+                "install an nvidia-resiliency-ext that has these flags (qualified: 0.7.0 and 0.6.0; "
+                "see docs/compatibility.md)"
+            )
+        else:
+            fix = (
+                "fix the flag or value named; with --ft-nvrx-logfile this error would vanish into an exit 1 "
+            )
+            fix += "with empty logs"
         return CheckResult(
             "ft_launcher_flags",
             FAIL,
-            f"ft_launcher rejects scenario {a.scenario}'s command: {a.result.error}",
-            "fix the flag or value named; with --ft-nvrx-logfile this error "
-            "would vanish into an exit 1 with empty logs",
+            f"{who} rejects scenario {a.scenario}'s command: {error}",
+            fix,
         )
     scen = {s.name: s for s in ctx.cfg.scenarios}
     for a in args:

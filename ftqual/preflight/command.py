@@ -14,10 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftqual.launch import command as launch_command
 from ftqual.launch import stack as launch_stack
 from ftqual.preflight import probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
-from ftqual.preflight.flags import build_argv
+from ftqual.preflight.flags import build_argv, has_entrypoint
+from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
 from ftqual.scenarios import ConfigError, WorkflowConfig, load
 from ftqual.stackinfo import probe_stack, resolve_for_stack
@@ -44,13 +46,25 @@ def gather(
     found = launch_stack.probe()
     built = [build_argv(cfg, s, found, work_dir_of(cfg), PLACEHOLDER_LOG_PORT) for s in cfg.scenarios]
     to_parse = [b for b in built if b.error is None]
-    with ThreadPoolExecutor(max_workers=3) as pool:  # the slow probes are child interpreters
+    # Megatron's own parser judges the arguments the worker hands to pretrain_gpt.py (after the `--`).
+    mlm_argvs = (
+        {b.scenario: workload_args(b.argv) for b in to_parse}
+        if megatron and has_entrypoint(cfg.megatron_path)
+        else {}
+    )
+    with ThreadPoolExecutor(max_workers=4) as pool:  # the slow probes are child interpreters
+        mlm_f = (
+            pool.submit(parse_with_megatron, cfg.megatron_path, mlm_argvs, python, 180.0, env)
+            if mlm_argvs
+            else None
+        )
         stack_f = pool.submit(probe_stack, cfg.megatron_path if megatron else None, python)
         parse_f = pool.submit(parse_with_nvrx, [b.argv for b in to_parse], python, 120.0, parse_env)
         tools_f = pool.submit(probes.probe_tools, env.get("PATH")) if megatron else None
         stack = stack_f.result()
         parsed = dict(zip((b.scenario for b in to_parse), parse_f.result(), strict=True))
         tools = tools_f.result() if tools_f else None
+        mlm_parsed = tuple(mlm_f.result()) if mlm_f else ()
     mounts = probes.read_mounts()
     return probes.Facts(
         stack=stack,
@@ -63,10 +77,13 @@ def gather(
         megatron=probes.probe_megatron(cfg.megatron_path, stack.megatron) if megatron else None,
         ports=port_facts,
         launcher_args=tuple(
-            probes.LauncherArgs(b.scenario, tuple(b.argv), b.source, parsed.get(b.scenario), b.error)
+            probes.LauncherArgs(
+                b.scenario, tuple(b.argv), b.source, parsed.get(b.scenario), b.error, b.adaptations
+            )
             for b in built
         ),
-        ft_launcher_exe=probes.ft_launcher_exe(python),
+        megatron_args=mlm_parsed,
+        ft_launcher_exe=launch_command.ft_launcher_executable(python),
     )
 
 
@@ -77,8 +94,21 @@ def build_report(ctx: Context, results: list[CheckResult]) -> dict:
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "checks": [r.to_json() for r in results],
         "stack": ctx.facts.stack.fingerprint(),
-        "resolved": ctx.resolved.to_json(),
+        "resolved": resolved_json(ctx),
     }
+
+
+def resolved_json(ctx: Context) -> dict:
+    """preflight.json's `resolved`: the stack choice, plus the version adaptations the launcher will make
+    (the same for every scenario: they depend on the Megatron tree only)."""
+    out = ctx.resolved.to_json()
+    seen: dict[str, dict] = {}
+    for a in ctx.facts.launcher_args:
+        for adaptation in a.adaptations:
+            seen.setdefault(adaptation.flag, adaptation.to_json())
+    if seen:
+        out["adaptations"] = list(seen.values())
+    return out
 
 
 def summary_lines(report: dict) -> list[str]:

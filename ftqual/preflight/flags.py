@@ -22,6 +22,7 @@ class BuiltArgv:
     argv: list[str]  # after the ft_launcher executable
     source: str
     error: str | None = None  # the launcher itself refused these settings (it would exit 2)
+    adaptations: tuple = ()  # ftqual.launch.compat.Adaptation: flags changed for this Megatron version
 
 
 def scenario_env(cfg: WorkflowConfig, s: Scenario, work_dir: str, log_port: int | None) -> dict[str, str]:
@@ -40,11 +41,11 @@ def build_argv(
     cfg: WorkflowConfig, s: Scenario, stack_probe: object, work_dir: str, log_port: int
 ) -> BuiltArgv:
     """The argv the launcher would exec for scenario `s` (after the executable)."""
-    from ftqual.launch import command, settings, stack
+    from ftqual.launch import command, compat, megatron_compat, settings, stack
 
     env: Mapping[str, str] = scenario_env(cfg, s, work_dir, log_port)
     source = "built by ftqual.launch"
-    if cfg.workload == "megatron" and not _has_entrypoint(cfg.megatron_path):
+    if cfg.workload == "megatron" and not has_entrypoint(cfg.megatron_path):
         # Launcher flags do not depend on the workload; check them even before Megatron is in place
         # (the megatron_path check reports the missing tree).
         env = {**env, "NVRX_WORKLOAD": "smoke"}
@@ -54,9 +55,13 @@ def build_argv(
     except settings.SettingsError as exc:
         return BuiltArgv(s.name, [], source, str(exc))
     choice = stack.resolve(sett.transformer_impl, sett.dist_optimizer, stack_probe)
-    plan = command.build_plan(sett, choice, log_port, "ft_launcher")
-    return BuiltArgv(s.name, plan.argv[1:], source)
+    try:
+        adapted = megatron_compat(sett)
+    except compat.IncompatibleStack as exc:
+        return BuiltArgv(s.name, [], source, str(exc))
+    plan = command.build_plan(sett, choice, log_port, "ft_launcher", adapted)
+    return BuiltArgv(s.name, plan.argv[1:], source, adaptations=plan.adaptations)
 
 
-def _has_entrypoint(path: str | None) -> bool:
+def has_entrypoint(path: str | None) -> bool:
     return bool(path) and os.path.isfile(os.path.join(path, "pretrain_gpt.py"))

@@ -10,15 +10,16 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import sysconfig
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftqual.launch.stack import module_present
+from ftqual.preflight.megatron_args import MegatronParse
 from ftqual.preflight.nvrx_args import ParseResult
-from ftqual.stackinfo import StackFacts, module_present
+from ftqual.stackinfo import StackFacts
 
 NVRX_DEFAULT_LOG_PORT = 50051
 # What Megatron core_v0.19's pretrain_gpt.py imports unguarded at module level (static scan of the tag).
@@ -80,6 +81,7 @@ class LauncherArgs:
     source: str  # which code built it
     result: ParseResult | None  # None when the launcher refused the settings before building a command
     settings_error: str | None = None
+    adaptations: tuple = ()  # ftqual.launch.compat.Adaptation: flags changed for this Megatron version
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ class Facts:
     megatron: MegatronFacts | None
     ports: PortFacts
     launcher_args: tuple[LauncherArgs, ...] = ()
-    ft_launcher_exe: str | None = None
+    megatron_args: tuple[MegatronParse, ...] = ()  # Megatron's own parser on each scenario's arguments
+    ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -271,12 +274,6 @@ ENV_KEYS = ("TMPDIR", "NVRX_NODE_LOCAL_TMPDIR", "MEGATRON_PATH", "CUDA_VISIBLE_D
 
 def env_subset(env: Mapping[str, str]) -> dict[str, str]:
     return {k: env[k] for k in ENV_KEYS if k in env}
-
-
-def ft_launcher_exe(python: str = sys.executable) -> str | None:
-    """The ft_launcher script beside our interpreter, else on PATH."""
-    beside = Path(python).parent / "ft_launcher"
-    return str(beside) if beside.is_file() else shutil.which("ft_launcher")
 
 
 def gettempdir() -> str:

@@ -267,7 +267,7 @@ def resolved_section(summary: dict) -> list[str]:
         return ["No resolved settings (no preflight report)."]
     out = ["| setting | value |", "|---|---|"]
     for key, value in resolved.items():
-        if key == "reasons" and isinstance(value, dict):
+        if key in ("reasons", "adaptations"):
             continue
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
@@ -277,6 +277,12 @@ def resolved_section(summary: dict) -> list[str]:
         out.append("")
     for key, why in reasons.items():
         out.append(f"- why {code(key)}: {cell(why)}")
+    # Flags the launcher changed for this Megatron version (ftqual.launch.compat), with the reason.
+    adaptations = [a for a in resolved.get("adaptations") or [] if isinstance(a, dict)]
+    if adaptations and not reasons:
+        out.append("")
+    for a in adaptations:
+        out.append(f"- adapted {code(str(a.get('flag')))} ({cell(a.get('action'))}): {cell(a.get('reason'))}")
     return out
 
 

@@ -57,9 +57,15 @@ def started():
             proc.wait()
 
 
-def test_parse_stat_with_odd_command_names():
-    stat = procs.parse_stat("42 (a) b (c)) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 777 0 0")
-    assert (stat.pid, stat.state, stat.ppid, stat.pgid, stat.start_time) == (42, "S", 1, 42, 777)
+def test_stat_with_odd_command_names(tmp_path, started):
+    odd = tmp_path / "a) b (c"  # the command name /proc/<pid>/stat shows in parentheses
+    odd.symlink_to(sys.executable)
+    proc = started([str(odd), *SLEEPER[1:]])
+    time.sleep(0.2)
+    stat = procs.read_stat(proc.pid)
+    fields = open(f"/proc/{proc.pid}/stat").read().rpartition(")")[2].split()
+    assert (stat.pid, stat.ppid, stat.pgid) == (proc.pid, os.getpid(), proc.pid) and stat.state in ("R", "S")
+    assert stat.start_time == int(fields[19])
 
 
 def test_own_stat():

@@ -82,8 +82,8 @@ CONTEXT = {
     "MEGATRON_PATH": {"NVRX_WORKLOAD": "megatron"},
     "SLURM_JOB_ID": {"NNODES": "2", "RDZV_ENDPOINT": "node1:29400", "NVRX_RUN_ID": None},
 }
-# Values that are legitimate for a variable (an empty optional variable means its default, as in the
-# seed's `${VAR:-default}`; letters, digits, `_` and `-` make a valid run ID). Everything else must fail.
+# Values that are legitimate for a variable (an empty optional variable means its default, as a shell's
+# `${VAR:-default}` does; letters, digits, `_` and `-` make a valid run ID). Everything else must fail.
 REQUIRED = {"NVRX_WORK_DIR", "MEGATRON_PATH", "SLURM_JOB_ID"}
 ID_LIKE = {"exponent", "hex", "underscore", "nan", "infinity", "leading-zero"}
 LEGIT = {

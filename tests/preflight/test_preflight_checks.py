@@ -169,11 +169,19 @@ def test_ft_launcher_flags_pass_when_nvrx_reads_back_the_timeouts(make_ctx):
     assert S.check_ft_launcher_flags(ctx).status == "pass"
 
 
-def test_ft_launcher_flags_fail_on_a_rejected_flag(make_ctx):
-    bad = ParseResult(False, "unrecognized arguments: --ft-param-rank_section_timeouts=x")
+def test_ft_launcher_flags_fail_on_a_rejected_value(make_ctx):
+    bad = ParseResult(False, "argument --max-restarts: invalid int value: 'x'")
     r = S.check_ft_launcher_flags(make_ctx(launcher_args=(_args("kill", bad),)))
-    assert r.status == "fail" and "kill" in r.detail and "unrecognized" in r.detail
+    assert r.status == "fail" and "kill" in r.detail and "invalid int value" in r.detail
     assert "vanish" in r.fix
+
+
+def test_ft_launcher_flags_name_the_nvrx_version_that_lacks_a_flag(make_ctx):
+    bad = ParseResult(False, "unrecognized arguments: --ft-checkpoint-iteration-file=/c/tracker")
+    ctx = make_ctx(launcher_args=(_args("kill", bad),), stack=replace(H200_STACK, nvrx="0.5.0"))
+    r = S.check_ft_launcher_flags(ctx)
+    assert r.status == "fail" and "nvidia-resiliency-ext 0.5.0" in r.detail
+    assert "--ft-checkpoint-iteration-file" in r.detail and "0.6.0" in r.fix
 
 
 def test_ft_launcher_flags_fail_when_the_parser_cannot_run(make_ctx):

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-COPY = ("Snakefile", "rules", "config", "profiles", "scripts", "ftqual", "report")
+COPY = ("Snakefile", "rules", "envs", "config", "profiles", "scripts", "ftqual", "report")
 
 pytestmark = [
     pytest.mark.workflow,

@@ -190,3 +190,26 @@ def test_recovery_spans_split_the_restart_as_far_as_measured():
         (33.0, 55.0, "worker start-up, of which checkpoint load 0.16 s,"),
     ]
     assert [label for _, _, label, _ in recovery_spans(marks, {})][1] == "teardown + rendezvous"
+
+
+def test_resolved_section_lists_version_adaptations_with_their_reason():
+    from ftqual.report.markdown import resolved_section
+
+    summary = {
+        "resolved": {
+            "workload": "megatron",
+            "transformer_impl": "local",
+            "adaptations": [
+                {
+                    "component": "megatron",
+                    "flag": "--ft-num-warmup-iters",
+                    "action": "omitted",
+                    "reason": "Megatron-Core 0.14.0 has no --ft-num-warmup-iters; fixed warm-up of 1",
+                }
+            ],
+        }
+    }
+    lines = resolved_section(summary)
+    assert not any("adaptations" in ln for ln in lines)  # not dumped into the settings table
+    (line,) = [ln for ln in lines if ln.startswith("- adapted")]
+    assert "`--ft-num-warmup-iters` (omitted)" in line and "0.14.0" in line

@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from ftqual.checks import derive
-from ftqual.evidence import RunMetaError, build_snapshot
+from ftqual.evidence import RunMetaError, build_snapshot, derive
 from ftqual.verify import build_report, exit_code_for
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -9,9 +9,9 @@ import pytest
 
 from bench.make_run import Spec, generate
 from ftqual import metrics
-from ftqual.checks import derive
 from ftqual.checks.replay import _spans, relative_difference
 from ftqual.checks.series import Spans, relative
+from ftqual.evidence import derive
 from ftqual.evidence.snapshot import build_snapshot
 from ftqual.evidence.train_log import _Seen
 

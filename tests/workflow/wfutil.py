@@ -2,7 +2,8 @@
 
 A copy, not the checkout: the workflow writes results/, logs/, runs/ and .snakemake/ into its working
 directory, and each test wants its own. The copy holds everything a user's checkout has that the
-workflow reads (the Snakefile, rules, scripts, config, profiles, report captions and the ftqual package).
+workflow reads (the Snakefile, rules, scripts, conda envs, config, profiles, report captions and the ftqual
+package).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROJECT_ITEMS = ("Snakefile", "rules", "scripts", "config", "profiles", "report", "ftqual")
+PROJECT_ITEMS = ("Snakefile", "rules", "scripts", "envs", "config", "profiles", "report", "ftqual")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

@@ -1,4 +1,4 @@
-# Source on the GPU machine (see ../shared/gpu-stack.md): wheels from .whl, Megatron from .megatron.
+# Source on the GPU machine (the stack of docs/gpu-qualification/): wheels from .whl, Megatron from .megatron.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 TZ=UTC
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || return 1
 export PYTHONPATH="/tmp/site:$PWD" PATH="/tmp/site/bin:$PATH"

@@ -1,4 +1,4 @@
-"""Checks beyond the contract's list: the fixed timeouts were the ones in force in every cycle."""
+"""The fixed timeouts were the ones in force in every cycle (a check beyond the contract's list)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,135 @@
+"""Flags that only some Megatron-LM versions know: keep them, leave them out where the meaning survives,
+or refuse before anything is launched.
+
+The launcher decides from the Megatron tree's text (cheap, no import, the same on a login node and in the
+training job); the preflight then proves the decision with Megatron's own argument parser
+(ftqual.preflight.megatron_args), so a wrong guess here is a preflight failure, never a failed training run.
+
+Today one flag varies: `--ft-num-warmup-iters=0` asks Megatron's fault-tolerance integration to monitor the
+'step' section from the first iteration. Megatron-Core 0.16 added the flag; 0.13-0.15 have no flag and a
+fixed warm-up (`_NUM_WARMUP_ITERS = 1` in megatron/training/ft_integration.py) during which a step counts as
+out of section. Every fault is injected after the first checkpoint, i.e. after at least `save_interval`
+iterations of the cycle, so a fixed warm-up of at most `save_interval` iterations is over by then and the
+fault falls into the monitored 'step' section exactly as with the flag: leaving the flag out keeps the
+walkthrough's meaning. A longer or unreadable warm-up does not, and is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+WARMUP_FLAG = "--ft-num-warmup-iters"
+FT_INTEGRATION = Path("megatron") / "training" / "ft_integration.py"
+TRAINING_ARGS_DIR = Path("megatron") / "training"
+FIXED_WARMUP = re.compile(r"^_NUM_WARMUP_ITERS\s*=\s*(\d+)\b", re.MULTILINE)
+
+
+class IncompatibleStack(ValueError):
+    """The Megatron tree lacks a flag whose absence would change what the qualification tests."""
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    component: str  # "megatron"
+    flag: str  # the option, without a value
+    action: str  # "omitted"
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Compat:
+    """What the launcher changes in the workload's arguments for this Megatron tree."""
+
+    omitted: tuple[str, ...] = ()
+    adaptations: tuple[Adaptation, ...] = ()
+
+    def apply(self, args: Sequence[str]) -> list[str]:
+        """`args` without the omitted options (in `--flag=value` or `--flag value` form)."""
+        out: list[str] = []
+        skip_value = False
+        for arg in args:
+            if skip_value:
+                skip_value = False
+                continue
+            if arg in self.omitted:
+                skip_value = True
+                continue
+            if arg.split("=", 1)[0] in self.omitted:
+                continue
+            out.append(arg)
+        return out
+
+
+def defines_option(tree: Path, option: str) -> bool | None:
+    """Whether Megatron's training code names `option` as a quoted string; None when no code is readable."""
+    folder = tree / TRAINING_ARGS_DIR
+    try:
+        files = sorted(folder.rglob("*.py"))
+    except OSError:
+        return None
+    if not files:
+        return None
+    needles = (f"'{option}'", f'"{option}"')
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(n in text for n in needles):
+            return True
+    return False
+
+
+def fixed_warmup_iters(tree: Path) -> int | None:
+    """The warm-up hard-coded in ft_integration.py, when the module never reads it from the arguments."""
+    try:
+        text = (tree / FT_INTEGRATION).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if "ft_num_warmup_iters" in text:
+        return None  # the flag sets it: not fixed
+    m = FIXED_WARMUP.search(text)
+    return int(m.group(1)) if m else None
+
+
+def _version_words(version: str | None) -> str:
+    return f"Megatron-Core {version}" if version else "this Megatron-LM tree"
+
+
+def resolve(tree: Path | str | None, save_interval: int, version: str | None = None) -> Compat:
+    """The adaptations for the Megatron tree at `tree`; raises IncompatibleStack when one is needed but
+    would change the meaning. No tree (the smoke workload, or a path the preflight reports): nothing."""
+    if tree is None:
+        return Compat()
+    tree = Path(tree)
+    has_flag = defines_option(tree, WARMUP_FLAG)
+    if has_flag is None or has_flag:
+        return Compat()
+    who = _version_words(version)
+    warmup = fixed_warmup_iters(tree)
+    if warmup is None:
+        raise IncompatibleStack(
+            f"{who} has no {WARMUP_FLAG} and its fault-tolerance warm-up cannot be read from "
+            f"{FT_INTEGRATION}: cannot tell whether an injected fault would be monitored; use Megatron-LM "
+            "core_v0.16.0 or later (qualified: core_v0.19.0)"
+        )
+    if warmup > save_interval:
+        raise IncompatibleStack(
+            f"{who} has no {WARMUP_FLAG} and a fixed fault-tolerance warm-up of {warmup} iterations, more "
+            f"than save_interval {save_interval}: a fault after the first checkpoint would not be in the "
+            f"monitored 'step' section; set save_interval to {warmup} or more, or use Megatron-LM "
+            "core_v0.16.0 or later"
+        )
+    reason = (
+        f"{who} has no {WARMUP_FLAG}; its fault-tolerance integration has a fixed warm-up of {warmup} "
+        f"iteration(s), over before the first checkpoint (save_interval {save_interval}), so every injected "
+        "fault is in the monitored 'step' section as with 0"
+    )
+    omitted = Adaptation("megatron", WARMUP_FLAG, "omitted", reason)
+    return Compat(omitted=(WARMUP_FLAG,), adaptations=(omitted,))
