@@ -4,7 +4,7 @@
     python bench/make_run.py --ranks 1024 --iters 200 --restarts 1 --seed 7 \
         --out bench/out/run --target-mb 500
 
-What it writes (design.md section 2, formats of the recorded `kill-2gpu` / `baseline-2gpu` fixtures):
+What it writes (the run directory of docs/architecture.md, in the formats of the recorded fixtures):
 run.json, fault_injected.json (fault runs), cycle_infos/cycle_info.<job>.0.<N> + .current,
 logs/launcher.log (every node's launcher: rendezvous, exits, restarts, progress), logs/train_cycle<N>.log
 (every rank's lines prefixed "<rank>: ", right-aligned to the width of world_size-1), checkpoints/
@@ -617,8 +617,8 @@ def parse_args(argv: list[str] | None) -> tuple[Spec, Path, float | None]:
         "--chatter-per-rank", type=int, default=40, help="NCCL INFO lines every rank prints per cycle"
     )
     p.add_argument("--target-mb", type=float, help="size of all logs; sets --chatter-per-rank")
-    p.add_argument("--fault-rank", type=int, help="default 1 (the seed's)")
-    p.add_argument("--job-id", help="Slurm job id in cycle_info names (default from the seed; '' for none)")
+    p.add_argument("--fault-rank", type=int, help="default 1 (the launcher's)")
+    p.add_argument("--job-id", help="Slurm job id in cycle_info names (default as recorded; '' for none)")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument(
         "--current-symlink",

@@ -15,15 +15,15 @@ import bisect
 import io
 import json
 import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from ftqual.evidence import canonical
 from ftqual.evidence.clock import Clock
 from ftqual.evidence.iterations import (
     DTYPE,
@@ -504,180 +504,203 @@ _BLOCK_BYTES = 4 << 20
 _NEEDLES = tuple(keyword.encode() for keyword in _KEYWORDS)
 
 
-def _candidate_starts(block: bytes, needles: tuple[bytes, ...] = _NEEDLES) -> list[int]:
-    """Sorted offsets of the lines in `block` that contain a keyword (the same test as `_interesting`:
-    the keywords are ASCII, so a keyword is in the decoded line exactly when its bytes are in the raw one)."""
-    starts: set[int] = set()
-    find, rfind = block.find, block.rfind
+def _keyword_hits(block: bytes, needles: tuple[bytes, ...]) -> list[int]:
+    """Where a keyword is in `block`: for each keyword, its first offset in each line holding it."""
+    hits: list[int] = []
+    find = block.find
     for needle in needles:
         pos = find(needle)
         while pos >= 0:
-            starts.add(rfind(b"\n", 0, pos) + 1)
+            hits.append(pos)
             end = find(b"\n", pos)
             if end < 0:
                 break
             pos = find(needle, end + 1)
-    return sorted(starts)
+    return hits
 
 
-# Iteration lines in Megatron's own format (every field in its place up to the loss) are parsed a block at a
-# time: one regex pass collects them and numpy converts their numbers. The rest of such a line holds no fact
-# once the block checks passed (no other keyword on a line with `consumed samples`, one per line). Every other
-# line, and every block where that could differ from the line-by-line reading, goes through the collector.
-_BULK = re.compile(
-    rb"\n *[0-9]+: +\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6})\] iteration +(\d{1,18})/ *(\d{1,18}) \| "
-    rb"consumed samples: +(\d{1,18}) \| elapsed time per iteration \(ms\): (\d{1,15}\.\d{1,15}) \| "
-    rb"learning rate: [-+.0-9Ee]+ \| global batch size: +(\d{1,18}) \| "
-    rb"lm loss: ([-+]?\d{1,15}\.\d{1,15}E[-+]\d{1,3}) \|",
-)
+def _candidate_starts(block: bytes, needles: tuple[bytes, ...] = _NEEDLES) -> list[int]:
+    """Sorted offsets of the lines in `block` that contain a keyword (the same test as `_interesting`:
+    the keywords are ASCII, so a keyword is in the decoded line exactly when its bytes are in the raw one)."""
+    rfind = block.rfind
+    return sorted({rfind(b"\n", 0, pos) + 1 for pos in _keyword_hits(block, needles)})
+
+
+# Iteration lines in Megatron's own layout are parsed a block at a time (`canonical.parse`: numpy over the
+# bytes, no regex and no Python step per line); the other lines holding `consumed samples` go through the
+# collector. The other keywords are sought only outside what the canonical lines are proven to hold.
 _SAMPLES = b"consumed samples"
 _OTHER_NEEDLES = tuple(n for n in _NEEDLES if n != _SAMPLES)
+_ARGUMENTS = b"------ arguments ------"
+_MAX_SHIFT = 1 << 60  # microseconds; a forged tz_offset_s beyond it leaves the block to the collector
+_BULK_MIN = 8  # iteration lines a block needs to be read in bulk (fewer cost less line by line)
 
 
-def _bulk_iterations(collector: _Collector, block: bytes, base: int, number: int) -> list[int] | None:
-    """Record the block's iteration lines at once and return the other candidate lines' starts, or None
-    (nothing recorded) when the block must be read line by line: an argument dump in it or open, a line
-    with `consumed samples` not in the canonical format, or one that also holds another keyword."""
-    if collector.in_args or b"------ arguments ------" in block:
+def _other_starts(block: bytes, lo: np.ndarray, clean_end: np.ndarray) -> list[int]:
+    """`_candidate_starts(block, _OTHER_NEEDLES)`, the keywords sought only outside [lo, clean_end) of the
+    canonical lines when these make much of the block. No keyword lies within those spans (`canonical`
+    proves it: a head holds only its layout's words, digits, spaces and marks; a rest read to the line's end
+    was searched), and none is cut by leaving them out: a keyword would have to hold the newline before a
+    line's start or after its end, or the `|` that ends a head."""
+    if int((clean_end - lo).sum()) * 4 < len(block):
+        return _candidate_starts(block, _OTHER_NEEDLES)
+    gap_start = np.concatenate(([0], clean_end))
+    gap_size = np.append(lo, len(block)) - gap_start
+    keep = np.flatnonzero(gap_size > 0)
+    gap_start, gap_size = gap_start[keep], gap_size[keep]
+    rest = b"".join([block[s : s + k] for s, k in zip(gap_start.tolist(), gap_size.tolist(), strict=True)])
+    hits = _keyword_hits(rest, _OTHER_NEEDLES)
+    if not hits:
+        return []
+    at_rest = np.concatenate(([0], np.cumsum(gap_size)))  # where each gap starts in `rest`
+    found = np.array(hits, dtype=np.int64)
+    gap = np.searchsorted(at_rest, found, side="right") - 1
+    rfind = block.rfind
+    return sorted({rfind(b"\n", 0, pos) + 1 for pos in (gap_start[gap] + found - at_rest[gap]).tolist()})
+
+
+def _sample_lines(block: bytes, total: int, newlines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each line holding `consumed samples`, whether it holds them once), in line order."""
+    pieces = np.fromiter(map(len, block.split(_SAMPLES)), dtype=np.int64, count=total + 1)[:-1]
+    at = np.cumsum(pieces) + np.arange(total, dtype=np.int64) * len(_SAMPLES)
+    line_of = np.searchsorted(newlines, at)  # newlines before each occurrence: the index of its line
+    first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
+    return line_of[first], np.diff(np.append(first, total)) == 1
+
+
+def _bulk_iterations(
+    collector: _Collector,
+    block: bytes,
+    base: int,
+    number: int,
+    arguments: bool,
+    a: np.ndarray,
+    newlines: np.ndarray,
+) -> list[int] | None:
+    """Record the block's iteration lines (`a`: the block's bytes, `newlines`: where its newlines are);
+    return the other candidate lines' starts, or None (nothing recorded) when the block must be read line
+    by line: an argument dump in it (`arguments`) or open, or a line with `consumed samples` that also holds
+    another keyword (its facts must keep their order).
+
+    Canonical lines become records at once; the other lines with `consumed samples` go through the collector
+    in line order between them, so the table stays in line order and each number's first line wins."""
+    if collector.in_args or arguments:
         return None
-    found = _BULK.findall(b"\n" + block)  # a line starts after a newline: a literal the regex seeks fast
-    if not found or len(found) != block.count(_SAMPLES):
+    total = block.count(_SAMPLES)
+    if not total:
+        return _candidate_starts(block, _OTHER_NEEDLES)
+    if total < _BULK_MIN:
         return None
-    others = _candidate_starts(block, _OTHER_NEEDLES)
-    for start in others:
-        end = block.find(b"\n", start)
-        if block.find(_SAMPLES, start, len(block) if end < 0 else end) >= 0:
+    shift = canonical.shift_micros(collector.clock.tz_offset_s)
+    if shift is None or abs(shift) > _MAX_SHIFT:
+        return None
+    count = len(newlines) + (not block.endswith(b"\n"))  # lines in the block
+    starts = np.concatenate(([0], newlines + 1))[:count]
+    ends = np.append(newlines, len(block))[:count]
+    if total * 2 >= count:  # iteration-dense: every line is tried, most are canonical
+        lines = np.arange(count)
+        parsed = canonical.parse(a, starts, ends, shift, MAX_LINE_BYTES, _NEEDLES)
+        ok = parsed.ok
+        if int(ok.sum()) == total:  # each canonical line holds the words once, no other line holds them
+            samples = ok
+        else:
+            where, once = _sample_lines(block, total, newlines)
+            samples = np.zeros(count, dtype=bool)
+            samples[where] = True
+            single = np.zeros(count, dtype=bool)
+            single[where] = once
+            ok = ok & single
+    else:
+        lines, once = _sample_lines(block, total, newlines)
+        parsed = canonical.parse(a, starts[lines], ends[lines], shift, MAX_LINE_BYTES, _NEEDLES)
+        ok = parsed.ok & once
+        samples = np.ones(len(lines), dtype=bool)
+    lo, hi = starts[lines], ends[lines]
+    others = _other_starts(block, lo[ok], parsed.clean_end[ok])
+    if others:
+        held = lo[samples]
+        where = np.minimum(np.searchsorted(held, others), len(held) - 1)
+        if (held[where] == np.array(others)).any():
             return None
-    newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-    # each canonical line holds `consumed samples` once and no other line does (counted above): their
-    # starts are the line starts before each occurrence, found without a Python step per line
-    pieces = np.fromiter(map(len, block.split(_SAMPLES)), dtype=np.int64, count=len(found) + 1)[:-1]
-    at = np.cumsum(pieces) + np.arange(len(found), dtype=np.int64) * len(_SAMPLES)
-    before = np.searchsorted(newlines, at)
-    starts = np.concatenate(([-1], newlines))[before] + 1  # after the newline before, or the block's start
-    rows = _bulk_rows(collector, found, starts, before, base, number)
-    if rows is None:
-        return None
-    collector.bulk(rows)
+    rows = np.zeros(int(ok.sum()), dtype=DTYPE)
+    for name in ("iteration", "train_iters", "consumed", "gbs", "loss", "elapsed", "t"):
+        rows[name] = getattr(parsed, name)[ok]
+    rows["line"] = number + lines[ok] + 1
+    rows["offset"] = base + lo[ok]
+    rows["flags"] = HAS_GBS | HAS_LOSS | HAS_ELAPSED | HAS_T
+    done = 0
+    before = np.cumsum(ok) - ok  # canonical lines before each line
+    for index in np.flatnonzero(samples & ~ok).tolist():  # in line order, between the records around them
+        if (upto := int(before[index])) > done:
+            collector.bulk(rows[done:upto])
+            done = upto
+        start, end = int(lo[index]), int(hi[index])
+        raw = block[start : min(end + 1, len(block), start + MAX_LINE_BYTES)].decode("utf-8", "replace")
+        collector.line(number + int(lines[index]) + 1, raw, base + start)
+    if done < len(rows):
+        collector.bulk(rows[done:])
     return others
 
 
-_BULK_TYPES = (np.int64, np.int64, np.int64, np.float64, np.int64, np.float64)
+_RANK_WIDTH = 24  # bytes of a line's start where its rank prefix is sought at once
+_RANK_TABLE_MAX = 1 << 20  # ranks below this are looked up in a table
 
 
-def _numbers(column: tuple[bytes, ...], dtype) -> np.ndarray | None:
-    """The column's numbers, parsed in C (strtoll / the correctly rounded strtod float() uses)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = np.fromstring(b" ".join(column), dtype=dtype, sep=" ")
-    return out if len(out) == len(column) else None
-
-
-def _bulk_rows(collector: _Collector, found: list, starts, before, base: int, number: int):
-    """The records of the canonical lines (None when a timestamp is one strptime would refuse)."""
-    columns = list(zip(*found, strict=True))
-    ts = np.array(columns[0])
-    numbers = [_numbers(column, dtype) for column, dtype in zip(columns[1:], _BULK_TYPES, strict=True)]
-    if any(column is None for column in numbers):
-        return None
-    it, total, consumed, elapsed, gbs, loss = numbers
-    digits = ts.view(np.uint8).reshape(len(ts), -1)
-    year = digits[:, :4].astype(np.int64) - 48
-    year = year[:, 0] * 1000 + year[:, 1] * 100 + year[:, 2] * 10 + year[:, 3]
-    if (year < 2).any() or (year > 9998).any():  # the UTC shift could leave datetime's range
-        return None
-    digits = digits.copy()
-    digits[:, 10] = ord("T")
-    try:
-        naive = digits.view(ts.dtype).reshape(-1).astype("datetime64[us]").astype(np.int64)
-    except ValueError:  # a date or time out of range: the line-by-line reading says which is none
-        return None
-    shift = timedelta(seconds=collector.clock.tz_offset_s) // timedelta(microseconds=1)
-    out = np.zeros(len(found), dtype=DTYPE)
-    out["iteration"] = it
-    out["train_iters"] = total
-    out["consumed"] = consumed
-    out["gbs"] = gbs
-    out["loss"] = loss
-    out["elapsed"] = elapsed
-    out["t"] = naive - shift
-    out["line"] = number + before + 1  # newlines before the occurrence = before the line start
-    out["offset"] = base + starts
-    out["flags"] = HAS_GBS | HAS_LOSS | HAS_ELAPSED | HAS_T
-    return out
-
-
-def _exclusion(tokens: set[bytes]) -> bytes:
-    """A regex matching exactly `<token>: ` for the given digit strings, as a trie whose digits with equal
-    subtrees share a character class (so 0..1023 stays a short pattern, tested in a few steps per line)."""
-    trie: dict = {}
-    for token in tokens:
-        node = trie
-        for digit in token:
-            node = node.setdefault(digit, {})
-        node[None] = {}
-
-    def emit(node: dict) -> bytes:
-        groups: dict[bytes, list[int]] = {}
-        for digit, child in node.items():
-            if digit is not None:
-                groups.setdefault(emit(child), []).append(digit)
-        alternatives = [b": "] if None in node else []
-        for sub, digits in groups.items():
-            head = bytes(digits) if len(digits) == 1 else b"[" + bytes(sorted(digits)) + b"]"
-            alternatives.append(head + sub)
-        return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
-
-    return emit(trie)
-
-
-class _RankScan:
-    """Finds the first line of every rank in the blocks the fast path reads, without splitting them.
-
-    One regex search per block finds the next line whose rank prefix is not yet excluded; the exclusion (a
-    negative lookahead over the ranks already seen) is recompiled only once the matches it would have saved
-    outweigh a compile, so a world of a thousand ranks costs a few compiles, not one per rank.
-    """
-
-    def __init__(self, collector: _Collector) -> None:
-        self.collector = collector
-        self.excluded: set[bytes] = set()
-        self.seen: set[bytes] = set()
-        self.pattern = re.compile(rb"\n[ \t]*([0-9]+): ")
-        self.wasted = 0
-
-    def _compile(self) -> None:
-        self.excluded = set(self.seen)
-        self.pattern = re.compile(rb"\n[ \t]*+(?!" + _exclusion(self.excluded) + rb")([0-9]+): ")
-        self.wasted = 0
-
-    def scan(self, block: bytes, number: int) -> None:
-        """`block` starts at a line start, after `number` lines; it holds no carriage return."""
-        counted, lines = 0, number  # `lines` lines lie before offset `counted`
-        if m := _RANK_BYTES.match(block):
-            self._found(m[1], block, 0, number + 1)
-        pos = 0
-        while m := self.pattern.search(block, pos):
-            start = m.start() + 1
-            pos = m.end()
-            token = m[1]
-            if token in self.seen:
-                self.wasted += 1
-                if self.wasted > 256 + 4 * len(self.seen):
-                    self._compile()
-                continue
-            lines += block.count(b"\n", counted, start)
-            counted = start
-            self._found(token, block, start, lines + 1)
-
-    def _found(self, token: bytes, block: bytes, start: int, number: int) -> None:
-        self.seen.add(token)
-        ranks = self.collector.ranks
-        rank = int(token)
-        if rank not in ranks:
-            end = block.find(b"\n", start)
-            raw = block[start : len(block) if end < 0 else end].decode("utf-8", "replace")
-            ranks[rank] = ref(self.collector.rel, number, raw)
+def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.ndarray, number: int) -> None:
+    """Note the first line of every rank in the block not seen yet: what `_RankScan.scan` finds (the prefix
+    `_RANK_BYTES` matches at a line's start), read at every line start at once. A line whose prefix does not
+    fit the window, or whose rank has more than 15 digits, is matched by `_RANK_BYTES` itself."""
+    starts = np.concatenate(([0], newlines + 1))
+    starts = starts[starts < len(block)]
+    m = len(starts)
+    seen = collector.ranks
+    if m < 256:  # a few lines: the regex at each start costs less
+        for i, start in enumerate(starts.tolist()):
+            if (match := _RANK_BYTES.match(block, start)) and (rank := int(match[1])) not in seen:
+                stop = block.find(b"\n", start)
+                raw = block[start : len(block) if stop < 0 else stop].decode("utf-8", "replace")
+                seen[rank] = ref(collector.rel, number + i + 1, raw)
+        return
+    padded = len(block) - int(starts[-1]) < _RANK_WIDTH
+    source = (
+        np.concatenate((a[-2 * _RANK_WIDTH :], np.zeros(_RANK_WIDTH, dtype=np.uint8))) if padded else None
+    )
+    rows = np.empty((m, _RANK_WIDTH), dtype=np.uint8)
+    inside = starts + _RANK_WIDTH <= len(block)
+    if inside.any():
+        rows[inside] = canonical.windows(a, starts[inside], _RANK_WIDTH)
+    if source is not None:
+        offset = len(block) - min(len(block), 2 * _RANK_WIDTH)
+        rows[~inside] = canonical.windows(source, starts[~inside] - offset, _RANK_WIDTH)
+    columns = np.arange(_RANK_WIDTH)
+    blank = (rows == ord(" ")) | (rows == ord("\t"))
+    lead = np.where(blank.all(axis=1), _RANK_WIDTH, (~blank).argmax(axis=1))
+    digit = ((rows - np.uint8(ord("0"))) < 10) | (columns < lead[:, None])
+    end = np.where(digit.all(axis=1), _RANK_WIDTH, (~digit).argmax(axis=1))  # after the digits
+    size = end - lead
+    known = end + 2 <= _RANK_WIDTH
+    colon = rows[np.arange(m), np.minimum(end, _RANK_WIDTH - 1)] == ord(":")
+    space = rows[np.arange(m), np.minimum(end + 1, _RANK_WIDTH - 1)] == ord(" ")
+    ranked = known & (size >= 1) & colon & space
+    token_end = starts + end
+    odd = ~known | (ranked & ((size > canonical.MAX_DIGITS) | (token_end < 16) | ~inside))  # regex below
+    ranked &= ~odd
+    value = np.zeros(m, dtype=np.int64)
+    if ranked.any():
+        value[ranked] = canonical.number_before(a, token_end[ranked], size[ranked])
+    table = np.zeros(_RANK_TABLE_MAX, dtype=bool)
+    table[[rank for rank in seen if rank < _RANK_TABLE_MAX]] = True
+    new = ranked & ((value >= _RANK_TABLE_MAX) | ~table[np.minimum(value, _RANK_TABLE_MAX - 1)])
+    found: list[tuple[int, int]] = [(int(i), int(value[i])) for i in np.flatnonzero(new).tolist()]
+    for i in np.flatnonzero(odd).tolist():
+        if match := _RANK_BYTES.match(block, int(starts[i])):
+            found.append((i, int(match[1])))
+    for i, rank in sorted(found):
+        if rank not in seen:
+            start = int(starts[i])
+            stop = block.find(b"\n", start)
+            raw = block[start : len(block) if stop < 0 else stop].decode("utf-8", "replace")
+            seen[rank] = ref(collector.rel, number + i + 1, raw)
 
 
 def _rest_of_line(handle) -> bytes:
@@ -691,13 +714,18 @@ def _rest_of_line(handle) -> bytes:
     return tail
 
 
-def _after_arguments(block: bytes) -> int | None:
-    """Where to end a block holding the argument dump (which is read line by line) so that the iteration
-    lines after it are read in bulk: after the line that ends the dump, when much of the block follows."""
-    head = block.find(b"------ arguments ------")
+def _after_arguments(block: bytes, head: int) -> int | None:
+    """Where to end a block holding the argument dump at `head` (which is read line by line) so that the
+    iteration lines after it are read in bulk: after the line that ends the dump, when much of the block
+    follows."""
     end = block.find(b"end of arguments", head) if head >= 0 else -1
     cut = block.find(b"\n", end) + 1 if end >= 0 else 0
     return cut if 0 < cut < len(block) - (64 << 10) and b"\r" not in block else None
+
+
+def _newlines_in(newlines: np.ndarray, first: int, end: int) -> int:
+    """Newlines in block[first:end] (`newlines`: their positions in the block)."""
+    return int(np.searchsorted(newlines, end) - np.searchsorted(newlines, first))
 
 
 def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path | None = None) -> TrainLog:
@@ -710,7 +738,6 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
     make a lone `\r` end a line.
     """
     collector = _Collector(cycle, rel, clock, path, root)
-    ranks = _RankScan(collector)
     number = 0  # lines before the current position
     complete = True
     with open_regular(path, *((root,) if root is not None else ())) as handle:
@@ -721,7 +748,8 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
                 break
             if not block.endswith(b"\n"):
                 block += _rest_of_line(handle)
-            if (cut := _after_arguments(block)) is not None:  # the rest is read again as the next block
+            head = block.find(_ARGUMENTS)
+            if (cut := _after_arguments(block, head)) is not None:  # the rest is read again as the next block
                 block = block[:cut]
                 handle.seek(base + cut)
             if b"\r" in block:
@@ -733,17 +761,19 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
                     else:
                         collector.rank_line(number, raw)
                 continue
-            ranks.scan(block, number)
+            a = np.frombuffer(block, dtype=np.uint8)
+            newlines = np.flatnonzero(a == 10)
+            _new_ranks(collector, block, a, newlines, number)
             size, pos = len(block), 0
-            starts = _bulk_iterations(collector, block, base, number)
-            if starts is None:
-                starts = _candidate_starts(block)
+            bulk = _bulk_iterations(collector, block, base, number, head >= 0, a, newlines)
+            starts = bulk if bulk is not None else _candidate_starts(block)
             if collector.in_args:  # an argument dump continues from the previous block
                 starts.insert(0, 0)
+
             for start in starts:
                 if start < pos:
                     continue
-                number += block.count(b"\n", pos, start)
+                number += _newlines_in(newlines, pos, start)
                 pos = start
                 while True:  # the keyword line, then every line while inside the argument dump
                     end = block.find(b"\n", pos)
@@ -754,7 +784,7 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
                     pos = stop
                     if not collector.in_args or pos >= size:
                         break
-            number += block.count(b"\n", pos)
+            number += _newlines_in(newlines, pos, size)
             complete = block.endswith(b"\n")
             if not complete and pos < size:
                 number += 1  # the last line, without newline, held no keyword
