@@ -3,7 +3,9 @@
 # attempt slots from ftqual.attempts (the workflow's state rules); docs/architecture.md explains both.
 
 import json
+import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -79,6 +81,16 @@ def summary_input(wildcards):
 
 def report_file(name):
     return f"{REPORT_DIR}/{name}"
+
+
+def ftqual_cli():
+    """Our CLI for the shell rules: `ftqual` where it is installed (bootstrap, the conda env), else the
+    interpreter running Snakemake with this checkout on its path (a node where the project is used from
+    PYTHONPATH, as on the GPU machine, where `ftqual` is not a command)."""
+    if shutil.which("ftqual"):
+        return "ftqual"
+    project = shlex.quote(str(Path(workflow.basedir).resolve()))
+    return f"PYTHONPATH={project}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.quote(sys.executable)} -m ftqual"
 
 
 def report_argv(verify_reports):
@@ -258,8 +270,15 @@ def salvage_summary():
     Path("logs").mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "ftqual", "report", "--out", "results"]
     cmd += ["--preflight", preflight_report(), *report_argv(current_verify_reports())]
+    project = str(Path(workflow.basedir).resolve())
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [project, os.environ.get("PYTHONPATH")])
+        ),
+    }
     with open("logs/summary-after-error.log", "w") as log:
-        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False)
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False, env=env)
     print(
         "ftqual: a job failed; results/summary.md and junit.xml were rebuilt from what exists "
         "(logs/summary-after-error.log)",

@@ -27,7 +27,8 @@ rule summary:
     conda:
         "../envs/ftqual.yaml"
     params:
+        ftqual=ftqual_cli(),
         verdicts=report_arguments,
         out=lambda wildcards, output: Path(output.json).parent,
     shell:
-        "ftqual report --preflight {input.preflight:q} {params.verdicts} --out {params.out:q} > {log:q} 2>&1"
+        "{params.ftqual} report --preflight {input.preflight:q} {params.verdicts} --out {params.out:q} > {log:q} 2>&1"

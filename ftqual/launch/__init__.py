@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ftqual import procs
+from ftqual.contract import MODEL
 from ftqual.launch import command, compat, logport, run, runstate, settings, stack
 
 NVRX_DEFAULT_LOG_SERVER_PORT = 50051
@@ -48,7 +49,8 @@ def megatron_compat(s: settings.Settings) -> compat.Compat:
     from ftqual.stackinfo import megatron_version
 
     tree = s.megatron_path
-    return compat.resolve(tree, s.save_interval, megatron_version(tree) if tree else None)
+    version = megatron_version(tree) if tree else None
+    return compat.resolve(tree, s.save_interval, version, vocab_size=MODEL.vocab_size)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -105,8 +105,8 @@ def check_megatron_args(ctx: Context) -> CheckResult:
             "drop or rename that argument in extra_args, or use a Megatron-LM that has it "
             "(qualified: core_v0.19.0); see docs/compatibility.md",
         )
-    adapted = sorted({a.flag for la in ctx.facts.launcher_args for a in la.adaptations})
-    note = f"; adapted for this version: {', '.join(adapted)} left out" if adapted else ""
+    adapted = sorted({f"{a.flag} {a.action}" for la in ctx.facts.launcher_args for a in la.adaptations})
+    note = f"; adapted for this version: {', '.join(adapted)}" if adapted else ""
     return CheckResult(
         "megatron_args", PASS, f"{who}'s own parser accepts all {len(parsed)} scenario(s)' arguments{note}"
     )

@@ -198,6 +198,57 @@ def test_apply_drops_both_forms_and_nothing_else():
     assert c.apply(["--a", "--x=0", "--b", "1", "--x", "3", "--xy=2"]) == ["--a", "--b", "1", "--xy=2"]
 
 
+def test_apply_changes_values_of_the_named_option_only():
+    c = compat.Compat(values=(("--v", "9"),))
+    assert c.apply(["--v=1", "--vv=1", "--w=1"]) == ["--v=9", "--vv=1", "--w=1"]
+
+
+MOCK_NO_WRAP = """
+class MockGPTLowLevelDataset:
+    max_sequence_length: int = 4096
+
+    def __getitem__(self, idx):
+        return numpy.concatenate([numpy.arange(length - 1) + 1, [self.tokenizer.eod]])
+
+
+class Other:
+    x = "% self.vocab_size"
+"""
+MOCK_WRAPS = MOCK_NO_WRAP.replace(
+    "numpy.arange(length - 1) + 1", "(numpy.arange(length - 1) + 1) % self.vocab_size"
+)
+
+
+def with_mock_dataset(tree: Path, source: str) -> Path:
+    (tree / "megatron" / "core" / "datasets").mkdir(parents=True, exist_ok=True)
+    (tree / "megatron" / "core" / "datasets" / "gpt_dataset.py").write_text(source)
+    return tree
+
+
+def test_mock_data_that_does_not_wrap_token_ids_gets_a_vocabulary_that_holds_them(tmp_path, our_options):
+    tree = with_mock_dataset(fake_tree(tmp_path, (0, 14, 0), our_options), MOCK_NO_WRAP)
+    resolved = compat.resolve(tree, 5, "0.14.0", vocab_size=1024)
+    assert resolved.values == ((compat.VOCAB_FLAG, "4096"),) and resolved.omitted == ()
+    (a,) = resolved.adaptations
+    assert a.action == "set to 4096" and "up to 4095" in a.reason
+    assert compat.resolve(tree, 5, "0.14.0", vocab_size=4096) == compat.Compat()  # already large enough
+    rc, args, err = dry_run_workload(tmp_path, tree)
+    assert rc == 0 and "--vocab-size=4096" in args and "--vocab-size=1024" not in args
+    assert "adapted: --vocab-size set to 4096" in err
+
+
+def test_mock_data_that_wraps_token_ids_changes_nothing(tmp_path, our_options):
+    tree = with_mock_dataset(fake_tree(tmp_path, (0, 19, 1), our_options), MOCK_WRAPS)
+    assert compat.resolve(tree, 5, "0.19.1", vocab_size=1024) == compat.Compat()
+
+
+def test_mock_data_whose_bound_cannot_be_read_is_refused(tmp_path, our_options):
+    source = MOCK_NO_WRAP.replace("max_sequence_length: int = 4096", "max_sequence_length = LIMIT")
+    tree = with_mock_dataset(fake_tree(tmp_path, (0, 14, 0), our_options), source)
+    with pytest.raises(compat.IncompatibleStack, match="largest id"):
+        compat.resolve(tree, 5, "0.14.0", vocab_size=1024)
+
+
 # ------------------------------------------------------------------------------- Megatron's own parser
 
 
@@ -281,7 +332,7 @@ def test_preflight_reports_the_adaptation_and_the_parser_accepts_it(tmp_path, ou
     proc, report = preflight(tmp_path, tree)
     c = check(report, "megatron_args")
     assert c["status"] == "pass", c
-    assert f"{compat.WARMUP_FLAG} left out" in c["detail"]
+    assert f"{compat.WARMUP_FLAG} omitted" in c["detail"]
     (a,) = report["resolved"]["adaptations"]
     assert a["flag"] == compat.WARMUP_FLAG and "fixed warm-up of 1" in a["reason"]
 
