@@ -5,7 +5,14 @@ The launcher decides from the Megatron tree's text (cheap, no import, the same o
 training job); the preflight then proves the decision with Megatron's own argument parser
 (ftqual.preflight.megatron_args), so a wrong guess here is a preflight failure, never a failed training run.
 
-Two things vary today. `--ft-num-warmup-iters=0` asks Megatron's fault-tolerance integration to monitor the
+First, a refusal: Megatron-Core 0.13-0.15 shut NVRx's rank-monitor client down at the end of train()
+(`get_rank_monitor_client().shutdown_workload_monitoring()`) and then open its 'checkpointing' section in
+pretrain(); every NVRx client from 0.4.1 to 0.7.0 raises RankMonitorClientError ("not initialized") there,
+so each run crashes after its last iteration and ft_launcher restarts it until it gives up (exit 93; seen
+on H200 with 0.14.0 and NVRx 0.6.0 and 0.7.0). Nothing the launcher can change keeps the meaning (a clean
+finish), so such a tree is refused; 0.16 removed the call.
+
+Then two adaptations. `--ft-num-warmup-iters=0` asks Megatron's fault-tolerance integration to monitor the
 'step' section from the first iteration. Megatron-Core 0.16 added the flag; 0.13-0.15 have no flag and a
 fixed warm-up (`_NUM_WARMUP_ITERS = 1` in megatron/training/ft_integration.py) during which a step counts as
 out of section. Every fault is injected after the first checkpoint, i.e. after at least `save_interval`
@@ -35,6 +42,8 @@ VOCAB_FLAG = "--vocab-size"
 GPT_DATASET = Path("megatron") / "core" / "datasets" / "gpt_dataset.py"
 MOCK_CLASS = "class MockGPTLowLevelDataset"
 MOCK_MAX_LENGTH = re.compile(r"max_sequence_length\s*:\s*int\s*=\s*(\d+)")
+TRAINING_PY = Path("megatron") / "training" / "training.py"
+EARLY_FT_SHUTDOWN = "get_rank_monitor_client().shutdown_workload_monitoring()"
 
 
 class IncompatibleStack(ValueError):
@@ -150,6 +159,7 @@ def resolve(
     if tree is None:
         return Compat()
     tree = Path(tree)
+    _refuse_early_ft_shutdown(tree, version)
     warmup = _warmup(tree, save_interval, version)
     vocab = _mock_vocab(tree, vocab_size, version)
     return Compat(
@@ -157,6 +167,20 @@ def resolve(
         adaptations=warmup.adaptations + vocab.adaptations,
         values=vocab.values,
     )
+
+
+def _refuse_early_ft_shutdown(tree: Path, version: str | None) -> None:
+    try:
+        text = (tree / TRAINING_PY).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if EARLY_FT_SHUTDOWN in text:
+        raise IncompatibleStack(
+            f"{_version_words(version)} shuts NVRx's rank-monitor client down at the end of train() and "
+            "then opens its 'checkpointing' section in pretrain(): NVRx raises RankMonitorClientError there, "
+            "so every run crashes after its last iteration and is restarted until NVRx gives up (exit 93); "
+            "use Megatron-LM core_v0.16.0 or later (qualified: core_v0.19.0)"
+        )
 
 
 def _mock_vocab(tree: Path, vocab_size: int | None, version: str | None) -> Compat:

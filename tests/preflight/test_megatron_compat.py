@@ -343,3 +343,17 @@ def test_preflight_refuses_a_version_whose_adaptation_would_change_the_meaning(t
     c = check(report, "launcher_settings")
     assert c["status"] == "fail" and "fixed fault-tolerance warm-up of 10" in c["detail"]
     assert proc.returncode == 1
+
+
+def test_a_tree_that_shuts_the_ft_client_down_before_its_last_section_is_refused(tmp_path, our_options):
+    tree = fake_tree(tmp_path, (0, 15, 3), our_options)
+    (tree / "megatron" / "training" / "training.py").write_text(
+        "def train():\n    ft_integration.get_rank_monitor_client().shutdown_workload_monitoring()\n"
+    )
+    with pytest.raises(compat.IncompatibleStack, match="RankMonitorClientError") as exc:
+        compat.resolve(tree, 5, "0.15.3", vocab_size=1024)
+    assert "0.15.3" in str(exc.value) and "core_v0.16.0" in str(exc.value)
+    rc, args, err = dry_run_workload(tmp_path, tree)
+    assert rc == 2 and args == [] and "RankMonitorClientError" in err and len(err.strip().splitlines()) == 1
+    (tree / "megatron" / "training" / "training.py").write_text("def train():\n    pass\n")
+    assert compat.resolve(tree, 5, "0.15.3", vocab_size=1024) == compat.Compat()  # a fork without the call
