@@ -92,7 +92,7 @@ def check_megatron_args(ctx: Context) -> CheckResult:
             "megatron_args",
             WARN,
             f"could not run {who}'s argument parser: {broken[0].error}",
-            "the megatron_imports check names what is missing; fix it so the arguments can be checked",
+            "install what the error names into the training environment, so the arguments can be checked",
         )
     rejected = [p for p in parsed if not p.ok]
     if rejected:
@@ -102,8 +102,8 @@ def check_megatron_args(ctx: Context) -> CheckResult:
             "megatron_args",
             FAIL,
             f"{who} rejects scenario {p.scenario}'s arguments{also}: {p.error}",
-            "drop or rename that argument in extra_args, or use a Megatron-LM that has it "
-            "(qualified: core_v0.19.0); see docs/compatibility.md",
+            "use a Megatron-LM whose arguments include it (qualified: core_v0.19.0; docs/compatibility.md "
+            "lists the versions measured), or report the version so the launcher can adapt to it",
         )
     adapted = sorted({f"{a.flag} {a.action}" for la in ctx.facts.launcher_args for a in la.adaptations})
     note = f"; adapted for this version: {', '.join(adapted)}" if adapted else ""

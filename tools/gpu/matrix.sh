@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compatibility matrix on the GPU machine: Megatron-LM trees x NVRx versions, one workflow per cell
 # (`snakemake --profile profiles/local` with config/megatron-h200.yaml, config/megatron-h200-1gpu.yaml and
-# tools/gpu/matrix.yaml), all cells at once on GPU 0, each in its own copy of the project.
+# tools/gpu/matrix.yaml, `--resources gpu=1` so that a cell's scenarios take turns on the GPU), all cells at
+# once on GPU 0, each in its own copy of the project.
 #
 #   tools/gpu/matrix.sh CELL=MEGATRON_TARBALL:NVRX_VERSION [...]
 #
@@ -37,7 +38,7 @@ cell() {  # name tarball nvrx
     start=$(date +%s)
     (cd "$d/proj" && PYTHONPATH="$pypath:$d/proj" PATH="$path" timeout -s INT "${CELL_TIMEOUT:-540}" \
         snakemake --profile profiles/local --configfile config/megatron-h200.yaml \
-        config/megatron-h200-1gpu.yaml tools/gpu/matrix.yaml \
+        config/megatron-h200-1gpu.yaml tools/gpu/matrix.yaml --resources gpu=1 \
         --config "work_dir=$d/work" "megatron_path=$d/mlm" >"$d/workflow.log" 2>&1)
     local rc=$?
     say "$name: workflow exit $rc after $(($(date +%s) - start)) s: $(grep -m1 '^# ftqual' "$d/proj/results/summary.md" 2>/dev/null)"
