@@ -19,3 +19,4 @@ lint: env
 	ruff check ftqual scripts tools tests bench
 	ruff format --check ftqual scripts tools tests bench
 	snakefmt --check Snakefile rules
+	snakemake --lint

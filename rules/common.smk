@@ -93,6 +93,13 @@ def ftqual_cli():
     return f"PYTHONPATH={project}${{PYTHONPATH:+:$PYTHONPATH}} {shlex.quote(sys.executable)} -m ftqual"
 
 
+def site_training_env(wildcards):
+    """The conda environment of preflight and run_scenario: none. They run in the site's training
+    environment (README, "Software environments"), which no conda file reproduces; declared, so that the
+    choice is explicit for readers and for `snakemake --lint`."""
+    return None
+
+
 def report_argv(verify_reports):
     """`ftqual report`'s arguments after --preflight: the baseline, then every scenario's verdict and
     attempt (scenario -> verify.json in `verify_reports`)."""

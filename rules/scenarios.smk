@@ -10,6 +10,9 @@ rule run_scenario:
     log:
         "logs/run_scenario/{scenario}/{slot}.log",
     retries: 0
+    # Trains in the site's training environment (README, "Software environments").
+    conda:
+        site_training_env
     resources:
         gpu=gpu_resource,
         gres=gres_resource,
