@@ -43,6 +43,22 @@ def test_no_progress_names_the_error_every_restart_ended_with():
     assert "exit 93" in cause.text and "assert len(steps) == 1" in cause.text
 
 
+def test_a_crash_after_the_last_iteration_fails_the_baseline_with_its_error():
+    """Megatron 0.14.0 on H200 (the compatibility matrix): every cycle ends in pretrain()'s last
+    on_checkpointing_start() after train() shut NVRx's rank-monitor client down; NVRx gives up (exit 93)."""
+    from ftqual.verify import build_report
+
+    run_dir, run = recorded("megatron-h200-matrix-m014-crash-at-end/baseline")
+    report = build_report(run_dir)
+    assert report["verdict"] == "fail"
+    check = next(c for c in report["checks"] if c["id"] == "uninterrupted_completion")
+    assert check["status"] == "fail" and "exit code 93" in check["detail"], check["detail"]
+    cause = classify(run_dir, run, run["exit_code"])
+    assert run["exit_code"] == 93 and cause.kind == "no_progress" and cause.path == "logs/launcher.log"
+    assert "exit 93" in cause.text and "logs/train_cycle3.log:712" in cause.text
+    assert "RankMonitorClientError: RankMonitorClient is not initialized" in cause.text
+
+
 def test_a_crash_in_every_cycle_is_named_once():
     cause = classify(*recorded("megatron-h200-2gpu/negative-tp2-two-launchers"), 1)
     assert cause.kind == "crash" and "CUDA_DEVICE_MAX_CONNECTIONS" in cause.text

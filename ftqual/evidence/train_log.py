@@ -3,9 +3,9 @@
 Facts kept: FT timeouts (`FT: initialized. Timeouts=SectionTimeouts(...)`, `FT: loaded timeouts from`),
 checkpoint saves (saving / scheduled / successfully saved), loads (fresh start, loading, successfully loaded,
 `Unable to load optimizer`), iteration lines (consumed samples, batch size, loss), a few arguments, timers,
-`FT: closed.`, our wrapper's `[ftqual-inject] {...}` line (the legacy `[inject] {...}` line is counted apart
-and otherwise ignored), errors (tracebacks, `...Error:` lines), and the set of ranks that printed (the first
-line of each `"<rank>: "` prefix). One streaming pass; a last line without newline marks the log incomplete.
+`FT: closed.`, our wrapper's `[ftqual-inject] {...}` line (an older `[inject] {...}` line is ignored),
+errors (tracebacks, `...Error:` lines), and the set of ranks that printed (the first line of each
+`"<rank>: "` prefix). One streaming pass; a last line without newline marks the log incomplete.
 """
 
 from __future__ import annotations
@@ -148,7 +148,6 @@ class LoadEvent:
 @dataclass(frozen=True)
 class Timer:
     name: str
-    min_ms: float
     max_ms: float
     ref: Ref
 
@@ -191,7 +190,6 @@ class TrainLog:
     timers: tuple[Timer, ...] = ()
     closed: tuple[Ref, ...] = ()
     injections: tuple[Injection, ...] = ()
-    legacy_injections: tuple[Ref, ...] = ()
     errors: tuple[Ref, ...] = ()
     milestones: tuple[Milestone, ...] = ()
     ranks: Mapping[int, Ref] = field(default_factory=dict)  # rank -> its first line in this log
@@ -384,12 +382,10 @@ class _Collector:
                 self.add("closed", at())
         elif text.startswith("[ftqual-inject]"):
             self.add("injections", Injection(_payload(text[len("[ftqual-inject]") :]), at()))
-        elif text.startswith("[inject] "):
-            self.add("legacy_injections", at())
         elif "consumed samples" in text and (m := _ITERATION.search(text)):
             self._iteration(m, text, number, raw)
         elif "-checkpoint ." in text and (m := _TIMER.match(text)):
-            self.add("timers", Timer(m[1], float(m[2]), float(m[3]), at()))
+            self.add("timers", Timer(m[1], float(m[3]), at()))  # (min, max): the max is what counts
         elif "checkpoint" in text:
             self._checkpoint(text, at)
         elif "] datetime: " in text and (m := _MILESTONE.match(text)):
@@ -490,7 +486,6 @@ class _Collector:
             timers=tuple(get("timers", ())),
             closed=tuple(get("closed", ())),
             injections=tuple(get("injections", ())),
-            legacy_injections=tuple(get("legacy_injections", ())),
             errors=tuple(get("errors", ())),
             milestones=tuple(get("milestones", ())),
             ranks=MappingProxyType(dict(sorted(self.ranks.items()))),

@@ -10,12 +10,11 @@ needs the world it will run in.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from ftqual.preflight.child import run_json_child
 
 # Runs in the child. Reads {"tree": ..., "argvs": [[...], ...]} on stdin, prints one JSON line.
 PARSE_SCRIPT = r"""
@@ -80,26 +79,10 @@ def parse_with_megatron(
     def every(ok: bool | None, error: str) -> list[MegatronParse]:
         return [MegatronParse(n, ok, error) for n in names]
 
-    child_env = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("SLURM_")}
-    try:
-        proc = subprocess.run(
-            [python, "-c", PARSE_SCRIPT],
-            input=json.dumps({"tree": str(tree), "argvs": [list(argvs[n]) for n in names]}),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=child_env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return every(None, f"importing Megatron's arguments took more than {timeout_s:.0f} s")
-    except OSError as exc:
-        return every(None, f"cannot run {python}: {exc}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return every(None, f"parser child exited {proc.returncode}: {tail}")
-    data = json.loads(lines[-1])
+    request = {"tree": str(tree), "argvs": [list(argvs[n]) for n in names]}
+    data = run_json_child(python, PARSE_SCRIPT, request, timeout_s, env, "importing Megatron's arguments")
+    if isinstance(data, str):
+        return every(None, data)
     if "import_error" in data:
         return every(None, f"cannot import megatron.training.arguments: {data['import_error']}")
     return [MegatronParse(n, r["ok"], r["error"]) for n, r in zip(names, data["results"], strict=True)]

@@ -8,12 +8,11 @@ and the errors come back as text.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from ftqual.preflight.child import run_json_child
 
 # Runs in the child. Reads {"argvs": [[...], ...]} on stdin, prints one JSON line of results.
 PARSE_SCRIPT = r"""
@@ -80,16 +79,6 @@ class ParseResult:
     parsed: dict = field(default_factory=dict)
 
 
-def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment for the parse: ours, minus Slurm's job variables.
-
-    ft_launcher's one-launcher-per-node check reads SLURM_TASKS_PER_NODE; preflight may run on a login node
-    or inside a differently shaped allocation than the training step, so that check would answer for the
-    wrong process.
-    """
-    return {k: v for k, v in env.items() if not k.startswith("SLURM_")}
-
-
 def parse_with_nvrx(
     argvs: Sequence[Sequence[str]],
     python: str = sys.executable,
@@ -99,26 +88,10 @@ def parse_with_nvrx(
     """One ParseResult per argv (everything after `ft_launcher`), in order."""
     if not argvs:
         return []
-    base_env = child_env(os.environ if env is None else env)
-    try:
-        proc = subprocess.run(
-            [python, "-c", PARSE_SCRIPT],
-            input=json.dumps({"argvs": [list(a) for a in argvs]}),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=base_env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return [ParseResult(None, f"importing NVRx's launcher took more than {timeout_s:.0f} s")] * len(argvs)
-    except OSError as exc:
-        return [ParseResult(None, f"cannot run {python}: {exc}")] * len(argvs)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return [ParseResult(None, f"parser child exited {proc.returncode}: {tail}")] * len(argvs)
-    data = json.loads(lines[-1])
+    request = {"argvs": [list(a) for a in argvs]}
+    data = run_json_child(python, PARSE_SCRIPT, request, timeout_s, env, "importing NVRx's launcher")
+    if isinstance(data, str):
+        return [ParseResult(None, data)] * len(argvs)
     if "import_error" in data:
         return [ParseResult(None, f"cannot import NVRx's launcher: {data['import_error']}")] * len(argvs)
     return [ParseResult(r["ok"], r["error"], r["parsed"]) for r in data["results"]]

@@ -40,6 +40,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 LAUNCHER = "logs/launcher.log"
 MARKER = "fault_injected.json"
 TRACKER = "checkpoints/latest_checkpointed_iteration.txt"
+FINISHED = "worker group successfully finished"  # the launcher's line for a run that ended well
 CLASSES = (
     "nonfinite",
     "after_window",
@@ -210,6 +211,7 @@ class RunFacts:
     replacement_log: str | None
     files: tuple[str, ...]  # evidence files present (relative)
     cycle_records: tuple[str, ...]
+    finished: bool = True  # launcher.log says the worker group finished (not a recorded negative control)
 
 
 def recorded_runs() -> list[Path]:
@@ -258,6 +260,7 @@ def facts_of(run: Path) -> RunFacts:
         replacement_log=repl.path if repl else None,
         files=tuple(c for c in candidates if (run / c).exists()),
         cycle_records=records,
+        finished=(run / LAUNCHER).is_file() and FINISHED in read(run, LAUNCHER),
     )
 
 
@@ -911,12 +914,13 @@ def _baseline_run(f: RunFacts) -> Iterator[tuple[str, str, str, Edit]]:
         "the final iteration is reached",
         lambda root: drop_lines(root, log, f"iteration {final:>8}/"),
     )
-    yield (
-        "baseline-success-line-gone",
-        "delete",
-        "the launcher finished the worker group",
-        lambda root: drop_lines(root, LAUNCHER, "worker group successfully finished"),
-    )
+    if f.finished:  # a recorded negative control (its baseline crashed) has no such line to remove
+        yield (
+            "baseline-success-line-gone",
+            "delete",
+            "the launcher finished the worker group",
+            lambda root: drop_lines(root, LAUNCHER, FINISHED),
+        )
 
 
 def corpus(stride: int | None = None) -> list[Mutation]:

@@ -272,7 +272,6 @@ def test_train_log_facts(tmp_path):
     assert log.saves_of("done")[0].t.microsecond == 826343
     (inj,) = log.injections
     assert inj.payload["checkpoint_iteration"] == 5
-    assert len(log.legacy_injections) == 1
     assert [e.line for e in log.errors] == [25, 26, 27]
     assert len(log.closed) == 1
     assert log.milestone("after model, optimizer, and learning rate scheduler are built").t.second == 39
