@@ -8,13 +8,13 @@ per second, save durations.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z, seconds
-from ftqual.evidence.iterations import HAS_T, IterationTable, from_micros
+from ftqual.evidence.iterations import HAS_LOSS, HAS_T, IterationTable, from_micros, micros
 from ftqual.evidence.snapshot import RunSnapshot
 from ftqual.evidence.train_log import MODEL_BUILT, TrainLog
 
@@ -28,6 +28,9 @@ EVENT_KINDS = (
     "first_step",
     "exit",
 )
+
+# Two cycle times this close are one instant written twice (NVRx 0.6's end of a cycle = start of the next).
+SAME_INSTANT_S = 0.01
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -112,6 +115,18 @@ def _teardown(snap: RunSnapshot, detected: datetime | None, replacement: int) ->
     return _round((new.start - detected).total_seconds() - (rdzv_done.t - rdzv_start.t).total_seconds())
 
 
+def _failed_cycle_end(old, new, detected):
+    """When the failed cycle ended. NVRx 0.7 writes its cycle_end_time as it handles the failure; NVRx 0.6
+    writes it as the next cycle starts (the two times agree to the microsecond, seen on H200), which would
+    make every restart 0 s: there the detection stands in."""
+    if old is None or old.end is None:
+        return None
+    if new is not None and new.start is not None and detected is not None:
+        if abs((new.start - old.end).total_seconds()) < SAME_INSTANT_S and detected < old.end:
+            return detected
+    return old.end
+
+
 def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
     failed, replacement = derive.fault_cycle(snap), derive.replacement_cycle(snap)
     injected = derive.injected_at(snap)
@@ -138,7 +153,7 @@ def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
         "detected_local_rank": found.local_rank if found else None,
         "detection_s": seconds(injected, detected),
         "teardown_s": _teardown(snap, detected, replacement),
-        "restart_s": seconds(old.end if old else None, new.start if new else None),
+        "restart_s": seconds(_failed_cycle_end(old, new, detected), new.start if new else None),
         "checkpoint_load_s": _load_s(replay_log),
         "replacement_startup_s": seconds(new.start if new else None, first.t if first else None),
         "failure_to_first_step_s": seconds(injected, first.t if first else None),
@@ -219,21 +234,55 @@ def timeline_points(snap: RunSnapshot) -> list[dict[str, object]]:
             keep = _kept(rows, start, stride, marks, overlap) if stride > 1 else np.ones(len(rows), bool)
             if start + len(rows) - 1 == last:
                 keep[-1] = True
-            for index in np.flatnonzero(keep):
-                out.append(_point(table.line(start + int(index), rows[index], text=False), table.rel))
+            out.extend(_points(table.cycle, table.rel, rows[keep]))
     return out
 
 
-def _point(item, path: str) -> dict[str, object]:
-    return {
-        "cycle": item.cycle,
-        "iteration": item.iteration,
-        "t": iso_z(item.t),
-        "loss": item.loss,
-        "consumed_samples": item.consumed_samples,
-        "line": item.ref.line,
-        "path": path,
-    }
+# Microseconds since the epoch of the years whose `iso_z` numpy writes alike (strftime writes a year
+# below 1000 with fewer than four digits; numpy pads it).
+_ISO_LOW = micros(datetime(1000, 1, 1, tzinfo=UTC))
+_ISO_HIGH = micros(datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC))
+
+
+def _iso_times(t: np.ndarray, timed: np.ndarray) -> list[str | None]:
+    """iso_z(from_micros(t)) of each timed row (None for the others), converted by numpy in bulk."""
+    out: list[str | None] = [None] * len(t)
+    plain = timed & (t >= _ISO_LOW) & (t <= _ISO_HIGH)
+    where = np.flatnonzero(plain).tolist()
+    texts = np.datetime_as_string(t[plain].astype("datetime64[us]"), unit="us").tolist()
+    for index, text in zip(where, texts, strict=True):
+        out[index] = text + "Z"
+    for index in np.flatnonzero(timed & ~plain).tolist():
+        out[index] = iso_z(from_micros(int(t[index])))
+    return out
+
+
+def _points(cycle: int, path: str, rows: np.ndarray) -> list[dict[str, object]]:
+    """The timeline points of `rows` (records of one log), as IterationTable.line would give them."""
+    flags = rows["flags"]
+    losses = rows["loss"].tolist()
+    has_loss = ((flags & HAS_LOSS) != 0).tolist()
+    times = _iso_times(rows["t"], (flags & HAS_T) != 0)
+    return [
+        {
+            "cycle": cycle,
+            "iteration": iteration,
+            "t": t,
+            "loss": loss if with_loss else None,
+            "consumed_samples": consumed,
+            "line": line,
+            "path": path,
+        }
+        for iteration, t, loss, with_loss, consumed, line in zip(
+            rows["iteration"].tolist(),
+            times,
+            losses,
+            has_loss,
+            rows["consumed"].tolist(),
+            rows["line"].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def _event(

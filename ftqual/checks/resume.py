@@ -141,11 +141,11 @@ def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     if base is None:
         return inconclusive(cid, "restored iteration unknown (no load line, no marker)")
     tables = [log.iterations for log in later_logs]
-    first = derive.first_row(tables, lambda rows: rows["iteration"] > base)
+    first = derive.first_row(tables, lambda rows: rows["iteration"] > base, low=base + 1)
     if first is None:
         f.missing_fact(f"no iteration committed after the restored iteration {base}", complete)
     else:
-        steps = derive.count_rows(tables, lambda rows: rows["iteration"] > base)
+        steps = sum(table.count_iterations(low=base + 1) for table in tables)
         f.fact(f"{steps} iterations committed after iteration {base}", first.ref)
     _forward(snap, f, later_logs, base)
     later_saves = [e for log in later_logs for e in log.saves_of("done") if e.iteration > base]
@@ -179,13 +179,13 @@ def _forward(snap: RunSnapshot, f: Findings, logs, base: int) -> None:
     _none_missing(f, logs, base)
     for log in logs:
         table = log.iterations
-        back = derive.first_row([table], lambda rows: rows["iteration"] <= base)
+        back = derive.first_row([table], lambda rows: rows["iteration"] <= base, high=base + 1)
         if back:
             f.problem(
                 f"{log.path}: iteration {back.iteration} after the restore at {base}: training went back",
                 back.ref,
             )
-        if (turn := _first_turn(table)) is not None:
+        if (turn := table.first_turn()) is not None:
             prev, cur = table.row(turn - 1), table.row(turn)
             f.problem(
                 f"{log.path}: iteration {cur.iteration} follows iteration {prev.iteration} "
@@ -194,11 +194,13 @@ def _forward(snap: RunSnapshot, f: Findings, logs, base: int) -> None:
                 cur.ref,
             )
         gbs = derive.global_batch_size(snap)
-        sizes = _sizes(table)
-        if gbs is None or len(sizes) > 1 or (sizes and sizes != {gbs}):
-            continue  # batch-size ramp-up or unknown: consumed samples are not a product
-        item = derive.first_row([table], lambda rows, g=gbs: _not_product(rows, g))
-        if item:
+        if gbs is None:
+            continue  # unknown: consumed samples are not a product
+        sizes, wrong = _sizes_and_first_not_product(table, gbs)
+        if len(sizes) > 1 or (sizes and sizes != {gbs}):
+            continue  # batch-size ramp-up: consumed samples are not a product
+        if wrong is not None:
+            item = table.row(wrong)
             f.problem(
                 f"iteration {item.iteration} reports {item.consumed_samples} consumed samples, expected "
                 f"{item.iteration * gbs} = {item.iteration} x {gbs}",
@@ -206,28 +208,18 @@ def _forward(snap: RunSnapshot, f: Findings, logs, base: int) -> None:
             )
 
 
-def _first_turn(table) -> int | None:
-    """Index of the first row whose iteration is not above the previous row's (rows are in line order)."""
-    prev = None
+def _sizes_and_first_not_product(table, gbs: int) -> tuple[set[int], int | None]:
+    """(the global batch sizes the rows report: at most two, more only says 'more than one'; the index of
+    the first row whose consumed samples are not iteration x gbs), in one pass over the table."""
+    sizes: set[int] = set()
+    wrong: int | None = None
     for start, rows in table.chunks():
-        its = rows["iteration"]
-        if prev is not None and len(its) and its[0] <= prev:
-            return start
-        hits = np.flatnonzero(its[1:] <= its[:-1])
-        if len(hits):
-            return start + int(hits[0]) + 1
-        prev = its[-1] if len(its) else prev
-    return None
-
-
-def _sizes(table) -> set[int]:
-    """The global batch sizes the rows report (at most two: more only says 'more than one')."""
-    out: set[int] = set()
-    for _, rows in table.chunks():
-        out.update(int(v) for v in np.unique(rows["gbs"][(rows["flags"] & HAS_GBS) != 0])[:2])
-        if len(out) > 1:
-            break
-    return out
+        sizes.update(int(v) for v in np.unique(rows["gbs"][(rows["flags"] & HAS_GBS) != 0])[:2])
+        if len(sizes) > 1:
+            break  # a ramp-up: no product to check
+        if wrong is None and len(hits := np.flatnonzero(_not_product(rows, gbs))):
+            wrong = start + int(hits[0])
+    return sizes, wrong
 
 
 def _not_product(rows: np.ndarray, gbs: int) -> np.ndarray:
@@ -247,9 +239,9 @@ def _none_missing(f: Findings, logs, base: int) -> None:
         if arg is not None and arg.value.isascii() and arg.value.isdigit() and int(arg.value) > 0:
             interval = int(arg.value)
     tables = [log.iterations for log in logs]
-    if interval is None or not derive.count_rows(tables, lambda rows: rows["iteration"] > base):
+    if interval is None or not any(table.count_iterations(low=base + 1) for table in tables):
         return
-    top = max(int(rows["iteration"].max()) for table in tables for _, rows in table.chunks())
+    top = max(r[1] for table in tables if (r := table.iteration_range()) is not None)
     wanted = range(base + interval - base % interval, top + 1, interval)
     if len(wanted) > 10_000_000:
         return
@@ -273,7 +265,7 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
         f.unknown("train_iters unknown (neither run.json nor iteration lines say)")
         return
     tables = [log.iterations for log in logs]
-    final = derive.first_row(tables, lambda rows: rows["iteration"] == total)
+    final = derive.first_row(tables, lambda rows: rows["iteration"] == total, low=total, high=total + 1)
     if final:
         f.fact(f"final iteration {total} reached", final.ref)
     else:

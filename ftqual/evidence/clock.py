@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 _NAIVE_FORMATS = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S")
+# The shapes of _NAIVE_FORMATS as their timestamps are usually written (ASCII digits, fixed widths, one
+# space): parse_local reads these directly, anything else through strptime.
+_PLAIN_LOCAL = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.,]([0-9]{1,6}))?"
+)
 _GLOG = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\b")
 
 
@@ -28,6 +33,16 @@ class Clock:
     def parse_local(self, text: str) -> datetime | None:
         """`2026-11-29 14:19:08.761161` or `2026-11-29 14:19:09,847` (local) -> UTC."""
         text = text.strip()
+        if m := _PLAIN_LOCAL.fullmatch(text):
+            # What strptime would read from the usual shape, without its regex and locale machinery (every
+            # one of its fields is in strptime's range; what datetime() refuses goes the strptime way).
+            year, month, day, hour, minute, second, frac = m.groups()
+            micro = int(frac.ljust(6, "0")) if frac else 0
+            try:
+                naive = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro)
+                return self.local(naive)
+            except (ValueError, OverflowError):
+                pass
         for fmt in _NAIVE_FORMATS:
             try:
                 return self.local(datetime.strptime(text, fmt))

@@ -261,10 +261,11 @@ def cycle_count(snap: RunSnapshot) -> tuple[int | None, str]:
     return None, ""
 
 
-def first_row(tables, mask) -> IterationLine | None:
-    """The first row, in the order of `tables` and of their rows, for which mask(rows) holds."""
+def first_row(tables, mask, low: int | None = None, high: int | None = None) -> IterationLine | None:
+    """The first row, in the order of `tables` and of their rows, for which mask(rows) holds. With `low` or
+    `high` (the mask holds only for iterations in [low, high)), chunks outside that range are not read."""
     for table in tables:
-        for start, rows in table.chunks():
+        for start, rows in table.chunks(low, high):
             hits = np.flatnonzero(mask(rows))
             if len(hits):
                 return table.row(start + int(hits[0]))

@@ -76,6 +76,7 @@ class _Chunk:
     high: int
     data: np.ndarray | None  # in memory, or None: on disk at `at`
     at: int = 0
+    ordered: bool = False  # iterations strictly increase row after row (then low is the first, high the last)
 
 
 class IterationTable:
@@ -127,15 +128,17 @@ class IterationTable:
 
     def _store(self, data: np.ndarray, spill: bool) -> None:
         start = self._chunks[-1].start + self._chunks[-1].rows if self._chunks else 0
-        low, high = int(data["iteration"].min()), int(data["iteration"].max())
+        its = data["iteration"]
+        low, high = int(its.min()), int(its.max())
+        ordered = bool((its[1:] > its[:-1]).all())
         if not spill:
-            self._chunks.append(_Chunk(start, len(data), low, high, data))
+            self._chunks.append(_Chunk(start, len(data), low, high, data, ordered=ordered))
             return
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="ftqual-iterations-")
         at = self._file.seek(0, os.SEEK_END)
         self._file.write(data.tobytes())
-        self._chunks.append(_Chunk(start, len(data), low, high, None, at))
+        self._chunks.append(_Chunk(start, len(data), low, high, None, at, ordered))
 
     def close(self) -> IterationTable:
         self._flush(spill=False)
@@ -162,6 +165,44 @@ class IterationTable:
     def chunk_ranges(self) -> list[tuple[int, int, Callable[[], np.ndarray]]]:
         """(lowest iteration, highest iteration, a loader of its rows) of every chunk."""
         return [(chunk.low, chunk.high, partial(self._load, chunk)) for chunk in self._chunks]
+
+    def count_iterations(self, low: int | None = None, high: int | None = None) -> int:
+        """Rows whose iteration is in [low, high) (None: unbounded); chunks wholly inside or outside the
+        range are counted by their iteration range, without reading them."""
+        count = 0
+        for chunk in self._chunks:
+            if (low is not None and chunk.high < low) or (high is not None and chunk.low >= high):
+                continue
+            if (low is None or chunk.low >= low) and (high is None or chunk.high < high):
+                count += chunk.rows
+                continue
+            its = self._load(chunk)["iteration"]
+            inside = np.ones(len(its), dtype=bool)
+            if low is not None:
+                inside &= its >= low
+            if high is not None:
+                inside &= its < high
+            count += int(np.count_nonzero(inside))
+        return count
+
+    def first_turn(self) -> int | None:
+        """Index of the first row whose iteration is not above the previous row's (rows are in line order);
+        a chunk known to be in order is not read."""
+        prev: int | None = None
+        for chunk in self._chunks:
+            if chunk.ordered:
+                if prev is not None and chunk.low <= prev:
+                    return chunk.start
+                prev = chunk.high
+                continue
+            its = self._load(chunk)["iteration"]
+            if prev is not None and its[0] <= prev:
+                return chunk.start
+            hits = np.flatnonzero(its[1:] <= its[:-1])
+            if len(hits):
+                return chunk.start + int(hits[0]) + 1
+            prev = int(its[-1])
+        return None
 
     def iteration_range(self) -> tuple[int, int] | None:
         if not self._chunks:

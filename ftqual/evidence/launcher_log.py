@@ -175,6 +175,7 @@ class _Collector:
 
     def __init__(self, rel: str, clock: Clock, default_year: int) -> None:
         self.rel, self.clock, self.year = rel, clock, default_year
+        self.year_text = b"%04d" % default_year  # the year as an NVRx prefix writes it
         self.lists: dict[str, list] = {}
         self.node_cycle: dict[str, int] = {}  # node id -> cycle of its latest rendezvous_started event
         self.node_joins: dict[str, int] = {}  # node id -> joins seen (the cycle when no event names one)
@@ -193,6 +194,19 @@ class _Collector:
             self._line(number, line)
         except ValueError:  # a number too long for int() (a forged line) yields no fact, never a traceback
             pass
+
+    def plain(self, raw: bytes, ended: bool) -> None:
+        """A line holding no needle (most lines of a large log): no kind of line can take it, only the year
+        of its NVRx prefix matters (glog lines take theirs from it). A line that begins with the year's own
+        four digits cannot change it."""
+        if raw[:4] != self.year_text and (raw[:1].isdigit() or raw[:1] >= b"\x80"):
+            line = raw.decode("utf-8", "replace") + ("\n" if ended else "")
+            if nvrx := _NVRX.match(line):
+                self._set_year(nvrx["ts"])
+
+    def _set_year(self, ts: str) -> None:
+        self.year = int(ts[:4])
+        self.year_text = b"%04d" % self.year
 
     def _line(self, number: int, line: str) -> None:
         head = self._head(number, line)
@@ -213,7 +227,7 @@ class _Collector:
         here = ref(self.rel, number, line)
         if nvrx := _NVRX.match(line):
             t = self.clock.parse_local(nvrx["ts"])
-            self.year = int(nvrx["ts"][:4])
+            self._set_year(nvrx["ts"])
             return _Head(t, nvrx["host"], _int_or_none(nvrx["local"]), None, here)
         if glog := _GLOG.match(line):
             return _Head(self.clock.parse_glog(line, self.year), None, None, int(glog[1]), here)
@@ -309,6 +323,12 @@ _FLAGS = (
 )
 
 
+# Any needle of either table, searched in a line's bytes before it is decoded (the needles are ASCII: a
+# line holds one exactly when its bytes do, whatever else it holds).
+_NEEDLES = [kind.needle for kind in _ONE_OF] + [needle for flag in _FLAGS for needle in flag.needles]
+_ANY_NEEDLE = re.compile(b"|".join(re.escape(needle.encode("ascii")) for needle in dict.fromkeys(_NEEDLES)))
+
+
 def parse_launcher_log(
     path: Path, rel: str, clock: Clock, default_year: int, root: Path | None = None
 ) -> LauncherLog:
@@ -320,7 +340,10 @@ def parse_launcher_log(
     with open_regular(path, *((root,) if root is not None else ())) as handle:
         for number, (raw, ended) in enumerate(bounded_lines(handle), start=1):
             last_newline = ended
-            collector.line(number, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
+            if _ANY_NEEDLE.search(raw) is None:
+                collector.plain(raw, ended)
+            else:
+                collector.line(number, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
     return collector.freeze(number, last_newline)
 
 
