@@ -31,34 +31,43 @@ def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResul
     if snap.launcher is not None:
         for item in [*snap.launcher.exits, *snap.launcher.timeouts, *snap.launcher.restarts][:3]:
             f.problem("the launcher reported a failure or restart", item.ref)
-    log = snap.train_logs[-1]
-    bad = derive.first_row([log.iterations], derive.bad_loss)
+    # Every cycle counts: a baseline that restarted already fails above, and its details must still say
+    # truly how far it got (a run that trained to the end and then crashed reached its final iteration).
+    logs = snap.train_logs
+    tables = [log.iterations for log in logs]
+    complete = all(log.complete for log in logs)
+    bad = derive.first_row(tables, derive.bad_loss)
     if bad:
         f.problem(f"iteration {bad.iteration} reports loss {bad.loss!r}", bad.ref)
     total = derive.train_iters(snap)
     if total is None:
         f.unknown("train_iters unknown")
         return f.result()
-    final = derive.first_row([log.iterations], lambda rows: rows["iteration"] == total)
+    final = derive.first_row(tables, lambda rows: rows["iteration"] == total)
     if final:
         f.fact(f"iteration {total}/{total} reached", final.ref)
     else:
-        last = derive.max_iteration([log.iterations])
-        f.missing_fact(f"final iteration {total} not reached (last seen: {last})", log.complete)
-    _all_saves(snap, f, log, total, exp.save_interval)
+        last = derive.max_iteration(tables)
+        f.missing_fact(f"final iteration {total} not reached (last seen: {last})", complete)
+    _all_saves(snap, f, logs, complete, total, exp.save_interval)
     tracker_matches(snap, f, total)
     return f.result()
 
 
-def _all_saves(snap: RunSnapshot, f: Findings, log, total: int, interval: int | None) -> None:
+def _all_saves(
+    snap: RunSnapshot, f: Findings, logs, complete: bool, total: int, interval: int | None
+) -> None:
     if not interval:
         f.note("save_interval unknown: checkpoints at each interval not checked")
         return
     wanted = sorted({*range(interval, total + 1, interval), total})
-    done = {e.iteration: e for e in log.saves_of("done")}
+    done = {}
+    for log in logs:
+        for e in log.saves_of("done"):
+            done.setdefault(e.iteration, e)
     lacking = [k for k in wanted if k not in done]
     if lacking:
-        f.missing_fact(f"no 'successfully saved checkpoint' line for iteration(s) {lacking}", log.complete)
+        f.missing_fact(f"no 'successfully saved checkpoint' line for iteration(s) {lacking}", complete)
     if snap.checkpoints is None:
         f.unknown(snap.reason("checkpoints"))
         return
