@@ -13,7 +13,7 @@ import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual.launch.stack import module_present
@@ -98,7 +98,6 @@ class Facts:
     launcher_args: tuple[LauncherArgs, ...] = ()
     megatron_args: tuple[MegatronParse, ...] = ()  # Megatron's own parser on each scenario's arguments
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem

@@ -7,7 +7,8 @@
 #   tools/gpu/matrix.sh CELL=MEGATRON_TARBALL:NVRX_VERSION [...]
 #
 # Run from the project root (PROJECT=DIR: copy the project from DIR instead, e.g. a `git archive`
-# snapshot); .whl/ holds the NVRx 0.7.0 set (../shared/gpu-stack.md), .nvrx-alt/ other NVRx
+# snapshot); .whl/ holds wheels of NVRx 0.7.0, Snakemake and their needs for an offline machine
+# (`pip download` them where there is a network), .nvrx-alt/ other NVRx
 # wheels (nvidia_resiliency_ext-<version>-*.whl, installed over it, with what they need beyond the 0.7.0 set
 # in .nvrx-alt/deps/: nv-one-logger for 0.5.0), .megatron/ the `git archive` tarballs.
 # Writes $OUT/<cell>.tar.gz (workflow log, results, run directories without checkpoint payloads) and
