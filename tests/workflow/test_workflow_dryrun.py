@@ -166,3 +166,42 @@ def test_preflight_runs_on_a_training_node_for_megatron(project, tmp_path):
     assert proc.returncode == 0, proc.stdout
     preflight = next(j for j in jobs(proc.stdout) if j["rule"] == "preflight")
     assert "gpu=2" in preflight["resources"]
+
+
+def test_summary_runs_our_cli_where_ftqual_is_not_a_command(project):
+    """A node that uses the checkout from PYTHONPATH has no `ftqual` command (seen on the GPU machine: the
+    summary rule failed with `ftqual: command not found`); the rule then runs the package with the
+    interpreter that runs Snakemake, and that command works."""
+    import os
+    import subprocess
+    import sys
+
+    bare_path = os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p))
+    proc = run_snakemake(project, "-n", "-p", env={"PATH": bare_path})
+    assert proc.returncode == 0, proc.stdout
+    [command] = summary_commands(proc.stdout)
+    command = command.removeprefix("Shell command:").strip()
+    assert not command.startswith("ftqual "), command
+    prefix = command.split(" report ", 1)[0]
+    assert f"{sys.executable} -m ftqual" in prefix and str(project) in prefix
+    check = subprocess.run(
+        f"{prefix} --version",
+        shell=True,
+        cwd="/",
+        env={"PATH": bare_path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0 and "ftqual" in check.stdout + check.stderr, check
+
+
+def test_summary_uses_the_ftqual_command_where_it_is_installed(project):
+    proc = run_snakemake(project, "-n", "-p")
+    assert proc.returncode == 0, proc.stdout
+    [command] = summary_commands(proc.stdout)
+    assert command.removeprefix("Shell command:").strip().startswith("ftqual report "), command
+
+
+def summary_commands(output: str) -> list[str]:
+    return [ln for ln in output.splitlines() if ln.startswith("Shell command:") and " report " in ln]
