@@ -26,9 +26,9 @@ BASELINE_CHECKS = (uninterrupted_completion,)
 COMMON_CHECKS = (fixed_timeouts_in_force,)
 
 # Whether each check's status enters the verdict (verify.json's `gates`). Every check gates today: each
-# proves a point of the recovery the walkthrough promises (docs/checks.md), or a condition without which those points prove
-# nothing (the timeouts in force, the world, the replayed losses). A check added for information only
-# says False here; an id missing here gates.
+# proves a point of the recovery the walkthrough promises (docs/checks.md), or a condition without which
+# those points prove nothing (the timeouts in force, the world, the replayed losses). A check added for
+# information only says False here; an id missing here gates.
 GATES: dict[str, bool] = {
     "uninterrupted_completion": True,
     "checkpoint_before_failure": True,
