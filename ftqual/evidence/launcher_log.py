@@ -181,6 +181,8 @@ class _Collector:
         self.node_joins: dict[str, int] = {}  # node id -> joins seen (the cycle when no event names one)
         self.pid_host: dict[int, str] = {}  # launcher pid -> host, from node ids
         self.exit_pids: dict[int, int] = {}  # index in the exits -> launcher pid of a glog line
+        self.last_ts: str | None = None  # the latest NVRx timestamp read by `_head`, and its time
+        self.last_t: datetime | None = None
 
     def add(self, kind: str, fact: object) -> bool:
         items = self.lists.setdefault(kind, [])
@@ -203,6 +205,7 @@ class _Collector:
             line = raw.decode("utf-8", "replace") + ("\n" if ended else "")
             if nvrx := _NVRX.match(line):
                 self._set_year(nvrx["ts"])
+                self.last_ts = None  # the next `_head` sets the year again
 
     def _set_year(self, ts: str) -> None:
         self.year = int(ts[:4])
@@ -226,8 +229,11 @@ class _Collector:
     def _head(self, number: int, line: str) -> _Head:
         here = ref(self.rel, number, line)
         if nvrx := _NVRX.match(line):
-            t = self.clock.parse_local(nvrx["ts"])
-            self._set_year(nvrx["ts"])
+            ts = nvrx["ts"]
+            if ts != self.last_ts:  # lines in a burst share their timestamp: parsed once
+                self.last_ts, self.last_t = ts, self.clock.parse_local(ts)
+                self._set_year(ts)
+            t = self.last_t
             return _Head(t, nvrx["host"], _int_or_none(nvrx["local"]), None, here)
         if glog := _GLOG.match(line):
             return _Head(self.clock.parse_glog(line, self.year), None, None, int(glog[1]), here)

@@ -334,6 +334,7 @@ class _Collector:
         self.in_args = False
         self.args_rank: str | None = None
         self.ranks: dict[int, Ref] = {}
+        self.rank_prefixes = np.zeros(0, dtype=np.uint64)  # sorted: see `_new_ranks`
 
     def add(self, kind: str, fact: object, cap: int = MAX_FACTS) -> None:
         items = self.lists.setdefault(kind, [])
@@ -499,10 +500,66 @@ _BLOCK_BYTES = 4 << 20
 _NEEDLES = tuple(keyword.encode() for keyword in _KEYWORDS)
 
 
+# Keywords of at least 7 bytes are sought in a large block by its aligned 4-byte words at once: such a
+# keyword at offset p covers the whole word at p + k, k = -p mod 4, which holds its bytes k..k+3. Words are
+# screened by a 16-bit multiplicative hash against the keywords' fragments, the few left are compared with
+# the fragments exactly, and each is confirmed by comparing the keyword's bytes where it would start
+# (numpy over the candidates). Same hits as bytes.find, less time: one pass instead of one per keyword.
+_FRAGMENT_MIN = 7  # keyword bytes for a whole aligned word to lie within every occurrence
+_FRAGMENT_BLOCK = 1 << 20  # smaller blocks are searched with bytes.find
+_FRAGMENT_MUL = np.uint32(0x9E3779B1)
+
+
+def _fragments(needles: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, bytes]]]:
+    """The hash table, the sorted fragments and (fragment, k, keyword) for the keywords of >= 7 bytes."""
+    table = np.zeros(1 << 16, dtype=bool)
+    entries = []
+    for needle in needles:
+        if len(needle) >= _FRAGMENT_MIN:
+            for k in range(4):
+                entries.append((int.from_bytes(needle[k : k + 4], "little"), k, needle))
+    values = np.array([value for value, _, _ in entries], dtype=np.uint32)
+    table[(values * _FRAGMENT_MUL) >> np.uint32(16)] = True
+    return table, np.sort(values), entries
+
+
+_FRAGMENT_CACHE: dict[tuple[bytes, ...], tuple[np.ndarray, np.ndarray, list[tuple[int, int, bytes]]]] = {}
+
+
+def _long_keyword_hits(block: bytes, needles: tuple[bytes, ...]) -> list[int]:
+    """Every offset where one of the `needles` of >= 7 bytes starts in `block` (unordered)."""
+    if (found := _FRAGMENT_CACHE.get(needles)) is None:
+        found = _FRAGMENT_CACHE[needles] = _fragments(needles)
+    table, values, entries = found
+    if not entries:
+        return []
+    words = np.frombuffer(block, dtype="<u4", count=len(block) // 4)
+    candidates = np.flatnonzero(table[(words * _FRAGMENT_MUL) >> np.uint32(16)])
+    word = words[candidates]
+    exact = values[np.minimum(np.searchsorted(values, word), len(values) - 1)] == word
+    candidates, word = candidates[exact], word[exact]
+    if not len(candidates):
+        return []
+    a = np.frombuffer(block, dtype=np.uint8)
+    hits: list[int] = []
+    for value, k, needle in entries:
+        start = candidates[word == value] * 4 - k
+        start = start[(start >= 0) & (start + len(needle) <= len(block))]
+        if len(start):
+            pattern = np.frombuffer(needle, dtype=np.uint8)
+            same = (a[start[:, None] + np.arange(len(needle))] == pattern).all(axis=1)
+            hits.extend(start[same].tolist())
+    return hits
+
+
 def _keyword_hits(block: bytes, needles: tuple[bytes, ...]) -> list[int]:
-    """Where a keyword is in `block`: for each keyword, its first offset in each line holding it."""
+    """Where a keyword is in `block`: for each keyword, at least its first offset in each line holding it
+    (callers keep the lines)."""
     hits: list[int] = []
     find = block.find
+    if len(block) >= _FRAGMENT_BLOCK:
+        hits = _long_keyword_hits(block, needles)
+        needles = tuple(needle for needle in needles if len(needle) < _FRAGMENT_MIN)
     for needle in needles:
         pos = find(needle)
         while pos >= 0:
@@ -639,6 +696,7 @@ def _bulk_iterations(
 
 _RANK_WIDTH = 24  # bytes of a line's start where its rank prefix is sought at once
 _RANK_TABLE_MAX = 1 << 20  # ranks below this are looked up in a table
+_RANK_PREFIX = 8  # a line's first bytes, as one word: lines starting like one whose rank is known are skipped
 
 
 def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.ndarray, number: int) -> None:
@@ -656,6 +714,20 @@ def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.
                 raw = block[start : len(block) if stop < 0 else stop].decode("utf-8", "replace")
                 seen[rank] = ref(collector.rel, number + i + 1, raw)
         return
+    # A line whose first 8 bytes are those of a line already read, whose rank prefix ended within them,
+    # has that line's rank (the prefix depends on those bytes only): a rank seen, nothing to note.
+    whole = starts + _RANK_PREFIX <= len(block)
+    prefix = np.zeros(m, dtype=np.uint64)
+    prefix[whole] = canonical.windows(a, starts[whole], _RANK_PREFIX).view(np.uint64)[:, 0]
+    known_prefixes = collector.rank_prefixes
+    if len(known_prefixes):
+        at = np.minimum(np.searchsorted(known_prefixes, prefix), len(known_prefixes) - 1)
+        index = np.flatnonzero(~(whole & (known_prefixes[at] == prefix)))
+        if not len(index):
+            return
+        starts, prefix, whole, m = starts[index], prefix[index], whole[index], len(index)
+    else:
+        index = np.arange(m)
     padded = len(block) - int(starts[-1]) < _RANK_WIDTH
     source = (
         np.concatenate((a[-2 * _RANK_WIDTH :], np.zeros(_RANK_WIDTH, dtype=np.uint8))) if padded else None
@@ -686,7 +758,9 @@ def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.
     table = np.zeros(_RANK_TABLE_MAX, dtype=bool)
     table[[rank for rank in seen if rank < _RANK_TABLE_MAX]] = True
     new = ranked & ((value >= _RANK_TABLE_MAX) | ~table[np.minimum(value, _RANK_TABLE_MAX - 1)])
-    found: list[tuple[int, int]] = [(int(i), int(value[i])) for i in np.flatnonzero(new).tolist()]
+    lines = np.flatnonzero(new)
+    ranks, first = np.unique(value[lines], return_index=True)  # each new rank's first line is enough
+    found: list[tuple[int, int]] = list(zip(lines[first].tolist(), ranks.tolist(), strict=True))
     for i in np.flatnonzero(odd).tolist():
         if match := _RANK_BYTES.match(block, int(starts[i])):
             found.append((i, int(match[1])))
@@ -695,7 +769,11 @@ def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.
             start = int(starts[i])
             stop = block.find(b"\n", start)
             raw = block[start : len(block) if stop < 0 else stop].decode("utf-8", "replace")
-            seen[rank] = ref(collector.rel, number + i + 1, raw)
+            seen[rank] = ref(collector.rel, number + int(index[i]) + 1, raw)
+    fresh = prefix[ranked & whole & (end + 2 <= _RANK_PREFIX)]  # their ranks are all in `seen` now
+    if len(fresh):
+        merged = np.concatenate((known_prefixes, fresh))
+        collector.rank_prefixes = np.unique(merged, return_index=True)[0]
 
 
 def _rest_of_line(handle) -> bytes:
