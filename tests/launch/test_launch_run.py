@@ -106,8 +106,9 @@ def start_driver(repo_root, tmp_path, env, mode, nohup=False):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # what nohup does: SIGHUP ignored, which exec keeps
-        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None,
+        # nohup: SIGHUP ignored, which exec keeps; otherwise the default, whatever this test run inherited
+        # (a suite started under nohup would otherwise pass its ignored SIGHUP on to every child)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL),
     )
 
 

@@ -58,6 +58,9 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # a terminal's default for SIGHUP, also when this suite was started under nohup (which children
+        # inherit, and which the workflow rightly honours by running on)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 180
