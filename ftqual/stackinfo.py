@@ -24,7 +24,13 @@ from pathlib import Path
 from ftqual.launch.stack import Probe, StackChoice, module_present, resolve
 
 # Distribution names under which the optional packages are published (first installed one wins).
-TE_DISTS = ("transformer_engine", "transformer-engine", "transformer_engine_torch", "transformer-engine-cu12")
+TE_DISTS = (
+    "transformer_engine",
+    "transformer-engine",
+    "transformer_engine_torch",
+    "transformer-engine-cu12",
+    "transformer-engine-cu13",
+)
 APEX_DISTS = ("apex",)
 NVRX_DIST = "nvidia-resiliency-ext"
 # Apex's wgrad-accumulation kernel (see ftqual/launch/stack.py for why it matters).
