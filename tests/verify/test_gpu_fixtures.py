@@ -64,3 +64,18 @@ def test_two_launcher_tp2_run_that_never_trained_fails():
     assert check_by_id(report, "resumed_from_checkpoint")["status"] == "fail"
     world = check_by_id(report, "active_world_unchanged")
     assert world["status"] == "pass" and "n1" in world["detail"] and "n2" in world["detail"]
+
+
+TE_RUNS = DATA.parent / "megatron-h200x2-te-distopt"
+
+
+@pytest.mark.parametrize("name", ["kill", "hang"])
+def test_distributed_optimizer_with_transformer_engine_resumes(name):
+    """The same distributed optimizer that cannot resume without TE (above) resumes with TE 2.20.2."""
+    command = (TE_RUNS / name / "command.txt").read_text()
+    assert "--transformer-impl transformer_engine" in command and "--use-distributed-optimizer" in command
+    report = build_report(TE_RUNS / name, TE_RUNS / "baseline")
+    assert report["verdict"] == "pass", report["checks"]
+    assert check_by_id(report, "resumed_from_checkpoint")["status"] == "pass"
+    assert check_by_id(report, "replay_consistency")["status"] == "pass"
+    assert report["metrics"]["restored_iteration"] == 5
