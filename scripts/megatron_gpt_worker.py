@@ -1,21 +1,34 @@
 #!/usr/bin/env python3
-"""ft_launcher's entrypoint on every rank: run the workload in-process, inject one fault, once per run.
+"""ft_launcher's entrypoint on every rank: run the workload in-process, inject up to N faults, one per cycle.
 
     megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
         --fault none|kill|hang [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
-        [--pid-dir DIR] -- <workload args>
+        [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
+        -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
 
 The workload runs in this process (runpy, as `__main__`), so the pid that NVRx's rank monitor watches is the
-pid we signal. On the fault rank a daemon thread polls the checkpoint tracker; once it advances past its
-startup value the rank claims the marker (O_CREAT|O_EXCL, fsynced) and sends itself SIGKILL (kill) or SIGSTOP
-(hang). With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
+pid we signal. Injection k of N (--injections, default 1) is recorded in its own marker: the first in
+--fault-marker (fault_injected.json), the k-th in fault_injected.<k>.json beside it. A worker counts the
+markers at its start; on the fault rank, while fewer than N exist, it arms injection count+1 with the
+tracker's value at its start as baseline, so each injection follows a checkpoint completed in its own cycle.
+Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then sends itself SIGKILL (kill) or
+SIGSTOP (hang); once N markers exist, replacement workers never inject again.
+
+Timing `checkpoint` (the default): a daemon thread polls the checkpoint tracker until it advances past the
+baseline. With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
 variable's name) the training thread itself claims the marker and signals at the start of the next NVRx `step`
 section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is detected
 by the step timeout rather than whichever section happened to be open; `immediate` signals from the poller
 thread at once, as the walkthrough does (and lands wherever training is once the marker is fsynced).
-Replacement workers find the marker and never inject again. A requested fault that never happened fails the
-fault rank at exit, so an uninterrupted run cannot pass as a recovery.
+Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on the training thread, once the
+tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
+was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself.
+
+A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
+cannot pass as a recovery. On local rank 0 of every cycle >= 1, before the workload starts, the wrapper
+writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
+this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists.
 
 Standard library only, and no work at import time: NVRx's persistent checkpoint worker is started with
 `spawn`, which re-imports the main script; tests import this file to unit-test the helpers.
@@ -26,9 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import runpy
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from datetime import UTC, datetime
@@ -43,6 +59,11 @@ INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
 EXIT_BAD_TRACKER = 2
 EXIT_FAULT_NEVER_INJECTED = 3
+TIMINGS = ("checkpoint", "in_save")
+LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
+NVIDIA_SMI_TIMEOUT_S = 10
+NVIDIA_SMI_QUERY = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
+ITER_DIR_RE = re.compile(r"iter_([0-9]{7,12})")
 
 
 class TrackerError(Exception):
@@ -105,6 +126,42 @@ def claim_marker(path: Path, record: dict) -> bool:
     return True
 
 
+def marker_path(first: Path, injection: int) -> Path:
+    """Injection k's marker: the first is `first` (fault_injected.json), the k-th fault_injected.<k>.json."""
+    if injection == 1:
+        return first
+    return first.with_name(f"{first.stem}.{injection}{first.suffix}")
+
+
+def count_markers(first: Path) -> int:
+    """Injections already made in this run: 0 without the first marker, else 1 + the numbered ones."""
+    if not first.exists():
+        return 0
+    numbered = re.compile(rf"{re.escape(first.stem)}\.([0-9]+){re.escape(first.suffix)}")
+    try:
+        names = [p.name for p in first.parent.iterdir()]
+    except OSError:
+        names = []
+    return 1 + sum(1 for name in names if (m := numbered.fullmatch(name)) and int(m[1]) >= 2)
+
+
+def newest_checkpoint_iteration(checkpoint_dir: Path) -> int | None:
+    """The iteration of the newest iter_XXXXXXX directory in `checkpoint_dir`, None when there is none."""
+    try:
+        entries = list(os.scandir(checkpoint_dir))
+    except OSError:
+        return None
+    found = []
+    for entry in entries:
+        match = ITER_DIR_RE.fullmatch(entry.name)
+        try:
+            if match and entry.is_dir():
+                found.append(int(match[1]))
+        except OSError:
+            continue
+    return max(found, default=None)
+
+
 def proc_start_time(pid: int | str = "self") -> int:
     """Field 22 of /proc/<pid>/stat: start time in clock ticks since boot."""
     text = Path(f"/proc/{pid}/stat").read_text()
@@ -128,6 +185,114 @@ def write_pid_record(pid_dir: Path, host: str, cycle: int, rank: int, local_rank
     return path
 
 
+def is_alive(pid: int, start_time: int) -> bool:
+    """The recorded process still runs: /proc/<pid>/stat has its start time (not a reused pid)."""
+    try:
+        return proc_start_time(pid) == start_time
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def earlier_processes(pid_dir: Path, host: str, cycle: int) -> tuple[list[dict], list[str]]:
+    """(pid records of this host's workers from cycles before `cycle`, names of unreadable records)."""
+    earlier, unreadable = [], []
+    for path in sorted(pid_dir.glob(f"{glob_escape(host)}.cycle*.rank*.json")):
+        try:
+            record = json.loads(path.read_text())
+            item = {
+                "pid": int(record["pid"]),
+                "start_time": int(record["start_time"]),
+                "cycle": int(record["cycle"]),
+                "rank": int(record["rank"]),
+            }
+        except (OSError, ValueError, TypeError, KeyError):
+            unreadable.append(path.name)
+            continue
+        if record.get("host") == host and item["cycle"] < cycle:
+            earlier.append(item)
+    earlier.sort(key=lambda r: (r["cycle"], r["rank"]))
+    return earlier, unreadable
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def sample_gpu_apps(run=subprocess.run, which=shutil.which) -> dict:
+    """nvidia-smi's compute apps: {"sampled", "error", "apps"}; every failure is recorded, none raised."""
+    exe = which("nvidia-smi")
+    if exe is None:
+        return {"sampled": False, "error": "nvidia-smi not found", "apps": []}
+    try:
+        proc = run(
+            [exe, *NVIDIA_SMI_QUERY],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return {"sampled": False, "error": f"nvidia-smi timed out after {NVIDIA_SMI_TIMEOUT_S} s", "apps": []}
+    except (OSError, ValueError) as exc:
+        return {"sampled": False, "error": f"nvidia-smi could not run: {exc}", "apps": []}
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout or "").strip().splitlines()
+        detail = f": {said[-1][:200]}" if said else ""
+        return {"sampled": False, "error": f"nvidia-smi exited {proc.returncode}{detail}", "apps": []}
+    apps = []
+    for line in proc.stdout.splitlines():
+        if not line.strip():
+            continue
+        pid_text, _, memory_text = (part.strip() for part in line.partition(","))
+        if not pid_text.isdigit():
+            return {"sampled": False, "error": f"unexpected nvidia-smi line: {line[:200]!r}", "apps": []}
+        memory = int(memory_text) if memory_text.isdigit() else None  # [N/A] where memory is not reported
+        apps.append({"pid": int(pid_text), "used_memory_mib": memory})
+    return {"sampled": True, "error": None, "apps": apps}
+
+
+def leftovers_record(pid_dir: Path, host: str, cycle: int, gpu: dict) -> dict:
+    """What the earlier cycles of this host left behind, seen at the start of `cycle`."""
+    earlier, unreadable = earlier_processes(pid_dir, host, cycle)
+    alive = [item for item in earlier if is_alive(item["pid"], item["start_time"])]
+    by_pid = {item["pid"]: item for item in alive}
+    held = [
+        {"pid": app["pid"], "used_memory_mib": app["used_memory_mib"], **_cycle_rank(by_pid[app["pid"]])}
+        for app in gpu["apps"]
+        if app["pid"] in by_pid
+    ]
+    return {
+        "schema": LEFTOVERS_SCHEMA,
+        "host": host,
+        "cycle": cycle,
+        "sampled_at": utc_now(),
+        "earlier": earlier,
+        "alive": alive,
+        "gpu": {**gpu, "held_by_earlier": held},
+        "unreadable_pid_records": unreadable,
+    }
+
+
+def _cycle_rank(item: dict) -> dict:
+    return {"cycle": item["cycle"], "rank": item["rank"]}
+
+
+def write_leftovers(
+    leftovers_dir: Path, pid_dir: Path, host: str, cycle: int, gpu: dict | None = None
+) -> Path:
+    """Write leftovers/<host>.cycle<c>.json atomically (written once per node and cycle)."""
+    record = leftovers_record(pid_dir, host, cycle, sample_gpu_apps() if gpu is None else gpu)
+    leftovers_dir.mkdir(exist_ok=True)
+    path = leftovers_dir / f"{host}.cycle{cycle}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(record, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
 class SectionWatch:
     """The NVRx sections this process has open, as seen through RankMonitorClient's methods."""
 
@@ -135,6 +300,7 @@ class SectionWatch:
         self.lock = threading.Lock()
         self.open: list[str] = []
         self.on_start = None  # called with the section name after a section opened
+        self.on_end = None  # called with the section name after a section closed (the monitor knows)
 
     def started(self, name: str) -> None:
         with self.lock:
@@ -148,6 +314,10 @@ class SectionWatch:
                 self.open.clear()
             elif name in self.open:
                 self.open.remove(name)
+
+    def closed(self, name: str) -> None:
+        if self.on_end is not None:
+            self.on_end(name)
 
     def current(self) -> str | None:
         with self.lock:
@@ -175,7 +345,9 @@ def install_section_hooks(watch: SectionWatch) -> bool:
 
     def end_section(self, section):
         watch.ended(section)
-        return original_end(self, section)
+        result = original_end(self, section)
+        watch.closed(section)  # an in_save kill lands here, once the monitor saw the section end
+        return result
 
     def end_all_sections(self):
         watch.ended(None)
@@ -188,7 +360,8 @@ def install_section_hooks(watch: SectionWatch) -> bool:
 
 
 class Injector:
-    """Once-only fault injection on the fault rank, triggered by the tracker advancing past its baseline."""
+    """Once-only injection k of a run on the fault rank, triggered by the tracker advancing past its baseline
+    (timing `checkpoint`) or by the end of a checkpointing section with a save in flight (`in_save`)."""
 
     def __init__(
         self,
@@ -202,9 +375,16 @@ class Injector:
         watch: SectionWatch | None,
         kill=os.kill,
         poll_seconds: float = POLL_SECONDS,
+        injection: int = 1,
+        injections: int = 1,
+        timing: str = "checkpoint",
     ) -> None:
         self.fault = fault
-        self.placement = placement if watch is not None else "immediate"
+        self.timing = timing
+        if timing == "in_save":
+            self.placement = "in_save"  # needs the section hooks: without them it never fires
+        else:
+            self.placement = placement if watch is not None else "immediate"
         self.tracker = tracker
         self.marker = marker
         self.baseline = baseline
@@ -212,15 +392,20 @@ class Injector:
         self.watch = watch
         self.kill = kill
         self.poll_seconds = poll_seconds
+        self.injection = injection
+        self.injections = injections
         self.lock = threading.Lock()
         self.armed_at: int | None = None  # the tracker value that triggered us
+        self.save_iteration: int | None = None  # in_save: the iteration of the save in flight
         self.finished = False  # injected, gave up, or the workload ended
+        self.claimed = False  # this process created the marker
         self.stop = threading.Event()
         if watch is not None:
             watch.on_start = self._on_section_start
+            watch.on_end = self._on_section_end
 
     def record(self, section: str | None) -> dict:
-        return {
+        record = {
             "schema": MARKER_SCHEMA,
             "run_id": self.identity["run_id"],
             "fault": self.fault,
@@ -234,7 +419,13 @@ class Injector:
             "injected_at": utc_now(),
             "placement": self.placement,
             "section": section,
+            "injection": self.injection,
+            "injections": self.injections,
+            "timing": self.timing,
         }
+        if self.timing == "in_save":
+            record["save_iteration"] = self.save_iteration
+        return record
 
     def inject(self, section: str | None) -> bool:
         """Claim the marker and signal ourselves; at most once, never after the workload ended."""
@@ -246,13 +437,14 @@ class Injector:
         if not claim_marker(self.marker, record):
             log(f"marker {self.marker} already exists; not injecting")
             return False
+        self.claimed = True
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
         self.kill(os.getpid(), signal.SIGKILL if self.fault == "kill" else signal.SIGSTOP)
         return True
 
     def on_tracker(self, value: int | None) -> bool:
-        """One poll result; True once armed (the poller can stop)."""
-        if value is None or value <= self.baseline:
+        """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end."""
+        if self.timing != "checkpoint" or value is None or value <= self.baseline:
             return False
         with self.lock:
             if self.armed_at is None:
@@ -270,13 +462,32 @@ class Injector:
         if name == "step" and self.placement == "step" and self.armed_at is not None:
             self.inject("step")
 
+    def _on_section_end(self, name: str) -> None:
+        """in_save: a checkpointing section ended with a save newer than the tracker still in flight."""
+        if name != "checkpointing" or self.timing != "in_save":
+            return
+        value = poll_tracker(self.tracker)
+        if value is None or value <= self.baseline:
+            return
+        newest = newest_checkpoint_iteration(self.tracker.parent)
+        if newest is None or newest <= value:
+            return  # no save in flight: this section finalized one (or saved nothing new)
+        with self.lock:
+            if self.finished:
+                return
+            self.armed_at, self.save_iteration = value, newest
+        self.inject("checkpointing")
+
     def poll_forever(self) -> None:
         while not self.stop.is_set():
             if self.on_tracker(poll_tracker(self.tracker)):
                 return
             self.stop.wait(self.poll_seconds)
 
-    def start(self) -> threading.Thread:
+    def start(self) -> threading.Thread | None:
+        """Start the tracker poller (timing checkpoint); in_save needs none."""
+        if self.timing != "checkpoint":
+            return None
         thread = threading.Thread(target=self.poll_forever, name="ftqual-injector", daemon=True)
         thread.start()
         return thread
@@ -305,12 +516,23 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--run-id", default=None, help="default: TORCHELASTIC_RUN_ID")
     parser.add_argument("--hang-placement", choices=("step", "immediate"), default="step")
     parser.add_argument("--pid-dir", type=Path, default=None)
+    parser.add_argument("--injections", type=positive_int, default=1, help="faults in the run, one per cycle")
+    parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")
+    parser.add_argument("--leftovers-dir", type=Path, default=None)
     args = parser.parse_args(own)
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
     if args.fault != "none" and args.fault_rank is None:
         parser.error("--fault-rank is required with --fault kill|hang")
+    if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
+        parser.error("--fault-timing in_save needs --fault kill")
     return args, workload
+
+
+def positive_int(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text!r})")
+    return int(text)
 
 
 def run_entrypoint(entrypoint: Path, workload_args: list[str]) -> int:
@@ -337,6 +559,12 @@ def main(argv: list[str]) -> int:
     host = socket.gethostname()
     if args.pid_dir is not None:
         write_pid_record(args.pid_dir, host, cycle, rank, local_rank)
+    if cycle >= 1 and local_rank == 0 and args.pid_dir is not None and args.leftovers_dir is not None:
+        try:
+            path = write_leftovers(args.leftovers_dir, args.pid_dir, host, cycle)
+            log(f"leftovers of earlier cycles on {host} recorded in {path}")
+        except OSError as exc:  # evidence, not a reason to stop training: the verifier reports it missing
+            log(f"cannot record leftovers of earlier cycles: {exc}")
 
     tracker = args.checkpoint_dir / TRACKER_NAME
     try:
@@ -347,21 +575,30 @@ def main(argv: list[str]) -> int:
 
     injector = None
     fault_here = args.fault != "none" and rank == args.fault_rank
-    if fault_here and args.fault_marker.exists():
-        log(f"marker {args.fault_marker} exists (an earlier cycle injected); not injecting again")
+    made = count_markers(args.fault_marker) if fault_here else 0
+    if fault_here and made >= args.injections:
+        log(
+            f"{made} of {args.injections} injection marker(s) exist (earlier cycles injected); "
+            "not injecting again"
+        )
         fault_here = False
     elif fault_here:
+        injection = made + 1
         watch = SectionWatch()
         if not install_section_hooks(watch):
-            log(
-                "NVRx is not importable here: sections are unknown, injecting as soon as the tracker advances"
-            )
+            if args.fault_timing == "in_save":
+                log("NVRx is not importable here: sections are unknown, an in_save injection cannot happen")
+            else:
+                log(
+                    "NVRx is not importable here: sections are unknown, "
+                    "injecting as soon as the tracker advances"
+                )
             watch = None
         injector = Injector(
             fault=args.fault,
             placement=args.hang_placement,
             tracker=tracker,
-            marker=args.fault_marker,
+            marker=marker_path(args.fault_marker, injection),
             baseline=baseline,
             identity={
                 "run_id": args.run_id or os.environ.get("TORCHELASTIC_RUN_ID", ""),
@@ -371,20 +608,26 @@ def main(argv: list[str]) -> int:
                 "cycle": cycle,
             },
             watch=watch,
+            injection=injection,
+            injections=args.injections,
+            timing=args.fault_timing,
         )
         log(
-            f"fault {args.fault} armed on rank {rank} (cycle {cycle}): waiting for the tracker to pass "
-            f"{baseline}, placement {injector.placement}"
+            f"fault {args.fault} injection {injection} of {args.injections} armed on rank {rank} "
+            f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "
+            f"placement {injector.placement}"
         )
         injector.start()
 
     status = run_entrypoint(args.entrypoint, workload_args)
     if injector is not None:
         injector.finish()
-        if status == 0 and not args.fault_marker.exists():
+        if status == 0 and not injector.claimed:
             log(
-                f"the requested {args.fault} fault was never injected (tracker stayed at or below {baseline} "
-                "while a step could follow); failing so an uninterrupted run cannot pass as recovery"
+                f"the requested {args.fault} fault (injection {injector.injection} of {args.injections}) "
+                f"was never injected (tracker stayed at or below {baseline} while a step could follow, or "
+                "no save was in flight at a checkpointing section's end); failing so an uninterrupted "
+                "run cannot pass as recovery"
             )
             return EXIT_FAULT_NEVER_INJECTED
     return status

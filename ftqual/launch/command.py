@@ -97,7 +97,21 @@ def wrapper_args(s: Settings) -> list[str]:
     if s.fault_rank is not None:
         args += ["--fault-rank", str(s.fault_rank)]
     args += ["--run-id", s.run_id, "--hang-placement", s.hang_placement, "--pid-dir", str(s.run_dir / "pids")]
+    args += [
+        "--injections",
+        str(s.injections),
+        "--fault-timing",
+        s.fault_timing,
+        "--leftovers-dir",
+        str(s.leftovers_dir),
+    ]
     return args
+
+
+def load_args(s: Settings) -> list[str]:
+    """`--load` unless NVRX_LOAD_CHECKPOINTS=0 (the no-resume control: every cycle starts from iteration 0;
+    saves still go to the checkpoint directory)."""
+    return [f"--load={s.checkpoint_dir}"] if s.checkpoint_load else []
 
 
 def model_args() -> list[str]:
@@ -129,7 +143,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         "--lr-decay-style=constant",
         "--bf16",
         *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
-        f"--load={ckpt}",
+        *load_args(s),
         f"--save={ckpt}",
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
@@ -153,7 +167,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         "--lr=0.0001",
         "--lr-decay-style=constant",
         *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
-        f"--load={ckpt}",
+        *load_args(s),
         f"--save={ckpt}",
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",

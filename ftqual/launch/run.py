@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ftqual import cleanup, procs
-from ftqual.launch import logport
+from ftqual.launch import logport, runstate
 from ftqual.launch.command import LaunchPlan
-from ftqual.launch.settings import Settings
+from ftqual.launch.settings import Settings, SettingsError
 from ftqual.launch.stack import StackChoice
 
 RUN_SCHEMA = "ftqual.run/v1"
@@ -94,6 +94,17 @@ def child_env(base: dict[str, str], tp: int = 1, run_id: str | None = None) -> d
     return env
 
 
+def initial_checkpoint_iteration(s: Settings) -> int:
+    """The tracker's iteration in the checkpoint directory before the launch; 0 when absent.
+
+    check_run_state has already refused a tracker that cannot be this run's; one that went bad since
+    counts as absent here (the workers refuse to start on it)."""
+    try:
+        return runstate.read_tracker(s.tracker_path) or 0
+    except SettingsError:
+        return 0
+
+
 def run_record(
     s: Settings, plan: LaunchPlan, stack: StackChoice, env: dict[str, str], host: str
 ) -> dict[str, Any]:
@@ -134,6 +145,10 @@ def run_record(
         "interrupted_by": None,
         "launcher_error": None,
         "settings_fingerprint": s.settings_fingerprint,
+        "injections": s.injections,
+        "fault_timing": s.fault_timing,
+        "checkpoint_load": s.checkpoint_load,
+        "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
     }
 
 

@@ -3,7 +3,10 @@
 `check_directories` proves that every directory the run writes into can be created (or exists and is
 writable); `check_run_state` refuses an old injection marker, an earlier launch of the run ID, calculated
 timeouts, and a checkpoint tracker that cannot be this run's (not a plain integer, no matching
-`iter_XXXXXXX/`, past TRAIN_ITERS). Each problem is one SettingsError line; nothing here writes.
+`iter_XXXXXXX/`, past TRAIN_ITERS, too few save points left for the faults requested). A sane tracker is
+accepted: resuming an existing run's checkpoints (NVRX_CHECKPOINT_DIR) is the walkthrough's path, and
+run.json records its iteration as `initial_checkpoint_iteration`. Each problem is one SettingsError line;
+nothing here writes.
 """
 
 from __future__ import annotations
@@ -120,6 +123,15 @@ def check_tracker(s: Settings) -> None:
         raise SettingsError(
             f"Checkpoint tracker {s.tracker_path} is at iteration {iteration} = TRAIN_ITERS: nothing is "
             f"left to train, so fault {s.fault} could never be injected"
+        )
+    # Each injection follows a checkpoint newer than the tracker a cycle starts from (the baseline), saved
+    # before the last iteration: a resumed run needs that many save points past its tracker.
+    saves_left = (s.train_iters - 1) // s.save_interval - iteration // s.save_interval
+    if s.fault != "none" and saves_left < s.injections:
+        raise SettingsError(
+            f"Checkpoint tracker {s.tracker_path} is at iteration {iteration}: only {saves_left} "
+            f"checkpoint(s) before TRAIN_ITERS={s.train_iters} follow it, too few for "
+            f"NVRX_INJECTIONS={s.injections}"
         )
 
 

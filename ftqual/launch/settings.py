@@ -34,6 +34,7 @@ __all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings
 
 WORKLOADS = ("megatron", "smoke")
 HANG_PLACEMENTS = ("step", "immediate")
+FAULT_TIMINGS = ("checkpoint", "in_save")
 SECTIONS = ("setup", "step", "checkpointing")
 
 RUN_ID_MAX = 128  # a directory name and part of every pid record's name; 255 bytes is the file name limit
@@ -59,6 +60,7 @@ MAX_NNODES = 4096
 MAX_GPUS_PER_NODE = 64
 MAX_TRAIN_ITERS = 10_000_000
 MAX_RESTARTS = 1000
+MAX_INJECTIONS = 1000
 MAX_STOP_TIMEOUT_S = 3600
 MAX_SECTION_TIMEOUT_S = 7 * 24 * 3600
 
@@ -92,6 +94,9 @@ VARIABLES = (
     "NVRX_NODE_RANK",
     "SLURM_NODEID",
     "NVRX_SETTINGS_FINGERPRINT",
+    "NVRX_INJECTIONS",
+    "NVRX_FAULT_TIMING",
+    "NVRX_LOAD_CHECKPOINTS",
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -132,6 +137,9 @@ class Settings:
     node_rank: int
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     settings_fingerprint: str | None = None  # NVRX_SETTINGS_FINGERPRINT, from the workflow
+    injections: int = 1  # NVRX_INJECTIONS: faults in one run, one per cycle
+    fault_timing: str = "checkpoint"  # NVRX_FAULT_TIMING: after a completed checkpoint, or in_save (kill)
+    checkpoint_load: bool = True  # NVRX_LOAD_CHECKPOINTS=0: no --load, every cycle starts from iteration 0
 
     @property
     def world_size(self) -> int:
@@ -150,6 +158,10 @@ class Settings:
         return self.run_dir / "fault_injected.json"
 
     @property
+    def leftovers_dir(self) -> Path:
+        return self.run_dir / "leftovers"
+
+    @property
     def tracker_path(self) -> Path:
         return self.checkpoint_dir / TRACKER_NAME
 
@@ -161,7 +173,7 @@ class Settings:
     def run_dirs(self) -> tuple[Path, ...]:
         """Every directory the run writes into, in creation order."""
         run = self.run_dir
-        return (run / "logs", run / "cycle_infos", run / "pids", self.checkpoint_dir)
+        return (run / "logs", run / "cycle_infos", run / "pids", run / "leftovers", self.checkpoint_dir)
 
     def timeouts_record(self) -> dict[str, float | int]:
         """run.json's `timeouts`: the section timeouts plus out_of_section, in seconds."""
@@ -308,7 +320,7 @@ def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
     return workload, megatron_path
 
 
-def _iterations(env: Mapping[str, str], fault: str) -> tuple[int, int]:
+def _iterations(env: Mapping[str, str], fault: str, injections: int) -> tuple[int, int]:
     train_iters = _int(env, "TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS)
     save_interval = _int(env, "SAVE_INTERVAL", "5", 1, MAX_TRAIN_ITERS)
     # A fault is injected when a checkpoint completes, and recovery needs one before the last iteration;
@@ -318,9 +330,28 @@ def _iterations(env: Mapping[str, str], fault: str) -> tuple[int, int]:
             f"SAVE_INTERVAL={save_interval} must be below TRAIN_ITERS={train_iters}: "
             f"fault {fault} needs a checkpoint before the last iteration"
         )
+    # Each injection needs a checkpoint newer than its cycle's start, before the last iteration.
+    if fault != "none" and injections * save_interval >= train_iters:
+        raise SettingsError(
+            f"NVRX_INJECTIONS={injections} faults need as many checkpoints before the last iteration: "
+            f"NVRX_INJECTIONS*SAVE_INTERVAL={injections * save_interval} must be below "
+            f"TRAIN_ITERS={train_iters}"
+        )
     if save_interval > train_iters:
         raise SettingsError(f"SAVE_INTERVAL={save_interval} must not exceed TRAIN_ITERS={train_iters}")
     return train_iters, save_interval
+
+
+def _fault_plan(env: Mapping[str, str], fault: str) -> tuple[int, str, bool]:
+    """NVRX_INJECTIONS, NVRX_FAULT_TIMING and NVRX_LOAD_CHECKPOINTS, checked against the fault."""
+    injections = _int(env, "NVRX_INJECTIONS", "1", 1, MAX_INJECTIONS)
+    if fault == "none" and injections != 1:
+        raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
+    fault_timing = _choice(env, "NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS)
+    if fault_timing == "in_save" and fault != "kill":
+        raise SettingsError(f"NVRX_FAULT_TIMING=in_save needs NVRX_DEMO_FAULT=kill (got {shown(fault)})")
+    checkpoint_load = _choice(env, "NVRX_LOAD_CHECKPOINTS", "1", ("0", "1")) == "1"
+    return injections, fault_timing, checkpoint_load
 
 
 def _run_id(env: Mapping[str, str], nnodes: int, now: datetime | None, pid: int) -> str:
@@ -378,7 +409,8 @@ def load_settings(
     gpus_per_node = _int(env, "GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE)
     tp = _int(env, "TP", "1", 1, MODEL.num_attention_heads)
     pp = _int(env, "PP", "1", 1, MODEL.num_layers)
-    train_iters, save_interval = _iterations(env, fault)
+    injections, fault_timing, checkpoint_load = _fault_plan(env, fault)
+    train_iters, save_interval = _iterations(env, fault, injections)
 
     world = nnodes * gpus_per_node
     if world % (tp * pp):
@@ -461,4 +493,7 @@ def load_settings(
         node_rank=node_rank,
         extra_args=tuple(argv),
         settings_fingerprint=fingerprint,
+        injections=injections,
+        fault_timing=fault_timing,
+        checkpoint_load=checkpoint_load,
     )

@@ -88,7 +88,7 @@ def test_dry_run_prints_paths_and_command(megatron_env, work, run_launch):
 
 def test_dry_run_creates_artifact_directories_only(megatron_env, work, run_launch):
     assert run_launch(megatron_env).rc == 0
-    assert tree(work / "runs" / "r1") == {"logs", "cycle_infos", "checkpoints", "pids"}
+    assert tree(work / "runs" / "r1") == {"logs", "cycle_infos", "checkpoints", "pids", "leftovers"}
     # A dry run leaves no run.json behind, so the real launch of the same ID is still allowed.
     assert run_launch(megatron_env).rc == 0
 
@@ -115,6 +115,12 @@ def test_wrapper_and_megatron_arguments(megatron_env, megatron_checkout, work, r
         "step",
         "--pid-dir",
         str(run / "pids"),
+        "--injections",
+        "1",
+        "--fault-timing",
+        "checkpoint",
+        "--leftovers-dir",
+        str(run / "leftovers"),
     ]
     body = workload_args(argv)
     for arg in SEED_MEGATRON_ARGS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -417,14 +418,14 @@ if __name__ == "__main__":
 """
 
 
-def run_wrapper_child(repo_root, tmp_path, fault, placement):
+def run_wrapper_child(repo_root, tmp_path, fault, placement, workload=WORKLOAD, extra=()):
     fake = tmp_path / "fake"
     for rel, text in FAKE_NVRX.items():
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
         (fake / rel).write_text(text)
     (tmp_path / "ckpt").mkdir()
     script = tmp_path / "workload.py"
-    script.write_text(WORKLOAD)
+    script.write_text(workload)
     env = {
         **os.environ,
         "PYTHONPATH": str(fake),
@@ -449,6 +450,7 @@ def run_wrapper_child(repo_root, tmp_path, fault, placement):
         "child",
         "--hang-placement",
         placement,
+        *extra,
         "--",
         str(tmp_path / "ckpt"),
         str(tmp_path / "log.txt"),
@@ -485,3 +487,378 @@ def test_hang_stops_the_process_immediately(repo_root, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+# --- several injections: one marker each --------------------------------------------------------------
+
+
+def test_marker_path_of_each_injection(w, tmp_path):
+    first = tmp_path / "fault_injected.json"
+    assert w.marker_path(first, 1) == first
+    assert w.marker_path(first, 2) == tmp_path / "fault_injected.2.json"
+    assert w.marker_path(first, 12) == tmp_path / "fault_injected.12.json"
+
+
+def test_markers_are_counted_from_the_first(w, tmp_path):
+    first = tmp_path / "fault_injected.json"
+    (tmp_path / "fault_injected.2.json").write_text("{}")
+    assert w.count_markers(first) == 0  # no first marker: nothing counts
+    first.write_text("{}")
+    assert w.count_markers(first) == 2
+    for name in ["fault_injected.3.json", "fault_injected.1.json", "fault_injected.x.json", "other.4.json"]:
+        (tmp_path / name).write_text("{}")
+    assert w.count_markers(first) == 3  # .2 and .3 only
+
+
+def test_marker_records_the_injection_and_timing(w, tmp_path):
+    injector, kills = make_injector(w, tmp_path, placement="immediate")
+    injector.injection, injector.injections = 2, 3
+    injector.on_tracker(5)
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["injection"], marker["injections"], marker["timing"]) == (2, 3, "checkpoint")
+    assert "save_iteration" not in marker and len(kills) == 1
+
+
+def run_main(w, entrypoint, tmp_path, *extra, code=0):
+    return w.main(wrapper_argv(entrypoint, tmp_path, *extra, code=code))
+
+
+def test_second_cycle_arms_the_second_injection(w, entrypoint, tmp_path, rank_env, monkeypatch, capsys):
+    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+    made = []
+    monkeypatch.setattr(w.Injector, "start", lambda self: made.append(self))
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("5")
+    (tmp_path / "fault_injected.json").write_text("{}")
+    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    # injection 2 was armed (baseline 5, its own marker) and never happened: exit 3 for this cycle too
+    assert rc == w.EXIT_FAULT_NEVER_INJECTED
+    (injector,) = made
+    assert (injector.injection, injector.injections, injector.baseline) == (2, 2, 5)
+    assert injector.marker == tmp_path / "fault_injected.2.json"
+    assert "injection 2 of 2" in capsys.readouterr().err
+
+
+def test_second_injection_is_claimed_in_its_own_marker(w, entrypoint, tmp_path, rank_env, monkeypatch):
+    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+    kills = []
+    (tmp_path / "ckpt").mkdir()
+    tracker = tmp_path / "ckpt" / "latest_checkpointed_iteration.txt"
+    tracker.write_text("5")
+    (tmp_path / "fault_injected.json").write_text("{}")
+    injectors = []
+    original = w.Injector.start
+
+    def start(self):
+        injectors.append(self)
+        self.kill = lambda pid, sig: kills.append(sig)
+        self.poll_seconds = 0.01
+        tracker.write_text("10")  # the cycle's first checkpoint completes
+        thread = original(self)
+        thread.join(5)
+        return thread
+
+    monkeypatch.setattr(w.Injector, "start", start)
+    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    assert rc == 0 and kills == [signal.SIGKILL]
+    marker = json.loads((tmp_path / "fault_injected.2.json").read_text())
+    assert (marker["injection"], marker["baseline_iteration"], marker["checkpoint_iteration"]) == (2, 5, 10)
+    assert json.loads((tmp_path / "fault_injected.json").read_text()) == {}
+
+
+def test_no_injection_once_every_marker_exists(w, entrypoint, tmp_path, rank_env, capsys):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "fault_injected.json").write_text("{}")
+    (tmp_path / "fault_injected.2.json").write_text("{}")
+    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    assert rc == 0
+    assert "2 of 2 injection marker(s) exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--injections", "0"],
+        ["--injections", "-1"],
+        ["--injections", "x"],
+        ["--fault-timing", "later"],
+        ["--fault", "hang", "--fault-timing", "in_save"],
+    ],
+)
+def test_bad_injection_arguments_are_refused(w, extra):
+    argv = ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault-rank", "0"]
+    if "--fault" not in extra:
+        argv += ["--fault", "kill"]
+    with pytest.raises(SystemExit):
+        w.parse_args([*argv, *extra])
+
+
+def test_injection_arguments_default_to_one_fault_after_a_checkpoint(w):
+    args, _ = w.parse_args(
+        ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f"] + ["--fault", "none"]
+    )
+    assert (args.injections, args.fault_timing, args.leftovers_dir) == (1, "checkpoint", None)
+
+
+# --- in_save: kill while an async save is in flight ------------------------------------------------------
+
+
+def make_in_save(w, tmp_path, baseline=0):
+    (tmp_path / "ckpt").mkdir(exist_ok=True)
+    kills = []
+    injector = w.Injector(
+        fault="kill",
+        placement="step",
+        tracker=tmp_path / "ckpt" / "latest_checkpointed_iteration.txt",
+        marker=tmp_path / "marker.json",
+        baseline=baseline,
+        identity={"run_id": "r1", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
+        watch=w.SectionWatch(),
+        kill=lambda pid, sig: kills.append((pid, sig)),
+        timing="in_save",
+    )
+    return injector, kills
+
+
+def checkpoint_state(tmp_path, tracker: int | None, iterations: list[int]) -> None:
+    ckpt = tmp_path / "ckpt"
+    if tracker is not None:
+        (ckpt / "latest_checkpointed_iteration.txt").write_text(str(tracker))
+    for it in iterations:
+        (ckpt / f"iter_{it:07d}").mkdir(exist_ok=True)
+
+
+def test_newest_checkpoint_iteration(w, tmp_path):
+    assert w.newest_checkpoint_iteration(tmp_path / "missing") is None
+    assert w.newest_checkpoint_iteration(tmp_path) is None
+    for name in ["iter_0000005", "iter_0000010", "iter_0000100.tmp", "iter_12"]:
+        (tmp_path / name).mkdir()
+    (tmp_path / "iter_0000200").write_text("a file, not a checkpoint")
+    assert w.newest_checkpoint_iteration(tmp_path) == 10
+
+
+def test_in_save_waits_for_a_save_in_flight_after_the_baseline(w, tmp_path):
+    injector, kills = make_in_save(w, tmp_path, baseline=5)
+    watch = injector.watch
+    checkpoint_state(tmp_path, 5, [5, 10])  # a save of 10 in flight, but the tracker is still the baseline
+    watch.closed("checkpointing")
+    checkpoint_state(tmp_path, 10, [10])  # 10 finalized: nothing in flight
+    watch.closed("checkpointing")
+    checkpoint_state(tmp_path, 10, [15])
+    watch.closed("step")  # not the end of a checkpointing section
+    assert kills == [] and not (tmp_path / "marker.json").exists()
+    assert injector.on_tracker(10) is False and injector.start() is None  # no poller: sections decide
+    watch.closed("checkpointing")
+    assert kills == [(os.getpid(), signal.SIGKILL)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["checkpoint_iteration"], marker["save_iteration"], marker["baseline_iteration"]) == (
+        10,
+        15,
+        5,
+    )
+    assert (marker["timing"], marker["placement"], marker["section"]) == (
+        "in_save",
+        "in_save",
+        "checkpointing",
+    )
+    checkpoint_state(tmp_path, 10, [20])
+    watch.closed("checkpointing")
+    assert len(kills) == 1  # once only
+
+
+def test_in_save_never_fires_after_the_workload_ended(w, tmp_path):
+    injector, kills = make_in_save(w, tmp_path)
+    checkpoint_state(tmp_path, 5, [5, 10])
+    injector.finish()
+    injector.watch.closed("checkpointing")
+    assert kills == [] and not injector.claimed
+
+
+def test_section_hooks_report_the_end_after_the_monitor(w, monkeypatch):
+    calls = []
+
+    class FakeClient:
+        def start_section(self, section):
+            calls.append(("start", section))
+
+        def end_section(self, section):
+            calls.append(("end", section))
+
+        def end_all_sections(self):
+            calls.append(("end_all", None))
+
+    module = types.ModuleType("nvidia_resiliency_ext.fault_tolerance.rank_monitor_client")
+    module.RankMonitorClient = FakeClient
+    for name in ("nvidia_resiliency_ext", "nvidia_resiliency_ext.fault_tolerance"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    watch = w.SectionWatch()
+    watch.on_end = lambda name: calls.append(("closed", name, watch.inside(name)))
+    assert w.install_section_hooks(watch) is True
+    client = FakeClient()
+    client.start_section("checkpointing")
+    client.end_section("checkpointing")
+    assert calls == [("start", "checkpointing"), ("end", "checkpointing"), ("closed", "checkpointing", False)]
+
+
+# Saves 5 (finalized), then schedules the save of 10 and ends its checkpointing section.
+IN_SAVE_WORKLOAD = """
+import sys
+from pathlib import Path
+from nvidia_resiliency_ext.fault_tolerance.rank_monitor_client import RankMonitorClient
+if __name__ == "__main__":
+    ckpt, log = Path(sys.argv[1]), Path(sys.argv[2])
+    client = RankMonitorClient()
+    for iteration, finalize in [(5, True), (10, False)]:
+        client.start_section("checkpointing")
+        (ckpt / f"iter_{iteration:07d}").mkdir()
+        if finalize:
+            (ckpt / "latest_checkpointed_iteration.txt").write_text(str(iteration))
+        client.end_section("checkpointing")
+        log.write_text(f"after-{iteration}")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_in_save_kill_lands_at_the_end_of_the_save(repo_root, tmp_path):
+    proc = run_wrapper_child(
+        repo_root, tmp_path, "kill", "step", IN_SAVE_WORKLOAD, ["--fault-timing", "in_save"]
+    )
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert (tmp_path / "log.txt").read_text() == "after-5"  # killed before the workload went on
+    marker = json.loads((tmp_path / "fault_injected.json").read_text())
+    assert (marker["checkpoint_iteration"], marker["save_iteration"], marker["section"]) == (
+        5,
+        10,
+        "checkpointing",
+    )
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "5"
+
+
+# --- leftovers of earlier cycles -------------------------------------------------------------------------
+
+
+def pid_record(pid_dir, host, cycle, rank, pid, start_time):
+    record = {"pid": pid, "pgid": pid, "start_time": start_time, "rank": rank, "local_rank": rank}
+    record |= {"cycle": cycle, "host": host}
+    (pid_dir / f"{host}.cycle{cycle}.rank{rank}.json").write_text(json.dumps(record))
+
+
+def test_leftovers_list_earlier_cycles_of_this_host_and_the_live_ones(w, tmp_path):
+    me, start = os.getpid(), w.proc_start_time()
+    pid_record(tmp_path, "h", 0, 0, me, start)  # still running (this process)
+    pid_record(tmp_path, "h", 0, 1, me, start + 1)  # its pid reused: gone
+    pid_record(tmp_path, "h", 1, 0, 999_999_999, 5)  # this cycle: not earlier
+    pid_record(tmp_path, "other", 0, 2, me, start)  # another host
+    (tmp_path / "h.launcher.json").write_text(json.dumps({"pid": me, "start_time": start}))
+    (tmp_path / "h.cycle0.rank3.json").write_text("{broken")
+    gpu = {
+        "sampled": True,
+        "error": None,
+        "apps": [{"pid": me, "used_memory_mib": 512}, {"pid": 7, "used_memory_mib": 1}],
+    }
+    record = w.leftovers_record(tmp_path, "h", 1, gpu)
+    assert record["schema"] == "ftqual.leftovers/v1" and (record["host"], record["cycle"]) == ("h", 1)
+    assert record["sampled_at"].endswith("Z")
+    assert record["earlier"] == [
+        {"pid": me, "start_time": start, "cycle": 0, "rank": 0},
+        {"pid": me, "start_time": start + 1, "cycle": 0, "rank": 1},
+    ]
+    assert record["alive"] == [{"pid": me, "start_time": start, "cycle": 0, "rank": 0}]
+    assert record["gpu"]["held_by_earlier"] == [{"pid": me, "used_memory_mib": 512, "cycle": 0, "rank": 0}]
+    assert record["gpu"]["apps"] == gpu["apps"] and record["gpu"]["sampled"] is True
+    assert record["unreadable_pid_records"] == ["h.cycle0.rank3.json"]
+
+
+def test_leftovers_of_a_clean_restart_are_empty(w, tmp_path):
+    pid_record(tmp_path, "h", 0, 0, 999_999_999, 5)
+    record = w.leftovers_record(tmp_path, "h", 1, {"sampled": False, "error": "x", "apps": []})
+    assert len(record["earlier"]) == 1 and record["alive"] == [] and record["gpu"]["held_by_earlier"] == []
+
+
+class FakeRun:
+    def __init__(self, *, rc=0, out="", err="", raises=None):
+        self.rc, self.out, self.err, self.raises = rc, out, err, raises
+        self.calls = []
+
+    def __call__(self, cmd, **kwargs):
+        self.calls.append((cmd, kwargs))
+        if self.raises is not None:
+            raise self.raises
+        return subprocess.CompletedProcess(cmd, self.rc, self.out, self.err)
+
+
+def test_gpu_apps_from_nvidia_smi(w):
+    run = FakeRun(out="123, 512\n456, [N/A]\n\n")
+    gpu = w.sample_gpu_apps(run=run, which=lambda name: "/usr/bin/nvidia-smi")
+    assert gpu == {
+        "sampled": True,
+        "error": None,
+        "apps": [{"pid": 123, "used_memory_mib": 512}, {"pid": 456, "used_memory_mib": None}],
+    }
+    cmd, kwargs = run.calls[0]
+    assert cmd == [
+        "/usr/bin/nvidia-smi",
+        "--query-compute-apps=pid,used_memory",
+        "--format=csv,noheader,nounits",
+    ]
+    assert kwargs["timeout"] == 10
+
+
+@pytest.mark.parametrize(
+    ("which", "run", "error"),
+    [
+        (None, FakeRun(), "nvidia-smi not found"),
+        (
+            "/x/nvidia-smi",
+            FakeRun(raises=subprocess.TimeoutExpired("nvidia-smi", 10)),
+            "timed out after 10 s",
+        ),
+        ("/x/nvidia-smi", FakeRun(raises=PermissionError("denied")), "could not run: denied"),
+        ("/x/nvidia-smi", FakeRun(rc=9, err="NVIDIA-SMI has failed\n"), "exited 9: NVIDIA-SMI has failed"),
+        ("/x/nvidia-smi", FakeRun(out="No devices were found\n"), "unexpected nvidia-smi line"),
+    ],
+)
+def test_gpu_sampling_failures_are_recorded_not_raised(w, which, run, error):
+    gpu = w.sample_gpu_apps(run=run, which=lambda name: which)
+    assert gpu["sampled"] is False and error in gpu["error"] and gpu["apps"] == []
+
+
+@pytest.mark.parametrize(
+    ("cycle", "local_rank", "written"), [("0", "0", False), ("1", "1", False), ("1", "0", True)]
+)
+def test_leftovers_are_written_by_local_rank_0_of_later_cycles(
+    w, entrypoint, tmp_path, rank_env, monkeypatch, cycle, local_rank, written
+):
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", cycle)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    monkeypatch.setattr(w, "sample_gpu_apps", lambda: {"sampled": False, "error": "none here", "apps": []})
+    (tmp_path / "ckpt").mkdir()
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = wrapper_argv(entrypoint, tmp_path, "--fault", "none", "--leftovers-dir", str(tmp_path / "left"))
+    argv[argv.index("--pid-dir") + 1] = str(pids)
+    assert w.main(argv) == 0
+    host = socket.gethostname()
+    path = tmp_path / "left" / f"{host}.cycle{cycle}.json"
+    assert path.exists() == written
+    if written:
+        record = json.loads(path.read_text())
+        assert record["cycle"] == 1 and record["earlier"] == [] and record["gpu"]["error"] == "none here"
+        # written before the workload ran: the workload's output is newer
+        assert path.stat().st_mtime_ns <= (tmp_path / "ran.json").stat().st_mtime_ns
+
+
+def test_leftovers_that_cannot_be_written_do_not_stop_training(
+    w, entrypoint, tmp_path, rank_env, monkeypatch, capsys
+):
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(w, "sample_gpu_apps", lambda: {"sampled": False, "error": "x", "apps": []})
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "left").write_text("a file where the folder should be")
+    assert (
+        run_main(w, entrypoint, tmp_path, "--fault", "none", "--leftovers-dir", str(tmp_path / "left")) == 0
+    )
+    assert "cannot record leftovers" in capsys.readouterr().err

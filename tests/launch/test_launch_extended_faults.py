@@ -1,0 +1,177 @@
+"""Several injections, in-save kills, no-resume runs, resuming an existing checkpoint: the launcher's side
+(NVRX_INJECTIONS, NVRX_FAULT_TIMING, NVRX_LOAD_CHECKPOINTS, run.json's new keys)."""
+
+from __future__ import annotations
+
+import pytest
+from launch_helpers import tree
+
+from ftqual.launch import command, run, settings, stack
+
+
+def assert_refused(result, fragment: str) -> None:
+    assert result.rc == 2, (result.out, result.err)
+    assert result.out == ""
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.err
+
+
+def wrapper(argv: list[str]) -> list[str]:
+    return argv[argv.index(str(command.WORKER)) + 1 : argv.index("--")]
+
+
+def body(argv: list[str]) -> list[str]:
+    return argv[argv.index("--") + 1 :]
+
+
+def option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_new_variables_are_read_and_stripped_by_the_workflow():
+    for name in ("NVRX_INJECTIONS", "NVRX_FAULT_TIMING", "NVRX_LOAD_CHECKPOINTS"):
+        assert name in settings.VARIABLES
+
+
+def test_defaults_are_one_fault_after_a_checkpoint_with_load(base_env, work, run_launch):
+    s = settings.load_settings(base_env, pid=1)
+    assert (s.injections, s.fault_timing, s.checkpoint_load) == (1, "checkpoint", True)
+    result = run_launch(base_env)
+    assert result.rc == 0, result.err
+    args = wrapper(result.argv)
+    assert option(args, "--injections") == "1" and option(args, "--fault-timing") == "checkpoint"
+    assert option(args, "--leftovers-dir") == str(work / "runs" / "r1" / "leftovers")
+    assert (work / "runs" / "r1" / "leftovers").is_dir()
+
+
+def test_settings_reach_the_wrapper(base_env, run_launch):
+    env = {**base_env, "NVRX_INJECTIONS": "3", "NVRX_FAULT_TIMING": "in_save", "TRAIN_ITERS": "30"}
+    args = wrapper(run_launch(env).argv)
+    assert option(args, "--injections") == "3" and option(args, "--fault-timing") == "in_save"
+
+
+@pytest.mark.parametrize("workload", ["smoke", "megatron"])
+def test_no_resume_drops_load_but_keeps_save(workload, base_env, megatron_checkout, work, run_launch):
+    env = {**base_env, "NVRX_WORKLOAD": workload, "MEGATRON_PATH": str(megatron_checkout)}
+    ckpt = work / "runs" / "r1" / "checkpoints"
+    loaded = body(run_launch(env).argv)
+    assert f"--load={ckpt}" in loaded and f"--save={ckpt}" in loaded
+    unloaded = body(run_launch({**env, "NVRX_LOAD_CHECKPOINTS": "0"}).argv)
+    assert not [a for a in unloaded if a.startswith("--load")] and f"--save={ckpt}" in unloaded
+    assert [a for a in loaded if not a.startswith("--load")] == unloaded
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"NVRX_INJECTIONS": "0"}, "NVRX_INJECTIONS must be a positive integer (got '0')"),
+        ({"NVRX_INJECTIONS": "two"}, "NVRX_INJECTIONS must be a positive integer (got 'two')"),
+        ({"NVRX_INJECTIONS": "1001"}, "NVRX_INJECTIONS must be at most 1000 (got 1001)"),
+        (
+            {"NVRX_INJECTIONS": "2", "NVRX_DEMO_FAULT": "none"},
+            "NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got 2)",
+        ),
+        (
+            {"NVRX_INJECTIONS": "5", "TRAIN_ITERS": "25"},
+            "NVRX_INJECTIONS*SAVE_INTERVAL=25 must be below TRAIN_ITERS=25",
+        ),
+        ({"NVRX_FAULT_TIMING": "later"}, "NVRX_FAULT_TIMING must be checkpoint or in_save (got 'later')"),
+        (
+            {"NVRX_FAULT_TIMING": "in_save", "NVRX_DEMO_FAULT": "hang"},
+            "NVRX_FAULT_TIMING=in_save needs NVRX_DEMO_FAULT=kill (got 'hang')",
+        ),
+        (
+            {"NVRX_FAULT_TIMING": "in_save", "NVRX_DEMO_FAULT": "none"},
+            "NVRX_FAULT_TIMING=in_save needs NVRX_DEMO_FAULT=kill (got 'none')",
+        ),
+        ({"NVRX_LOAD_CHECKPOINTS": "yes"}, "NVRX_LOAD_CHECKPOINTS must be 0 or 1 (got 'yes')"),
+        ({"NVRX_LOAD_CHECKPOINTS": "2"}, "NVRX_LOAD_CHECKPOINTS must be 0 or 1 (got '2')"),
+    ],
+)
+def test_bad_values_are_refused_in_one_line(changes, message, base_env, work, run_launch):
+    before = tree(work)
+    assert_refused(run_launch({**base_env, **changes}), message)
+    assert tree(work) == before
+
+
+def test_several_injections_fit_when_each_has_a_checkpoint(base_env, run_launch):
+    assert run_launch({**base_env, "NVRX_INJECTIONS": "4", "TRAIN_ITERS": "21"}).rc == 0
+
+
+def checkpoint_dir(tmp_path, tracker: str, iterations=()) -> str:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(tracker)
+    for iteration in iterations:
+        (ckpt / f"iter_{iteration:07d}").mkdir()
+    return str(ckpt)
+
+
+def test_existing_run_checkpoints_are_accepted_for_resuming(base_env, tmp_path, run_launch):
+    ckpt = checkpoint_dir(tmp_path, "20\n", [5, 10, 15, 20])
+    env = {**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "TRAIN_ITERS": "40"}
+    result = run_launch(env)
+    assert result.rc == 0, result.err
+    assert f"--load={ckpt}" in body(result.argv)
+
+
+def test_corrupt_tracker_of_an_existing_run_is_refused(base_env, tmp_path, run_launch):
+    ckpt = checkpoint_dir(tmp_path, "2O", [20])
+    assert_refused(
+        run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "TRAIN_ITERS": "40"}),
+        "does not hold an integer iteration (got '2O')",
+    )
+
+
+@pytest.mark.parametrize(
+    ("tracker", "injections", "accepted"),
+    [("30", "1", True), ("34", "1", True), ("35", "1", False), ("25", "2", True), ("30", "2", False)],
+)
+def test_resumed_run_needs_a_save_point_per_injection(
+    tracker, injections, accepted, base_env, tmp_path, run_launch
+):
+    # TRAIN_ITERS 40, a save every 5: the save of 40 comes after the last step, so it cannot trigger one
+    ckpt = checkpoint_dir(tmp_path, tracker, [int(tracker)])
+    env = {**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "TRAIN_ITERS": "40", "NVRX_INJECTIONS": injections}
+    result = run_launch(env)
+    if accepted:
+        assert result.rc == 0, result.err
+    else:
+        assert_refused(result, f"too few for NVRX_INJECTIONS={injections}")
+
+
+def record_for(env: dict[str, str]) -> dict:
+    s = settings.load_settings(env, pid=1)
+    choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+    return run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+
+
+def test_run_record_defaults(base_env):
+    record = record_for(base_env)
+    assert {k: record[k] for k in ("injections", "fault_timing", "checkpoint_load")} == {
+        "injections": 1,
+        "fault_timing": "checkpoint",
+        "checkpoint_load": True,
+    }
+    assert record["initial_checkpoint_iteration"] == 0
+
+
+def test_run_record_new_keys(base_env, tmp_path):
+    ckpt = checkpoint_dir(tmp_path, "15", [15])
+    env = {
+        **base_env,
+        "NVRX_CHECKPOINT_DIR": ckpt,
+        "TRAIN_ITERS": "40",
+        "NVRX_INJECTIONS": "2",
+        "NVRX_FAULT_TIMING": "in_save",
+        "NVRX_LOAD_CHECKPOINTS": "0",
+    }
+    record = record_for(env)
+    assert (record["injections"], record["fault_timing"], record["checkpoint_load"]) == (2, "in_save", False)
+    assert record["initial_checkpoint_iteration"] == 15
+
+
+def test_initial_iteration_of_a_tracker_gone_bad_is_zero(base_env, tmp_path):
+    ckpt = checkpoint_dir(tmp_path, "", [])
+    s = settings.load_settings({**base_env, "NVRX_CHECKPOINT_DIR": ckpt}, pid=1)
+    assert run.initial_checkpoint_iteration(s) == 0
