@@ -8,7 +8,8 @@ names the first cause that fits, most specific first:
 - a section timeout fired in every cycle (with the measured iteration time against the timeout);
 - the workload rejected its arguments (argparse's `error:` line), in every cycle;
 - every cycle crashed with the same error line;
-- the restarts were exhausted (every cycle failed; max_restarts reached);
+- the restarts were exhausted (every cycle failed; max_restarts reached); named before the per-cycle causes
+  when the run requested more injections than max_restarts allows;
 - the rendezvous timed out;
 - a fault scenario ended without its injection (no checkpoint before the end);
 - the evidence is missing (no launcher.log: ft_launcher's log pipe never started).
@@ -139,6 +140,10 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
             text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
             return Cause("no_progress", text, launcher, number)
 
+    gave_up = _injections_exhausted(run, launcher_exit, cycles, launcher_lines)
+    if gave_up is not None:
+        return gave_up
+
     timeouts = _timeouts(launcher_lines)
     if cycles and timeouts and len(timeouts) >= len(cycles):
         section, seconds, number = timeouts[-1]
@@ -193,6 +198,25 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
             if TELLING.search(text):
                 return Cause("unknown", f"unknown cause; the last error line: {_short(text)}", rel, number)
     return Cause("unknown", "unknown cause: no line in the logs names an error", launcher, None)
+
+
+def _injections_exhausted(
+    run: dict, launcher_exit: int | None, cycles: list[str], launcher_lines: list[tuple[int, str]]
+) -> Cause | None:
+    """More injections were requested than max_restarts allows: ft_launcher gave up after its last restart.
+    Named before the per-cycle causes, which the injections themselves produce (a timeout or a killed
+    worker in every cycle)."""
+    injections, max_restarts = run.get("injections"), run.get("max_restarts")
+    if not isinstance(injections, int) or not isinstance(max_restarts, int) or injections <= max_restarts:
+        return None
+    if launcher_exit in (0, None) or len(cycles) <= max_restarts:
+        return None
+    exits = [n for n, t in launcher_lines if EXIT_CODE.search(t)]
+    text = (
+        f"ft_launcher gave up after {len(cycles) - 1} restarts (max_restarts {max_restarts}): {injections} "
+        f"injections requested, one restart each (restarts exhausted)"
+    )
+    return Cause("restarts_exhausted", text, "logs/launcher.log", exits[-1] if exits else None)
 
 
 def _timeouts(lines: list[tuple[int, str]]) -> list[tuple[str, float, int]]:

@@ -2,8 +2,9 @@
 
 Fault runs: injection -> detection (`detection_s`, by the launcher's exit line, a timeout line, or
 cycle_end_time) -> teardown -> rendezvous -> replacement cycle start (`restart_s` from cycle end) ->
-checkpoint load -> first committed step (`failure_to_first_step_s`). Baselines: wall time, steady iterations
-per second, save durations.
+checkpoint load -> first committed step (`failure_to_first_step_s`); these keys describe the first
+injection, and `faults` lists every injection's (injection, cycle, checkpoint_iteration, restored_iteration,
+detected_by, detection_s, restart_s). Baselines: wall time, steady iterations per second, save durations.
 """
 
 from __future__ import annotations
@@ -162,7 +163,27 @@ def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
         "wall_time_s": _wall(snap),
     }
     metrics.update(_save_summary(checkpoint_saves(snap)))
+    metrics["faults"] = [_one_fault(snap, marker) for marker in snap.markers] if snap.markers else []
     return metrics
+
+
+def _one_fault(snap: RunSnapshot, marker) -> dict[str, object]:
+    """One injection's figures (`faults`; the first one's equal the single-fault keys above)."""
+    failed, replacement = derive.fault_cycle(snap, marker), derive.replacement_cycle(snap, marker)
+    found = derive.detection(snap, marker)
+    detected = found.t if found else None
+    old = snap.cycles.by_cycle(failed) if snap.cycles else None
+    new = snap.cycles.by_cycle(replacement) if snap.cycles else None
+    restored = derive.restore(snap, marker)
+    return {
+        "injection": marker.number,
+        "cycle": marker.cycle,
+        "checkpoint_iteration": marker.checkpoint_iteration,
+        "restored_iteration": restored.iteration if restored else None,
+        "detected_by": found.detected_by if found else None,
+        "detection_s": seconds(marker.injected_at, detected),
+        "restart_s": seconds(_failed_cycle_end(old, new, detected), new.start if new else None),
+    }
 
 
 def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
@@ -307,8 +328,7 @@ def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
         events.append(_event("cycle_start", record.start, record.cycle, ref=record.ref))
         if record.end is not None:
             events.append(_event("cycle_end", record.end, record.cycle, ref=record.ref))
-    marker = snap.marker
-    if marker is not None:
+    for marker in snap.markers if snap.marker is not None else ():
         events.append(
             _event(
                 "injection",
@@ -319,13 +339,13 @@ def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
                 marker.ref,
             )
         )
-        found = derive.detection(snap)
+        found = derive.detection(snap, marker)
         if found is not None:
             events.append(
                 _event(
                     "detection",
                     found.t,
-                    derive.fault_cycle(snap),
+                    derive.fault_cycle(snap, marker),
                     None,
                     found.detected_by or "cycle_end_time",
                     found.ref,

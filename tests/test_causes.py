@@ -144,3 +144,15 @@ def test_timeouts_the_baseline_disproves(tmp_path):
         and "start-up (41 s" in problems[1]
         and "save (2.0 s)" in problems[2]
     )
+
+
+def test_more_injections_than_restarts_is_named_before_the_timeouts_they_caused(tmp_path):
+    """injections 3 > max_restarts 2: ft_launcher gave up; each cycle's timeout is the injection."""
+    opened = "Section 'step' has been open for 1.5 seconds. Timeout is 1.00 seconds."
+    launcher = [f"{T} rank_monitor_server.py:522 [Cycle {c}] {opened}" for c in range(3)]
+    run_dir, run = make_run(tmp_path, launcher, [["0: step"]] * 3, fault="hang", marker=True, restarts=2)
+    cause = classify(run_dir, {**run, "injections": 3}, 1)
+    assert cause.kind == "restarts_exhausted"
+    assert cause.text.startswith("ft_launcher gave up after 2 restarts (max_restarts 2): 3 injections")
+    # within max_restarts the per-cycle cause stands
+    assert classify(run_dir, {**run, "injections": 2}, 1).kind == "section_timeout"

@@ -7,9 +7,11 @@ from dataclasses import replace
 from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.expectations import Expectations, expectations_from
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
+from ftqual.checks.leftovers import no_leftovers
 from ftqual.checks.replay import replay_consistency
 from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
 from ftqual.checks.timeouts import fixed_timeouts_in_force
 from ftqual.checks.world import active_world_unchanged
 from ftqual.evidence.snapshot import RunSnapshot
@@ -21,9 +23,11 @@ FAULT_CHECKS = (
     progress_after_resume,
     clean_finish,
     active_world_unchanged,
+    no_leftovers,
+    interrupted_save_discarded,
 )
 BASELINE_CHECKS = (uninterrupted_completion,)
-COMMON_CHECKS = (fixed_timeouts_in_force,)
+COMMON_CHECKS = (fixed_timeouts_in_force, started_from_existing_checkpoint)
 
 # Whether each check's status enters the verdict (verify.json's `gates`). Every check gates today: each
 # proves a point of the recovery the walkthrough promises (docs/checks.md), or a condition without which
@@ -39,6 +43,10 @@ GATES: dict[str, bool] = {
     "active_world_unchanged": True,
     "fixed_timeouts_in_force": True,
     "replay_consistency": True,
+    # the extended scenarios: each proves a point of the scenario it applies to (and says skip elsewhere)
+    "no_leftovers": True,
+    "interrupted_save_discarded": True,
+    "started_from_existing_checkpoint": True,
 }
 
 

@@ -60,7 +60,10 @@ def _all_saves(
     if not interval:
         f.note("save_interval unknown: checkpoints at each interval not checked")
         return
-    wanted = sorted({*range(interval, total + 1, interval), total})
+    initial = snap.meta.initial_checkpoint_iteration  # saves up to it were an earlier run's
+    wanted = sorted(k for k in {*range(interval, total + 1, interval), total} if k > initial)
+    if not wanted:
+        return
     done = {}
     for log in logs:
         for e in log.saves_of("done"):

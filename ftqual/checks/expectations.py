@@ -22,6 +22,7 @@ class Expectations:
     timeouts: dict[str, float] = field(default_factory=dict)
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE
+    injections: int = 1  # run.json's `injections` (1 when absent); a baseline injects none
 
     @property
     def faulty(self) -> bool:
@@ -29,8 +30,8 @@ class Expectations:
 
     @property
     def expected_cycles(self) -> int:
-        """One cycle for a baseline; one injection costs exactly one more."""
-        return 2 if self.faulty else 1
+        """One cycle for a baseline; each injection costs exactly one more."""
+        return 1 + self.injections if self.faulty else 1
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -43,7 +44,7 @@ class Expectations:
             "max_restarts": self.max_restarts,
             "timeouts": dict(self.timeouts),
             "cycles": self.expected_cycles,
-            "injections": 1 if self.faulty else 0,
+            "injections": self.injections if self.faulty else 0,
             "exit_code": 0,
             "replay_tolerance": self.replay_tolerance,
             "baseline_tolerance": self.baseline_tolerance,
@@ -66,4 +67,5 @@ def expectations_from(
         timeouts=dict(meta.timeouts),
         replay_tolerance=replay_tolerance,
         baseline_tolerance=baseline_tolerance,
+        injections=meta.injections,
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ftqual.checks.expectations import Expectations
-from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
+from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
 CHECKPOINT_BEFORE_FAILURE = "checkpoint_before_failure"
@@ -13,9 +14,10 @@ FAILURE_DETECTED = "failure_detected_and_restarted"
 
 
 def checkpoint_before_failure(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """Invariant: the checkpoint K the marker names (K >= 1, past its baseline) completed before the
-    injection: a `successfully saved checkpoint from iteration K` line in the injection's cycle or earlier,
-    timestamped before `injected_at`, and `iter_K/.metadata` a non-empty regular file inside the run."""
+    """Invariant: for every injection, the checkpoint K its marker names (K >= 1, past its baseline)
+    completed before the injection: a `successfully saved checkpoint from iteration K` line in the
+    injection's cycle or earlier, timestamped before `injected_at`, and `iter_K/.metadata` a non-empty
+    regular file inside the run."""
     cid = CHECKPOINT_BEFORE_FAILURE
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -27,30 +29,44 @@ def checkpoint_before_failure(snap: RunSnapshot, exp: Expectations) -> CheckResu
     if not snap.ok("train_logs"):
         return inconclusive(cid, snap.reason("train_logs"))
     f = Findings(cid)
+    if len(snap.markers) <= 1:
+        if marker.checkpoint_iteration is None:
+            f.values.update(checkpoint_iteration=None, injected_at=iso_z(marker.injected_at))
+            return inconclusive(cid, "fault_injected.json has no checkpoint_iteration")
+        _checkpoint_of(snap, f, marker)
+        return f.result()
+    each = []
+    for item, g in per_injection(f, snap.markers):
+        _checkpoint_of(snap, g, item)
+        each.append({"injection": item.number, **g.values})
+    f.values.update({k: v for k, v in each[0].items() if k != "injection"})
+    f.values["injections"] = each
+    return f.result()
+
+
+def _checkpoint_of(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> None:
     k = marker.checkpoint_iteration
     f.values.update(checkpoint_iteration=k, injected_at=iso_z(marker.injected_at))
     if k is None:
-        return inconclusive(cid, "fault_injected.json has no checkpoint_iteration")
+        f.unknown(f"{marker.ref.path} has no checkpoint_iteration", marker.ref)
+        return
     if k < 1:
         f.problem(
             f"marker checkpoint_iteration is {k}: the injection did not wait for a checkpoint", marker.ref
         )
-        return f.result()
+        return
     if marker.baseline_iteration is not None and k <= marker.baseline_iteration:
         f.problem(
             f"marker checkpoint_iteration {k} did not advance past its baseline {marker.baseline_iteration}",
             marker.ref,
         )
-    fault_log = snap.train_log(derive.fault_cycle(snap))
+    cycle = derive.fault_cycle(snap, marker)
+    fault_log = snap.train_log(cycle)
     done = [
-        e
-        for log in snap.train_logs
-        if log.cycle <= derive.fault_cycle(snap)
-        for e in log.saves_of("done")
-        if e.iteration == k
+        e for log in snap.train_logs if log.cycle <= cycle for e in log.saves_of("done") if e.iteration == k
     ]
     if not done and fault_log is None:
-        f.unknown(f"no logs/train_cycle{derive.fault_cycle(snap)}.log for the cycle that was hit")
+        f.unknown(f"no logs/train_cycle{cycle}.log for the cycle that was hit")
     elif not done:
         f.missing_fact(
             f"no 'successfully saved checkpoint from iteration {k}' line before the failure",
@@ -70,11 +86,10 @@ def checkpoint_before_failure(snap: RunSnapshot, exp: Expectations) -> CheckResu
             )
     _iter_dir(snap, f, k)
     f.cite(marker.ref)
-    _tracker_progress(snap, f, k)
-    return f.result()
+    _tracker_progress(snap, f, k, cycle)
 
 
-def _iter_dir(snap: RunSnapshot, f: Findings, k: int) -> None:
+def _iter_dir(snap: RunSnapshot, f: Findings | Scoped, k: int) -> None:
     if not snap.ok("checkpoints") or snap.checkpoints is None:
         f.unknown(snap.reason("checkpoints"))
         return
@@ -89,10 +104,10 @@ def _iter_dir(snap: RunSnapshot, f: Findings, k: int) -> None:
             f.note(f"{folder.ref.path} holds no payload files (*.distcp, *.pt): payload not verified")
 
 
-def _tracker_progress(snap: RunSnapshot, f: Findings, k: int) -> None:
+def _tracker_progress(snap: RunSnapshot, f: Findings | Scoped, k: int, cycle: int) -> None:
     if snap.launcher is None:
         return
-    reports = [p for p in snap.launcher.progress if p.cycle == derive.fault_cycle(snap)]
+    reports = [p for p in snap.launcher.progress if p.cycle == cycle]
     if reports:
         report = reports[0]
         f.cite(report.ref)
@@ -104,7 +119,8 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> Chec
     """Invariant: the requested fault was injected (fault_injected.json exists) and the launcher detected
     *that* failure: after the injection and in its cycle, a kill by the killed local rank's exit, a hang by
     a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); it
-    then decided to restart, the failed cycle ended and the replacement cycle started after it."""
+    then decided to restart, the failed cycle ended and the replacement cycle started after it. With N
+    injections, each one's (fault_injected.<k>.json), in its own cycle, and at least N restart decisions."""
     cid = FAILURE_DETECTED
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -119,9 +135,20 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> Chec
             "does not show that this fault is detected"
         )
         return f.result()
-    _detection(snap, exp, f)
-    _restart_decision(snap, f)
-    _cycle_records(snap, f)
+    if len(snap.markers) <= 1:
+        _detection(snap, exp, f, marker)
+        _restart_decision(snap, f)
+        _cycle_records(snap, f, marker)
+    else:
+        each = []
+        for item, g in per_injection(f, snap.markers):
+            _detection(snap, exp, g, item)
+            _cycle_records(snap, g, item)
+            each.append({"injection": item.number, "cycle": item.cycle, **g.values})
+        f.values.update({k: v for k, v in each[0].items() if k not in ("injection", "cycle")})
+        f.values["injections"] = each
+        _restart_decision(snap, f)
+    _restart_count(snap, f, max(exp.injections, len(snap.markers)))
     early = derive.failures_before_injection(snap)
     if early:
         f.note(
@@ -130,21 +157,20 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> Chec
     return f.result()
 
 
-def _detection(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
+def _detection(snap: RunSnapshot, exp: Expectations, f: Findings | Scoped, marker: FaultMarker) -> None:
     launcher = snap.launcher
     assert launcher is not None
-    found = derive.detection(snap)
+    found = derive.detection(snap, marker)
     f.values["detected_by"] = found.detected_by if found is not None else None
-    marker = snap.marker
     injected_local = marker.local_rank if marker else None
-    exits = derive.exits_after_injection(snap)
+    exits = derive.exits_after_injection(snap, marker)
     exit_ = exits[0] if exits else None
     if exp.fault == "kill":
-        _kill_exit(snap, f, exits, injected_local)
+        _kill_exit(snap, f, exits, injected_local, marker)
         return
     timeout = found.timeout if found is not None else None
     if timeout is None:
-        early = [t for t in launcher.timeouts if t not in derive.qualifying_failures(snap)]
+        early = [t for t in launcher.timeouts if t not in derive.qualifying_failures(snap, marker)]
         seen = f" (only a worker exit: {exit_.ref.text})" if exit_ else ""
         if early:
             seen += (
@@ -153,7 +179,7 @@ def _detection(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
             )
         f.missing_fact(
             f"launcher.log shows no section or out-of-section timeout after the injection in cycle "
-            f"{derive.fault_cycle(snap)}{seen}",
+            f"{derive.fault_cycle(snap, marker)}{seen}",
             snap.sources["launcher_log"].complete,
             exit_.ref if exit_ else None,
             *(t.ref for t in early[:1]),
@@ -179,17 +205,19 @@ def _detection(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
         f.fact(f"worker local_rank {exit_.local_rank} then exited with code {exit_.exit_code}", exit_.ref)
 
 
-def _kill_exit(snap: RunSnapshot, f: Findings, exits: list, injected_local: int | None) -> None:
+def _kill_exit(
+    snap: RunSnapshot, f: Findings | Scoped, exits: list, injected_local: int | None, marker: FaultMarker
+) -> None:
     """A kill is detected by the killed worker's exit: the marker's local rank (and host, when both name
     one) must be among the exits after the injection in its cycle; a peer may be listed first."""
     if not exits:
         f.missing_fact(
             "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
-            f"cycle {derive.fault_cycle(snap)}",
+            f"cycle {derive.fault_cycle(snap, marker)}",
             snap.sources["launcher_log"].complete,
         )
         return
-    host = snap.marker.host if snap.marker else None
+    host = marker.host
     killed = [
         e
         for e in exits
@@ -199,7 +227,7 @@ def _kill_exit(snap: RunSnapshot, f: Findings, exits: list, injected_local: int 
     ]
     first = exits[0]
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
-    pid = snap.marker.pid if snap.marker else None
+    pid = marker.pid
     same_pid = [e for e in exits if pid is not None and e.pid == pid]
     if same_pid and same_pid[0].local_rank != injected_local:
         f.problem(
@@ -225,7 +253,7 @@ def _kill_exit(snap: RunSnapshot, f: Findings, exits: list, injected_local: int 
     _rank_note(f, first.local_rank, injected_local)
 
 
-def _rank_note(f: Findings, reported: int | None, injected: int | None) -> None:
+def _rank_note(f: Findings | Scoped, reported: int | None, injected: int | None) -> None:
     if reported is None or injected is None:
         return
     if reported == injected:
@@ -255,10 +283,28 @@ def _restart_decision(snap: RunSnapshot, f: Findings) -> None:
     )
 
 
-def _cycle_records(snap: RunSnapshot, f: Findings) -> None:
+def _restart_count(snap: RunSnapshot, f: Findings, wanted: int) -> None:
+    """At least one restart decision per injection (a run of one injection: `_restart_decision` says it)."""
+    launcher = snap.launcher
+    assert launcher is not None
+    if wanted <= 1 or not launcher.restarts:
+        return
+    if len(launcher.restarts) < wanted:
+        f.missing_fact(
+            f"{wanted} injections but launcher.log shows {len(launcher.restarts)} restart decision(s)",
+            snap.sources["launcher_log"].complete,
+            launcher.restarts[-1].ref,
+        )
+    else:
+        f.fact(
+            f"{len(launcher.restarts)} restart decisions for {wanted} injections", launcher.restarts[-1].ref
+        )
+
+
+def _cycle_records(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> None:
     cycles = snap.cycles
     assert cycles is not None
-    failed, replacement = derive.fault_cycle(snap), derive.replacement_cycle(snap)
+    failed, replacement = derive.fault_cycle(snap, marker), derive.replacement_cycle(snap, marker)
     old, new = cycles.by_cycle(failed), cycles.by_cycle(replacement)
     if old is None:
         f.problem(f"no cycle_info record for the failed cycle {failed}")

@@ -124,16 +124,52 @@ def replay_consistency(
         return f.result()
     start = derive.injected_at(snap)
     first = Series((fault_log.iterations,), lambda rows: _above(k)(rows) & derive.before_mask(rows, start))
-    references = [("first attempt", first)]
+    references = [("first attempt", first), *_later_attempts(snap, k)]
     if baseline is not None and _baseline(snap, baseline, exp, f):
         references.append((f"baseline {baseline.meta.run_id}", _first_lines(baseline)))
-    tally = _Tally(k, tol, references, _ceiling(fault_log, start))
+    tally = _Tally(k, tol, references, _ceiling(fault_log, start), _later_restores(snap, k))
     for window in recovered.windows(k + 1):
         tally.add(window, [ref.window(window.its) for _, ref in references])
+    if not tally.covered_count and snap.meta.initial_checkpoint_iteration > 0 and not tally.bad_count:
+        return skip(
+            cid,
+            f"no reference covers the iterations after the restore at {k}: the run resumed an existing "
+            f"checkpoint at {snap.meta.initial_checkpoint_iteration}, the first attempt replayed nothing and "
+            "no baseline started from that checkpoint",
+        )
     f.values["replayed_iterations"] = tally.overlap
     _finite(f, tally, recovered)
     _judge(f, tally, recovered, tol, k)
     return f.result()
+
+
+def _later_restores(snap: RunSnapshot, k: int) -> tuple[int, ...]:
+    """The iterations the second and later injections' replacement cycles restored (after k)."""
+    found = (derive.restore(snap, marker) for marker in snap.markers[1:])
+    return tuple(sorted({item.iteration for item in found if item is not None and item.iteration > k}))
+
+
+def _later_attempts(snap: RunSnapshot, k: int) -> list[tuple[str, Series]]:
+    """The attempts of the second and later injections: each struck cycle before its injection (the next
+    cycle trained those iterations again), named by their cycle."""
+    out = []
+    for marker in snap.markers[1:]:
+        log = snap.train_log(derive.fault_cycle(snap, marker))
+        if log is None or marker.injected_at is None:
+            continue
+        at = marker.injected_at
+        restored = derive.restore(snap, marker)
+        low = max(k, restored.iteration if restored else (marker.checkpoint_iteration or k))
+        out.append(
+            (
+                f"attempt of cycle {log.cycle}",
+                Series(
+                    (log.iterations,),
+                    lambda rows, at=at, low=low: _above(low)(rows) & derive.before_mask(rows, at),
+                ),
+            )
+        )
+    return out
 
 
 def _above(k: int) -> Mask:
@@ -170,8 +206,16 @@ class _Diff:
 class _Tally:
     """Bounded summaries of every recovered iteration, fed window by window in increasing order."""
 
-    def __init__(self, k: int, tol: float, refs: list[tuple[str, Series]], before: float | None) -> None:
+    def __init__(
+        self,
+        k: int,
+        tol: float,
+        refs: list[tuple[str, Series]],
+        before: float | None,
+        later: tuple[int, ...] = (),
+    ) -> None:
         self.k, self.tol, self.refs, self.before = k, tol, refs, before
+        self.restores = (k, *later)  # each restore's first TRANSIENT_ITERATIONS may differ
         self.recovered = self.unreported_count = self.bad_count = self.covered_count = 0
         self.unreported, self.covered, self.uncovered, self.iters = Spans(), Spans(), Spans(), Spans()
         self.bad: list[tuple[int, float, int]] = []  # first MAX_LISTED: (iteration, loss, loc)
@@ -182,7 +226,10 @@ class _Tally:
         self.worst: list[tuple[float, int, int, int] | None] = [None] * len(refs)  # rel, it, ref loc, loc
         self.covered_last: int | None = None
         # covered iterations after each iteration a transient difference may end at (K+1 .. K+TRANSIENT)
-        self.covered_after = {k + n: Spans() for n in range(1, TRANSIENT_ITERATIONS + 1)}
+        self.covered_after = {
+            r + n: Spans() for r in self.restores for n in range(1, TRANSIENT_ITERATIONS + 1)
+        }
+        self.outside_last: int | None = None  # the last differing iteration outside every transient window
         self.diff_count = 0  # distinct iterations
         self.diff_last: int | None = None
         self.differing: list[_Diff] = []  # the first 50 in (iteration, source) order
@@ -278,6 +325,12 @@ class _Tally:
         self.diff_count += len(distinct)
         self.iters.feed(rec.its[distinct])
         self.diff_last = int(rec.its[distinct[-1]])
+        its = rec.its[distinct]
+        inside = np.zeros(len(its), dtype=bool)
+        for r in self.restores:
+            inside |= (its > r) & (its <= r + TRANSIENT_ITERATIONS)
+        if (~inside).any():
+            self.outside_last = int(its[~inside][-1])
         names_at = [names[int(n)] for n in number]
 
         def diff(j: int) -> _Diff:
@@ -304,7 +357,7 @@ class _Tally:
         """classify() on the tallies."""
         if self.diff_last is None:
             return "identical"
-        if self.diff_last > self.k + TRANSIENT_ITERATIONS:
+        if self.outside_last is not None:
             return "divergent"
         if self.covered_last is None or self.covered_last <= self.diff_last:
             return "uncovered_after"
@@ -476,6 +529,12 @@ def _not_comparable(snap: RunSnapshot, baseline: RunSnapshot) -> str:
     ]
     if differ:
         return "settings differ (" + ", ".join(differ) + ")"
+    ours_k, theirs_k = snap.meta.initial_checkpoint_iteration, baseline.meta.initial_checkpoint_iteration
+    if ours_k != theirs_k:
+        return (
+            f"the run started from an existing checkpoint at iteration {ours_k}, the baseline from "
+            f"{theirs_k or 'scratch'}"
+        )
     if not ours.keys() & theirs.keys():
         return "run.json records none of the settings that shape the losses in both runs"
     return ""

@@ -115,3 +115,47 @@ def verdict(results: Iterable[CheckResult]) -> str:
     if "inconclusive" in statuses:
         return "inconclusive"
     return "pass"
+
+
+class Scoped:
+    """A Findings seen through one injection of several: every text prefixed (`injection 2: ...`), values
+    kept apart (the first injection's keep their keys in the check's own values)."""
+
+    def __init__(self, findings: Findings, prefix: str) -> None:
+        self.findings = findings
+        self.prefix = prefix
+        self.values: dict[str, object] = {}
+
+    @property
+    def problems(self) -> list[str]:
+        return self.findings.problems
+
+    @property
+    def unknowns(self) -> list[str]:
+        return self.findings.unknowns
+
+    def cite(self, *refs: Ref | None) -> None:
+        self.findings.cite(*refs)
+
+    def fact(self, text: str, *refs: Ref | None) -> None:
+        self.findings.fact(self.prefix + text, *refs)
+
+    def problem(self, text: str, *refs: Ref | None) -> None:
+        self.findings.problem(self.prefix + text, *refs)
+
+    def unknown(self, text: str, *refs: Ref | None) -> None:
+        self.findings.unknown(self.prefix + text, *refs)
+
+    def note(self, text: str, *refs: Ref | None) -> None:
+        self.findings.note(self.prefix + text, *refs)
+
+    def missing_fact(self, text: str, source_complete: bool, *refs: Ref | None) -> None:
+        self.findings.missing_fact(self.prefix + text, source_complete, *refs)
+
+
+def per_injection(f: Findings, markers) -> list[tuple[object, Findings | Scoped]]:
+    """(marker, findings to write its facts into) for each injection: the check's own Findings for a run of
+    one injection (today's texts), a Scoped one prefixed `injection k: ` for each of several."""
+    if len(markers) <= 1:
+        return [(marker, f) for marker in markers]
+    return [(marker, Scoped(f, f"injection {marker.number}: ")) for marker in markers]

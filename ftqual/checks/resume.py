@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ftqual.checks.expectations import Expectations
-from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
+from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
 RESUMED = "resumed_from_checkpoint"
@@ -19,18 +20,33 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult
     """Invariant: the replacement cycle loaded checkpoint K >= 1, no older than the marker's, whose
     `iter_K/.metadata` is a non-empty regular file inside the run, with its optimizer state (no fresh
     start, no optimizer-load error, neither --no-load-optim nor --finetune), and its first step is K+1 with
-    consumed samples (K+1) x global batch size."""
+    consumed samples (K+1) x global batch size. With N injections, the cycle after each one resumed so,
+    from a checkpoint at or after that injection's, completed before that cycle."""
     cid = RESUMED
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
     if not snap.ok("train_logs"):
         return inconclusive(cid, snap.reason("train_logs"))
     f = Findings(cid)
-    cycle = derive.replacement_cycle(snap)
+    if len(snap.markers) <= 1:
+        _resumed_after(snap, f, snap.marker)
+        return f.result()
+    each = []
+    for item, g in per_injection(f, snap.markers):
+        _resumed_after(snap, g, item)
+        each.append({"injection": item.number, "cycle": derive.replacement_cycle(snap, item), **g.values})
+    f.values.update({k: v for k, v in each[0].items() if k not in ("injection", "cycle")})
+    f.values["injections"] = each
+    return f.result()
+
+
+def _resumed_after(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker | None) -> None:
+    """The replacement cycle of one injection (`marker`; None: the run recorded none) resumed."""
+    cycle = derive.replacement_cycle(snap, marker)
     log = snap.train_log(cycle)
     if log is None:
         f.problem(f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
-        return f.result()
+        return
     for ref_ in log.fresh_starts:
         f.problem("the replacement started from scratch ('could not find the metadata file')", ref_)
     for ref_ in log.optimizer_errors:
@@ -43,7 +59,9 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult
     starts, dones = log.loads_of("start"), log.loads_of("done")
     if not starts and not dones:
         f.missing_fact(f"{log.path} has no 'loading ... checkpoint ... at iteration K' line", log.complete)
-        return f.result()
+        if not snap.meta.checkpoint_load:
+            f.problem("run.json says checkpoint_load false: the workload was launched without --load")
+        return
     if not dones:
         errors = log.errors[:2]
         f.missing_fact(
@@ -53,7 +71,7 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult
             starts[0].ref,
             *errors,
         )
-        return f.result()
+        return
     done = dones[0]
     k = done.iteration
     f.values["restored_iteration"] = k
@@ -63,17 +81,22 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult
         f.problem(f"load started at iteration {starts[0].iteration} but finished at {k}", starts[0].ref)
     if k < 1:
         f.problem(f"restored iteration {k}: that is a fresh start, not a recovery", done.ref)
-    _completed(snap, f, k)
-    marker_k = snap.marker.checkpoint_iteration if snap.marker else None
+    _completed(snap, f, k, marker)
+    marker_k = marker.checkpoint_iteration if marker else None
     if marker_k is not None and k < marker_k:
         f.problem(f"restored iteration {k} is older than checkpoint {marker_k} completed before the failure")
     elif marker_k is not None and k > marker_k:
         f.note(f"restored iteration {k} is newer than the marker's checkpoint {marker_k}")
+        if not derive.saves_done(snap, k, before_cycle=cycle) and k != snap.meta.initial_checkpoint_iteration:
+            f.missing_fact(
+                f"restored iteration {k} was never completed before cycle {cycle} (no 'successfully saved "
+                f"checkpoint from iteration {k}' line): an unfinished checkpoint",
+                all(item.complete for item in snap.train_logs if item.cycle < cycle),
+            )
     _first_step(snap, f, log, done.ref.line, k)
-    return f.result()
 
 
-def _completed(snap: RunSnapshot, f: Findings, k: int) -> None:
+def _completed(snap: RunSnapshot, f: Findings | Scoped, k: int, marker: FaultMarker | None) -> None:
     if snap.checkpoints is None:
         f.unknown(snap.reason("checkpoints"))
         return
@@ -84,14 +107,14 @@ def _completed(snap: RunSnapshot, f: Findings, k: int) -> None:
         f.problem(f"iter_{k:07d} is not a completed checkpoint ({folder.why_incomplete})", folder.ref)
     else:
         f.cite(folder.ref)
-    earlier = derive.saves_done(snap, k, before_cycle=derive.replacement_cycle(snap))
+    earlier = derive.saves_done(snap, k, before_cycle=derive.replacement_cycle(snap, marker))
     if earlier:
         f.cite(earlier[0].ref)
-    elif snap.marker is None or snap.marker.baseline_iteration is None or k > snap.marker.baseline_iteration:
+    elif marker is None or marker.baseline_iteration is None or k > marker.baseline_iteration:
         f.note(f"no 'successfully saved checkpoint from iteration {k}' line in an earlier cycle")
 
 
-def _first_step(snap: RunSnapshot, f: Findings, log, after_line: int, k: int) -> None:
+def _first_step(snap: RunSnapshot, f: Findings | Scoped, log, after_line: int, k: int) -> None:
     first = derive.first_step_after(log, after_line)
     if first is None:
         f.missing_fact(f"no iteration line after the restore in {log.path}", log.complete)
@@ -307,15 +330,21 @@ def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
 
 
 def clean_finish(snap: RunSnapshot, exp: Expectations) -> CheckResult:
-    """Invariant: ft_launcher exited 0; exactly one injection happened and it is the requested one
-    (fault_injected.json's fault, rank and run_id, and any `[ftqual-inject]` line's, equal run.json's);
-    exactly the expected number of cycles ran; no no-progress stop, no non-zero agent exit."""
+    """Invariant: ft_launcher exited 0; exactly the requested number N of injections happened (one marker
+    each, fault_injected.json then fault_injected.<k>.json, in N distinct cycles) and each is the requested
+    one (the markers' fault, rank and run_id, and any `[ftqual-inject]` line's, equal run.json's); exactly
+    N + 1 cycles ran; no no-progress stop, no non-zero agent exit. A launcher that gave up with
+    max_restarts restarts spent on more injections than max_restarts fails naming it."""
     cid = CLEAN_FINISH
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
     f = Findings(cid)
+    _restarts_exhausted(snap, exp, f)
     exit_code(snap, f)
-    _injections(snap, f)
+    if exp.injections > 1 or len(snap.markers) > 1:
+        _many_injections(snap, exp, f)
+    else:
+        _injections(snap, f)
     cycles(snap, f, exp.expected_cycles)
     launcher_outcome(snap, f)
     last = snap.train_logs[-1] if snap.train_logs else None
@@ -362,6 +391,78 @@ def _injections(snap: RunSnapshot, f: Findings) -> None:
             f.unknown(f"the injection cannot be tied to the request: {text}", snap.marker.ref)
         if not conflicts and not unknowns:
             f.fact(f"the injection is the requested one ({snap.meta.fault} of rank {snap.meta.fault_rank})")
+
+
+def _restarts_exhausted(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
+    """ft_launcher exited non-zero after max_restarts restarts, with more injections requested than it
+    may restart for: the scenario asked for more than the launcher allows (causes.py names it alike)."""
+    code, most = snap.meta.exit_code, exp.max_restarts
+    if code in (None, 0) or most is None or exp.injections <= most:
+        return
+    count, source = derive.cycle_count(snap)
+    restarts = count - 1 if count is not None and source == "cycle_infos" else None
+    if restarts is None and snap.launcher is not None:
+        restarts = len(snap.launcher.restarts)
+    if restarts is None or restarts < most:
+        return
+    f.problem(
+        f"ft_launcher gave up after {restarts} restarts (max_restarts {most}): {exp.injections} injections "
+        f"requested, one restart each, more than max_restarts allows (restarts exhausted, exit code {code})",
+        snap.meta.ref,
+    )
+
+
+def _many_injections(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
+    """N injections: exactly N markers numbered 1..N, each naming its number, in increasing cycles, each the
+    requested fault; at most N `[ftqual-inject]` lines."""
+    if not snap.ok("marker"):
+        f.unknown(snap.reason("marker"))
+        return
+    wanted, markers, lines = exp.injections, snap.markers, snap.injections
+    numbers = [m.number for m in markers]
+    f.values["injections"] = len(markers)
+    if len(lines) > wanted:
+        f.problem(
+            f"{len(lines)} injection lines ([ftqual-inject]) for {wanted} requested injection(s)",
+            *(item.ref for item in lines[:3]),
+        )
+    if not markers:
+        f.problem("no injection recorded (no fault_injected.json): recovery was not exercised")
+        return
+    if numbers != list(range(1, len(markers) + 1)):
+        f.problem(
+            f"the markers are injections {numbers}, not 1..{len(markers)}", *(m.ref for m in markers[:3])
+        )
+    if len(markers) != wanted:
+        f.problem(f"{len(markers)} injection marker(s), {wanted} requested", *(m.ref for m in markers[-1:]))
+    else:
+        f.fact(f"exactly {wanted} injections", *(m.ref for m in markers))
+    for before, after in zip(markers, markers[1:], strict=False):
+        if before.cycle is not None and after.cycle is not None and after.cycle <= before.cycle:
+            f.problem(
+                f"{after.ref.path} says cycle {after.cycle}, not after {before.ref.path}'s cycle "
+                f"{before.cycle}",
+                after.ref,
+            )
+    clean = True
+    for marker in markers:
+        if marker.injection is not None and marker.injection != marker.number:
+            f.problem(f"{marker.ref.path} says injection {marker.injection}", marker.ref)
+        if marker.injections is not None and marker.injections != wanted:
+            f.problem(f"{marker.ref.path} says {marker.injections} injections, run.json {wanted}", marker.ref)
+        if marker.timing is not None and marker.timing != snap.meta.fault_timing:
+            f.problem(
+                f"{marker.ref.path} says timing {marker.timing!r}, run.json {snap.meta.fault_timing!r}",
+                marker.ref,
+            )
+        conflicts, unknowns = derive.marker_mismatches(snap, marker)
+        for text in conflicts:
+            f.problem(f"the injection is not the requested one: {text}", marker.ref, snap.meta.ref)
+        for text in unknowns:
+            f.unknown(f"the injection cannot be tied to the request: {text}", marker.ref)
+        clean = clean and not conflicts and not unknowns
+    if clean:
+        f.fact(f"every injection is the requested one ({snap.meta.fault} of rank {snap.meta.fault_rank})")
 
 
 def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:

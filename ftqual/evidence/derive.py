@@ -18,6 +18,7 @@ import numpy as np
 from ftqual.evidence.iterations import HAS_LOSS, HAS_T, micros
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.evidence.model import Ref
+from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 from ftqual.evidence.train_log import IterationLine, LoadEvent, SaveEvent, TrainLog
 
@@ -34,22 +35,29 @@ class Detection:
     timeout: TimeoutFired | None = None
 
 
-def fault_cycle(snap: RunSnapshot) -> int:
-    if snap.marker is not None and snap.marker.cycle is not None:
-        return snap.marker.cycle
+def _of(snap: RunSnapshot, marker: FaultMarker | None) -> FaultMarker | None:
+    """The injection a derived fact is about: `marker`, else the first one (fault_injected.json)."""
+    return marker if marker is not None else snap.marker
+
+
+def fault_cycle(snap: RunSnapshot, marker: FaultMarker | None = None) -> int:
+    marker = _of(snap, marker)
+    if marker is not None and marker.cycle is not None:
+        return marker.cycle
     return 0
 
 
-def replacement_cycle(snap: RunSnapshot) -> int:
-    return fault_cycle(snap) + 1
+def replacement_cycle(snap: RunSnapshot, marker: FaultMarker | None = None) -> int:
+    return fault_cycle(snap, marker) + 1
 
 
-def injected_at(snap: RunSnapshot) -> datetime | None:
-    return snap.marker.injected_at if snap.marker is not None else None
+def injected_at(snap: RunSnapshot, marker: FaultMarker | None = None) -> datetime | None:
+    marker = _of(snap, marker)
+    return marker.injected_at if marker is not None else None
 
 
-def _after_injection(snap: RunSnapshot, t: datetime | None) -> bool:
-    start = injected_at(snap)
+def _after_injection(snap: RunSnapshot, t: datetime | None, marker: FaultMarker | None = None) -> bool:
+    start = injected_at(snap, marker)
     if start is None or t is None:
         return True
     return t >= start - timedelta(seconds=SLACK_S)
@@ -62,19 +70,27 @@ def _candidates(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
     return sorted(items, key=lambda f: (f.t is None, f.t or datetime.min.replace(tzinfo=UTC), f.ref.line))
 
 
-def in_fault_cycle(snap: RunSnapshot, fact: WorkerExit | TimeoutFired) -> bool:
+def in_fault_cycle(
+    snap: RunSnapshot, fact: WorkerExit | TimeoutFired, marker: FaultMarker | None = None
+) -> bool:
     """Whether a failure report belongs to the injection's cycle (see the module docstring)."""
     if isinstance(fact, TimeoutFired):
-        return fact.cycle == fault_cycle(snap)
-    new = snap.cycles.by_cycle(replacement_cycle(snap)) if snap.cycles else None
+        return fact.cycle == fault_cycle(snap, marker)
+    new = snap.cycles.by_cycle(replacement_cycle(snap, marker)) if snap.cycles else None
     if new is None or new.start is None or fact.t is None:
         return True
     return fact.t <= new.start + timedelta(seconds=SLACK_S)
 
 
-def qualifying_failures(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
+def qualifying_failures(
+    snap: RunSnapshot, marker: FaultMarker | None = None
+) -> list[WorkerExit | TimeoutFired]:
     """Failure reports after the injection and in its cycle, in time order."""
-    return [f for f in _candidates(snap) if _after_injection(snap, f.t) and in_fault_cycle(snap, f)]
+    return [
+        f
+        for f in _candidates(snap)
+        if _after_injection(snap, f.t, marker) and in_fault_cycle(snap, f, marker)
+    ]
 
 
 def failures_before_injection(snap: RunSnapshot) -> list[WorkerExit | TimeoutFired]:
@@ -83,17 +99,17 @@ def failures_before_injection(snap: RunSnapshot) -> list[WorkerExit | TimeoutFir
     return [f for f in _candidates(snap) if f.t is not None and not _after_injection(snap, f.t)]
 
 
-def detection(snap: RunSnapshot) -> Detection | None:
+def detection(snap: RunSnapshot, marker: FaultMarker | None = None) -> Detection | None:
     """What the launcher reported first after the injection, in its cycle: for a hang the first timestamped
     section or out-of-section timeout, else (and for a kill) the first timeout or worker exit."""
-    info = snap.cycles.by_cycle(fault_cycle(snap)) if snap.cycles else None
+    info = snap.cycles.by_cycle(fault_cycle(snap, marker)) if snap.cycles else None
     cycle_end = info.end if info is not None else None
-    found = qualifying_failures(snap)
+    found = qualifying_failures(snap, marker)
     if snap.meta.fault == "hang":
         timeouts = [f for f in found if isinstance(f, TimeoutFired) and f.t is not None]
         found = timeouts or found
     for fact in found:
-        t = fact.t or _failure_detected_event(snap) or cycle_end  # a line without timestamp
+        t = fact.t or _failure_detected_event(snap, marker) or cycle_end  # a line without timestamp
         if isinstance(fact, TimeoutFired):
             return Detection(fact.detected_by, t, fact.ref, fact.local_rank, None, fact)
         return Detection("exit", t, fact.ref, fact.local_rank, fact.exit_code)
@@ -102,12 +118,16 @@ def detection(snap: RunSnapshot) -> Detection | None:
     return None
 
 
-def _failure_detected_event(snap: RunSnapshot) -> datetime | None:
+def _failure_detected_event(snap: RunSnapshot, marker: FaultMarker | None = None) -> datetime | None:
     """NVRx's profiling `Event: failure_detected` (UTC), the first at or after the injection."""
     if snap.launcher is None:
         return None
     for event in snap.launcher.events:
-        if event.event == "failure_detected" and event.t is not None and _after_injection(snap, event.t):
+        if (
+            event.event == "failure_detected"
+            and event.t is not None
+            and _after_injection(snap, event.t, marker)
+        ):
             return event.t
     return None
 
@@ -117,63 +137,66 @@ def first_exit_after_injection(snap: RunSnapshot) -> WorkerExit | None:
     return exits[0] if exits else None
 
 
-def exits_after_injection(snap: RunSnapshot) -> list[WorkerExit]:
+def exits_after_injection(snap: RunSnapshot, marker: FaultMarker | None = None) -> list[WorkerExit]:
     """Worker exits after the injection and in its cycle, in log order."""
     if snap.launcher is None:
         return []
     return [
         item
         for item in sorted(snap.launcher.exits, key=lambda f: f.ref.line)
-        if _after_injection(snap, item.t) and in_fault_cycle(snap, item)
+        if _after_injection(snap, item.t, marker) and in_fault_cycle(snap, item, marker)
     ]
 
 
-def marker_mismatches(snap: RunSnapshot) -> tuple[list[str], list[str]]:
-    """(conflicts, unknowns) between the injection marker and what run.json asked for: the fault kind,
-    the rank and the run id must be the requested ones, and so must the `[ftqual-inject]` line's."""
-    marker, meta = snap.marker, snap.meta
+def marker_mismatches(snap: RunSnapshot, marker: FaultMarker | None = None) -> tuple[list[str], list[str]]:
+    """(conflicts, unknowns) between an injection marker (the first by default) and what run.json asked
+    for: the fault kind, the rank and the run id must be the requested ones, and so must the
+    `[ftqual-inject]` lines' (checked with the first marker only)."""
+    first = marker is None or marker is snap.marker
+    marker, meta = _of(snap, marker), snap.meta
+    name = marker.ref.path if marker is not None else "fault_injected.json"
     conflicts: list[str] = []
     unknowns: list[str] = []
     if marker is None:
         return conflicts, unknowns
     asked = (("fault", meta.fault, marker.fault), ("rank", meta.fault_rank, marker.rank))
-    for name, want, got in (*asked, ("run_id", meta.run_id, marker.run_id)):
+    for what, want, got in (*asked, ("run_id", meta.run_id, marker.run_id)):
         if want is None:
-            unknowns.append(f"run.json does not name the requested {name}")
+            unknowns.append(f"run.json does not name the requested {what}")
         elif got is None:
-            unknowns.append(f"fault_injected.json has no {name}")
+            unknowns.append(f"{name} has no {what}")
         elif got != want:
-            conflicts.append(f"fault_injected.json says {name} {got!r}, run.json asked for {want!r}")
+            conflicts.append(f"{name} says {what} {got!r}, run.json asked for {want!r}")
     world = meta.world_size
     if marker.rank is not None and world is not None and not 0 <= marker.rank < world:
-        conflicts.append(f"fault_injected.json says rank {marker.rank}, outside the world of {world}")
-    host = _node_host(snap, marker.rank)
+        conflicts.append(f"{name} says rank {marker.rank}, outside the world of {world}")
+    host = _node_host(snap, marker.rank, marker)
     if host is not None and marker.host is not None and host != marker.host:
         conflicts.append(
-            f"fault_injected.json puts rank {marker.rank} on {marker.host}, but the rendezvous put that "
+            f"{name} puts rank {marker.rank} on {marker.host}, but the rendezvous put that "
             f"rank's node on {host}"
         )
-    for line in snap.injections:
+    for line in snap.injections if first else ():
         payload = line.payload
-        for name, want in (("fault", meta.fault), ("rank", meta.fault_rank), ("run_id", meta.run_id)):
-            got = payload.get(name)
+        for key, want in (("fault", meta.fault), ("rank", meta.fault_rank), ("run_id", meta.run_id)):
+            got = payload.get(key)
             if got is not None and want is not None and got != want:
-                conflicts.append(f"the [ftqual-inject] line says {name} {got!r}, run.json asked for {want!r}")
+                conflicts.append(f"the [ftqual-inject] line says {key} {got!r}, run.json asked for {want!r}")
     return conflicts, unknowns
 
 
-def _node_host(snap: RunSnapshot, rank: int | None) -> str | None:
+def _node_host(snap: RunSnapshot, rank: int | None, marker: FaultMarker | None = None) -> str | None:
     """The host of the node that runs global rank `rank` in the fault cycle: node rank rank // gpus_per_node,
     from the rendezvous join lines (None when the shape or the joins are unknown, or for one node)."""
     gpn, nnodes = snap.meta.gpus_per_node, snap.meta.nnodes
     if rank is None or not gpn or gpn < 1 or not nnodes or nnodes < 2 or snap.launcher is None:
         return None
-    hosts = {j.rank: j.host for j in snap.launcher.joins if j.cycle == fault_cycle(snap)}
+    hosts = {j.rank: j.host for j in snap.launcher.joins if j.cycle == fault_cycle(snap, marker)}
     return hosts.get(rank // gpn)
 
 
-def restore(snap: RunSnapshot) -> LoadEvent | None:
-    log = snap.train_log(replacement_cycle(snap))
+def restore(snap: RunSnapshot, marker: FaultMarker | None = None) -> LoadEvent | None:
+    log = snap.train_log(replacement_cycle(snap, marker))
     done = log.loads_of("done") if log else ()
     return done[0] if done else None
 
@@ -196,16 +219,17 @@ def before_mask(rows: np.ndarray, start: datetime | None) -> np.ndarray:
     return ((rows["flags"] & HAS_T) == 0) | (rows["t"] <= micros(start))
 
 
-def fault_iteration(snap: RunSnapshot) -> IterationLine | None:
+def fault_iteration(snap: RunSnapshot, marker: FaultMarker | None = None) -> IterationLine | None:
     """The last iteration committed in the fault cycle before the injection."""
-    log = snap.train_log(fault_cycle(snap))
+    log = snap.train_log(fault_cycle(snap, marker))
     if log is None:
         return None
+    start_t = injected_at(snap, marker)
     best: tuple[int, int] | None = None  # (iteration, row); a log never repeats an iteration
     for start, rows in log.iterations.chunks():
-        its = rows["iteration"][before_mask(rows, injected_at(snap))]
+        its = rows["iteration"][before_mask(rows, start_t)]
         if len(its) and (best is None or int(its.max()) > best[0]):
-            index = int(np.flatnonzero(before_mask(rows, injected_at(snap)))[int(its.argmax())])
+            index = int(np.flatnonzero(before_mask(rows, start_t))[int(its.argmax())])
             best = (int(its.max()), start + index)
     return log.iterations.row(best[1]) if best else None
 

@@ -1,8 +1,16 @@
-"""run.json (ftqual.run/v1) and fault_injected.json (ftqual.fault/v1): what was asked, and what was done."""
+"""run.json (ftqual.run/v1) and the injection markers (ftqual.fault/v1): what was asked, and what was done.
+
+The markers: `fault_injected.json` (the first injection) and `fault_injected.<k>.json` for k = 2..N, read in
+order of k. run.json's keys of the extended scenarios (`injections`, `fault_timing`, `checkpoint_load`,
+`initial_checkpoint_iteration`) default to 1, "checkpoint", true and 0 when absent; `leftovers_recorded`
+says whether run.json was written by a launcher that samples leftovers (it names `injections`).
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +21,9 @@ from ftqual.evidence.safeio import MAX_JSON_BYTES, load_json_object
 
 RUN_JSON = "run.json"
 MARKER_JSON = "fault_injected.json"
+MARKER_K = re.compile(r"fault_injected\.([1-9][0-9]{0,5})\.json")
+MAX_MARKERS = 1000  # one per cycle: max_restarts is a handful
+FAULT_TIMINGS = ("checkpoint", "in_save")
 FAULTS = ("none", "kill", "hang")
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
@@ -58,6 +69,12 @@ class RunMeta:
     gpus_per_node: int | None = None
     settings: dict[str, object] = field(default_factory=dict)  # TRAJECTORY_KEYS present in run.json
     ref: Ref = Ref(RUN_JSON)
+    injections: int = 1  # faults the run injects, one per cycle
+    fault_timing: str = "checkpoint"  # "checkpoint" | "in_save"
+    checkpoint_load: bool = True  # False: launched without --load (the no_resume negative control)
+    initial_checkpoint_iteration: int = 0  # the tracker found in the checkpoint dir before launch
+    leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
+    host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,11 @@ class FaultMarker:
     checkpoint_iteration: int | None
     injected_at: datetime | None
     ref: Ref = Ref(MARKER_JSON)
+    injection: int | None = None  # 1-based number the marker claims (absent in older markers)
+    injections: int | None = None  # N requested, as the marker says
+    timing: str | None = None  # "checkpoint" | "in_save"
+    save_iteration: int | None = None  # in_save: the save in flight at the injection
+    number: int = 1  # k, from the file name (fault_injected.json is 1)
 
 
 def _int(value: object) -> int | None:
@@ -136,6 +158,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
     raw_timeouts = data.get("timeouts") if isinstance(data.get("timeouts"), dict) else {}
     timeouts = {key: v for key, value in raw_timeouts.items() if (v := _finite(value)) is not None}
     tz = _tz_offset(path, data.get("tz_offset_s"))
+    injections, timing, load, initial = _extended_keys(path, data)
     return RunMeta(
         run_id=str(data.get("run_id") or run_dir.name),
         scenario=str(data.get("scenario") or fault),
@@ -156,7 +179,40 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         nnodes=_int(data.get("nnodes")),
         gpus_per_node=_int(data.get("gpus_per_node")),
         settings=_settings(data),
+        injections=injections,
+        fault_timing=timing,
+        checkpoint_load=load,
+        initial_checkpoint_iteration=initial,
+        leftovers_recorded="injections" in data,
+        host=data.get("host") if isinstance(data.get("host"), str) else None,
     )
+
+
+def _extended_keys(path: Path, data: dict) -> tuple[int, str, bool, int]:
+    """(injections, fault_timing, checkpoint_load, initial_checkpoint_iteration), defaults when absent."""
+    raw = data.get("injections", 1)
+    injections = _int(raw) if raw is not None else 1
+    if injections is None or not 1 <= injections <= MAX_MARKERS:
+        raise RunMetaError(
+            f"{path}: 'injections' must be an integer from 1 to {MAX_MARKERS}, got {_short(raw)}"
+        )
+    timing = data.get("fault_timing") or "checkpoint"
+    if timing not in FAULT_TIMINGS:
+        raise RunMetaError(
+            f"{path}: 'fault_timing' must be one of {', '.join(FAULT_TIMINGS)}, got {_short(timing)}"
+        )
+    load = data.get("checkpoint_load", True)
+    if load is None:
+        load = True
+    if not isinstance(load, bool):
+        raise RunMetaError(f"{path}: 'checkpoint_load' must be true or false, got {_short(load)}")
+    raw = data.get("initial_checkpoint_iteration", 0)
+    initial = _int(raw) if raw is not None else 0
+    if initial is None or initial < 0:
+        raise RunMetaError(
+            f"{path}: 'initial_checkpoint_iteration' must be an integer >= 0, got {_short(raw)}"
+        )
+    return injections, str(timing), load, initial
 
 
 def _short(value: object) -> str:
@@ -164,17 +220,9 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
-    """fault_injected.json: (None, ok) when absent (no injection), (None, not ok) when unreadable."""
-    path = run_dir / MARKER_JSON
-    if not path.exists() and not path.is_symlink():
-        return None, SourceStatus("marker", ok=True, reason="no fault_injected.json (no injection recorded)")
-    try:
-        data = _load_json(path, run_dir)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return None, missing("marker", f"{MARKER_JSON} unreadable: {exc}", MARKER_JSON)
-    injected_at = parse_utc(data.get("injected_at") or "")
-    marker = FaultMarker(
+def _marker(data: dict, rel: str, number: int) -> FaultMarker:
+    timing = data.get("timing")
+    return FaultMarker(
         run_id=data.get("run_id") if isinstance(data.get("run_id"), str) else None,
         fault=data.get("fault") if isinstance(data.get("fault"), str) else None,
         rank=_int(data.get("rank")),
@@ -184,8 +232,62 @@ def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
         cycle=_int(data.get("cycle")),
         baseline_iteration=_int(data.get("baseline_iteration")),
         checkpoint_iteration=_int(data.get("checkpoint_iteration")),
-        injected_at=injected_at,
+        injected_at=parse_utc(data.get("injected_at") or ""),
+        ref=Ref(rel),
+        injection=_int(data.get("injection")),
+        injections=_int(data.get("injections")),
+        timing=timing if isinstance(timing, str) else None,
+        save_iteration=_int(data.get("save_iteration")),
+        number=number,
     )
-    if injected_at is None:
-        return marker, missing("marker", f"{MARKER_JSON} has no valid injected_at", MARKER_JSON)
-    return marker, SourceStatus("marker", ok=True, paths=(MARKER_JSON,))
+
+
+def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
+    """fault_injected.json: (None, ok) when absent (no injection), (None, not ok) when unreadable."""
+    markers, status = read_markers(run_dir)
+    return (markers[0] if markers and markers[0].number == 1 else None), status
+
+
+def _marker_names(run_dir: Path) -> list[tuple[int, str]]:
+    """(k, name) of every marker file present, in order of k (fault_injected.json is k = 1)."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        names = []
+    found = [(int(m[1]), name) for name in names if (m := MARKER_K.fullmatch(name))]
+    if (run_dir / MARKER_JSON).exists() or (run_dir / MARKER_JSON).is_symlink():
+        found.append((1, MARKER_JSON))
+    return sorted(found)
+
+
+def read_markers(run_dir: Path) -> tuple[tuple[FaultMarker, ...], SourceStatus]:
+    """Every marker, in order of k: fault_injected.json (k = 1), then fault_injected.<k>.json. ((), ok) when
+    there is none; any unreadable marker, or one without a valid injected_at, makes the source not ok (the
+    readable markers are still returned). A `fault_injected.1.json`, or a k-th marker without the first,
+    is no marker of the contract: the source is not ok."""
+    found = _marker_names(run_dir)
+    if not found:
+        return (), SourceStatus("marker", ok=True, reason="no fault_injected.json (no injection recorded)")
+    if len(found) > MAX_MARKERS:
+        return (), missing("marker", f"{len(found)} fault_injected*.json files: not a real run")
+    markers: list[FaultMarker] = []
+    problems: list[str] = []
+    for number, name in found:
+        if number < 1 or (number == 1 and name != MARKER_JSON) or any(m.number == number for m in markers):
+            problems.append(f"{name} is not a marker name of the contract")
+            continue
+        try:
+            data = _load_json(run_dir / name, run_dir)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(f"{name} unreadable: {exc}")
+            continue
+        marker = _marker(data, name, number)
+        markers.append(marker)
+        if marker.injected_at is None:
+            problems.append(f"{name} has no valid injected_at")
+    if markers and markers[0].number != 1:
+        problems.append(f"{markers[0].ref.path} without {MARKER_JSON}")
+    paths = tuple(name for _, name in found)
+    if problems:
+        return tuple(markers), missing("marker", "; ".join(problems), *paths)
+    return tuple(markers), SourceStatus("marker", ok=True, paths=paths)

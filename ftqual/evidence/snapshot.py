@@ -18,13 +18,16 @@ from ftqual.evidence.checkpoints import Checkpoints, read_checkpoints
 from ftqual.evidence.clock import Clock, clock_from_meta
 from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
 from ftqual.evidence.launcher_log import LauncherLog, read_launcher_log
+from ftqual.evidence.leftovers import Leftovers, read_leftovers
 from ftqual.evidence.model import SourceStatus, missing
-from ftqual.evidence.run_meta import FaultMarker, RunMeta, RunMetaError, read_marker, read_run_meta
+from ftqual.evidence.run_meta import FaultMarker, RunMeta, RunMetaError, read_markers, read_run_meta
 from ftqual.evidence.safeio import inside
 from ftqual.evidence.train_log import TRAIN_LOG, Injection, IterationLine, TrainLog, parse_train_log
 
 LOGS = "logs"
-SOURCES = ("run_meta", "marker", "cycle_infos", "launcher_log", "train_logs", "checkpoints")
+# "leftovers" is a source only of runs whose run.json names `injections` (their launcher samples leftovers):
+# an older run's report lists the sources it always did.
+SOURCES = ("run_meta", "marker", "cycle_infos", "launcher_log", "train_logs", "checkpoints", "leftovers")
 MAX_TRAIN_LOGS = 1000  # cycles: max_restarts is a handful
 
 
@@ -39,6 +42,8 @@ class RunSnapshot:
     train_logs: tuple[TrainLog, ...]
     checkpoints: Checkpoints | None
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+    markers: tuple[FaultMarker, ...] = ()  # every marker in order of k; `marker` is the first (k = 1)
+    leftovers: Leftovers | None = None
 
     def ok(self, name: str) -> bool:
         status = self.sources.get(name)
@@ -104,12 +109,16 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     meta = read_run_meta(run_dir)
     clock = clock_from_meta(meta.tz_offset_s)
     sources: dict[str, SourceStatus] = {"run_meta": SourceStatus("run_meta", ok=True, paths=("run.json",))}
-    marker, sources["marker"] = read_marker(run_dir)
+    markers, sources["marker"] = read_markers(run_dir)
+    marker = markers[0] if markers and markers[0].number == 1 else None
     cycles, sources["cycle_infos"] = read_cycle_infos(run_dir)
     year = (meta.started_at or datetime.now(UTC)).year
     launcher, sources["launcher_log"] = read_launcher_log(run_dir, clock, year)
     train_logs, sources["train_logs"] = _read_train_logs(run_dir, clock)
     checkpoints, sources["checkpoints"] = read_checkpoints(run_dir, meta.checkpoint_dir)
+    leftovers = None
+    if meta.leftovers_recorded:
+        leftovers, sources["leftovers"] = read_leftovers(run_dir)
     return RunSnapshot(
         run_dir=run_dir,
         meta=meta,
@@ -120,4 +129,6 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
         train_logs=train_logs,
         checkpoints=checkpoints,
         sources=MappingProxyType(sources),
+        markers=markers,
+        leftovers=leftovers,
     )
