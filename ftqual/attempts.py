@@ -8,8 +8,9 @@ plans anything (so `snakemake -n` plans exactly what a real run does):
 
 - no slot for the fingerprint yet: slot 1 (the settings are new or changed: the scenario runs);
 - the latest slot has no verdict yet (never run, interrupted): that slot (Snakemake redoes what is missing);
-- the latest verdict is pass and its run directory still exists: that slot (nothing reruns);
-- the latest verdict is anything else, or the run directory is gone: the next slot (a fresh attempt with a
+- the latest outcome is pass (the verdict the scenario expects: pass, or fail as a negative control expects)
+  and its run directory still exists: that slot (nothing reruns);
+- the latest outcome is anything else, or the run directory is gone: the next slot (a fresh attempt with a
   fresh run ID), unless `rerun_failed` is off, which keeps reporting the failed slot.
 
 Nothing here writes: the slots, their runs/<run-id>/ directories and the archived verify reports stay.
@@ -23,6 +24,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ftqual.expectation import judge_report
 
 RESULTS = "results"
 PASS = "pass"
@@ -79,8 +82,11 @@ def scenario_slot(workdir: Path, scenario: str, fingerprint: str, rerun_failed: 
     report = _read_json(folder / latest / "verify.json")
     if report is None:
         return Slot(latest, "latest attempt unfinished")
-    verdict = report.get("verdict")
-    if verdict == PASS:
+    # The outcome judged against the scenario's expectation (a negative control that failed as expected is
+    # done); the expectation is part of the fingerprint, so the one the report carries is the current one.
+    outcome = judge_report(report)
+    verdict = outcome.verdict
+    if outcome.met:
         if _run_dir_exists(_read_json(folder / latest / "run.json"), workdir):
             return Slot(latest, "latest attempt passed")
         return Slot(f"{fingerprint}-{numbers[-1] + 1}", f"run directory of attempt {latest} is gone")

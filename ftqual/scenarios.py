@@ -76,6 +76,13 @@ class Scenario:
     dist_optimizer: str  # auto | on | off
     hang_placement: str
     smoke: SmokeOptions
+    # Scenario-only settings (never at the top level); defaults are today's single walkthrough fault.
+    injections: int = 1  # faults in one run, one per cycle, each after a new checkpoint completed
+    fault_timing: str = "checkpoint"  # checkpoint | in_save (SIGKILL while an async save is in flight)
+    checkpoint_load: bool = True  # false: relaunches do not load (--load left out): the no_resume control
+    resume_from: str | None = None  # the baseline scenario whose completed checkpoint the run starts from
+    expect: str = "pass"  # pass | fail: the outcome that qualifies
+    expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
 
     @property
     def world_size(self) -> int:
@@ -87,6 +94,7 @@ class Scenario:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["expect_failing"] = list(self.expect_failing)
         out["world_size"] = self.world_size
         return out
 
@@ -120,6 +128,11 @@ class WorkflowConfig:
     def shaping_settings(self, scenario: Scenario) -> dict[str, Any]:
         settings = scenario.to_json()
         del settings["name"]
+        # Scenario-only settings at their defaults stay out, so the walkthrough's scenarios keep the
+        # fingerprints (and attempt slots) they had before these settings existed.
+        for key, default in SCENARIO_ONLY_DEFAULTS.items():
+            if settings[key] == default:
+                del settings[key]
         if self.workload != "smoke":
             del settings["smoke"]  # only the smoke workload reads them
         return {
@@ -233,6 +246,16 @@ def _merged(base: Any, override: Any) -> Any:
     return out
 
 
+# Defaults of the scenario-only settings (as to_json writes them).
+SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
+    "injections": 1,
+    "fault_timing": "checkpoint",
+    "checkpoint_load": True,
+    "resume_from": None,
+    "expect": "pass",
+    "expect_failing": [],
+}
+
 RUN_SETTINGS = (
     "nnodes",
     "gpus_per_node",
@@ -270,7 +293,26 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         dist_optimizer=_on_off(s["dist_optimizer"]),
         hang_placement=str(s["hang_placement"]),
         smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
+        injections=int(raw.get("injections", 1)),
+        fault_timing=str(raw.get("fault_timing", "checkpoint")),
+        checkpoint_load=bool(raw.get("checkpoint_load", True)),
+        resume_from=raw.get("resume_from"),
+        expect=str(raw.get("expect", "pass")),
+        expect_failing=tuple(raw.get("expect_failing", ())),
     )
+
+
+def _resume_lengths(scenarios: tuple[Scenario, ...], raw: Mapping[str, Any]) -> tuple[Scenario, ...]:
+    """A resume_from scenario that sets no train_iters of its own runs two save intervals past its source's
+    final checkpoint: one new checkpoint before the fault, one after the restore."""
+    by_name = {s.name: s for s in scenarios}
+    out = []
+    for s in scenarios:
+        source = by_name.get(s.resume_from) if s.resume_from else None
+        if source is not None and "train_iters" not in raw[s.name]:
+            s = dataclasses.replace(s, train_iters=source.train_iters + 2 * s.save_interval)
+        out.append(s)
+    return tuple(out)
 
 
 def in_config_order(cfg: WorkflowConfig, reference: list[str]) -> WorkflowConfig:
@@ -310,6 +352,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         for name, entry in config["scenarios"].items()
         if entry.get("enabled", True)
     )
+    scenarios = _resume_lengths(scenarios, config["scenarios"])
     cfg = WorkflowConfig(
         workload=config["workload"],
         megatron_path=megatron_path,
@@ -351,7 +394,58 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
         shape = MODEL.parallelism_problem(s.tp, s.pp)
         if shape:
             problems.append(f"{where}: {shape}")
+        problems += [f"{where}: {p}" for p in _fault_problems(s)]
+        if s.resume_from is not None:
+            problems += [f"{where}: {p}" for p in _resume_problems(cfg, s)]
     return problems
+
+
+def _fault_problems(s: Scenario) -> list[str]:
+    problems = []
+    if s.fault == "none":
+        changed = [
+            key
+            for key in ("injections", "fault_timing", "checkpoint_load")
+            if getattr(s, key) != SCENARIO_ONLY_DEFAULTS[key]
+        ]
+        if changed:
+            problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
+    if s.fault != "none" and s.injections * s.save_interval >= s.train_iters:
+        problems.append(
+            f"{s.injections} fault(s) need a new checkpoint each before the last iteration: "
+            f"injections*save_interval={s.injections * s.save_interval} must be below train_iters="
+            f"{s.train_iters}"
+        )
+    if s.fault_timing == "in_save" and s.fault != "kill":
+        problems.append("fault_timing in_save needs fault: kill (a hang during a save is not this scenario)")
+    if s.expect == "fail" and not s.expect_failing:
+        problems.append(
+            "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"
+        )
+    if s.expect == "pass" and s.expect_failing:
+        problems.append("expect_failing is only for expect: fail; remove it or set expect: fail")
+    return problems
+
+
+def _resume_problems(cfg: WorkflowConfig, s: Scenario) -> list[str]:
+    if s.resume_from != cfg.baseline_scenario:
+        return [
+            f"resume_from must name the baseline scenario ({cfg.baseline_scenario!r}), whose completed run's "
+            f"checkpoint the run starts from (got {s.resume_from!r})"
+        ]
+    source = cfg.by_name.get(s.resume_from)
+    if source is None:
+        return []  # reported as the missing baseline
+    needed = source.train_iters + 2 * s.save_interval
+    if s.train_iters < needed:
+        return [
+            f"train_iters {s.train_iters} leaves no room after the {s.resume_from} scenario's final "
+            f"checkpoint at {source.train_iters}: a fault after a new checkpoint and one more checkpoint "
+            f"after the restore need train_iters >= {needed}"
+        ]
+    if s.checkpoint_load is False:
+        return ["resume_from needs checkpoint_load (the run starts by loading the copied checkpoint)"]
+    return []
 
 
 def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
@@ -375,6 +469,12 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             dist_optimizer=d["dist_optimizer"],
             hang_placement=d["hang_placement"],
             smoke=SmokeOptions(**d["smoke"]),
+            injections=d.get("injections", 1),
+            fault_timing=d.get("fault_timing", "checkpoint"),
+            checkpoint_load=d.get("checkpoint_load", True),
+            resume_from=d.get("resume_from"),
+            expect=d.get("expect", "pass"),
+            expect_failing=tuple(d.get("expect_failing", ())),
         )
 
     try:
@@ -429,6 +529,9 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
         "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
         "NVRX_DIST_OPTIMIZER": s.dist_optimizer,
         "NVRX_HANG_PLACEMENT": s.hang_placement,
+        "NVRX_INJECTIONS": s.injections,
+        "NVRX_FAULT_TIMING": s.fault_timing,
+        "NVRX_LOAD_CHECKPOINTS": int(s.checkpoint_load),
         "NVRX_SETTINGS_FINGERPRINT": cfg.fingerprint(s),
     }
     if s.rank is not None:

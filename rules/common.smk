@@ -250,6 +250,12 @@ def verify_input(wildcards):
     return inputs
 
 
+def expectation_param(wildcards):
+    """What the scenario expects of its verdict (ftqual.expectation): pass, or fail with the checks."""
+    s = SCENARIOS[wildcards.scenario]
+    return {"expect": s.expect, "failing": list(s.expect_failing)}
+
+
 def baseline_run_json():
     return f"{slot_dir(BASELINE)}/run.json"
 

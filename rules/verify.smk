@@ -10,6 +10,8 @@ rule verify:
             category="Verification",
             subcategory="{scenario}",
         ),
+    params:
+        expectation=expectation_param,
     log:
         "logs/verify/{scenario}/{slot}.log",
     retries: 0

@@ -41,6 +41,7 @@ log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 
 from ftqual import progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
+from ftqual.contract import TRACKER_NAME  # noqa: E402
 
 SCENARIO = sm.wildcards.scenario
 SLOT = sm.wildcards.slot
@@ -257,6 +258,38 @@ def baseline_says_no(baseline_verify, s):
     )
 
 
+def seed_checkpoint(baseline_verify, dest):
+    """Copy the baseline run's last completed checkpoint (its tracker and iter_<K> folder) to `dest`, a
+    folder of this run's own: the walkthrough's resume of an existing run through NVRX_CHECKPOINT_DIR.
+    Returns what was copied, or a one-line reason why it cannot be."""
+    try:
+        pointer = json.loads(baseline_verify.with_name("run.json").read_text())
+        run_dir = Path(pointer["run_dir"])
+        source_run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"resume_from: cannot read the baseline's run ({baseline_verify.parent}): {exc}"
+    source = Path(source_run.get("checkpoint_dir") or "checkpoints")
+    source = source if source.is_absolute() else run_dir / source
+    tracker = source / TRACKER_NAME
+    try:
+        iteration = int(tracker.read_text().strip())
+    except (OSError, ValueError) as exc:
+        return f"resume_from: the baseline's checkpoint tracker {tracker} is unusable: {exc}"
+    folder = f"iter_{iteration:07d}"
+    if not (source / folder).is_dir():
+        return f"resume_from: the baseline's tracker names iteration {iteration}; {source / folder} is absent"
+    dest.mkdir(parents=True)
+    shutil.copytree(source / folder, dest / folder, symlinks=True)
+    shutil.copyfile(tracker, dest / TRACKER_NAME)
+    return {
+        "scenario": pointer.get("scenario"),
+        "run_id": pointer.get("run_id"),
+        "source_checkpoint_dir": str(source),
+        "iteration": iteration,
+        "checkpoint_dir": str(dest),
+    }
+
+
 def invalidate_summary():
     """A summary of earlier attempts must not stand while this one runs (or after it is interrupted)."""
     for name in STALE_SUMMARY:
@@ -312,6 +345,13 @@ def main():
 
     python_bin = os.path.dirname(sys.executable)
     launcher_env = scenarios.launcher_env(cfg, s)
+    if s.resume_from is not None:
+        seeded = seed_checkpoint(Path(sm.input.baseline), work_dir / "checkpoints" / run_id)
+        if isinstance(seeded, str):
+            return not_launched(out_run, record, seeded)
+        record["resume_from"] = seeded
+        launcher_env["NVRX_CHECKPOINT_DIR"] = seeded["checkpoint_dir"]
+        say(f"starts from iteration {seeded['iteration']} of {seeded['run_id']}: {seeded['checkpoint_dir']}")
     env = scenarios.clean_environment(os.environ)
     env.update(launcher_env)
     env.update(

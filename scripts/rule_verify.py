@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftqual.expectation import judge_report
+
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
@@ -133,9 +135,14 @@ def main():
         "duration_s": run.get("duration_s"),
         "launcher_tail": run.get("launcher_tail", []),
     }
+    # What this scenario expects (pass, or fail for a negative control) travels with its verdict, so the
+    # slots, the summary and the gate judge the outcome with ftqual.expectation.
+    report["expectation"] = dict(sm.params.expectation)
     archived = archive(report)
     out.write_text(json.dumps(report, indent=2) + "\n")
     line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
+    if report["expectation"]["expect"] == "fail":
+        line += f" [negative control: {judge_report(report).detail}]"
     if report.get("cause"):
         line += f" ({report['cause']})"
     print(line + f"; report {out}, archived as {archived}", file=log)

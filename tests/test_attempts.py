@@ -79,3 +79,28 @@ def test_the_report_folder_changes_with_any_attempt():
     assert base == report_dir("p-1", {"kill": "b-1", "baseline": "a-1"}, "baseline")
     assert base != report_dir("p-1", {"baseline": "a-1", "kill": "b-2"}, "baseline")
     assert base != report_dir("p-2", {"baseline": "a-1", "kill": "b-1"}, "baseline")
+
+
+def control_report(slot, raw: str, failed: str) -> None:
+    """A restarts_exhausted report: verdict `raw`, clean_finish `failed`, expecting clean_finish to fail."""
+    (slot / "verify.json").write_text(
+        json.dumps(
+            {
+                "verdict": raw,
+                "checks": [{"id": "clean_finish", "status": failed}],
+                "expectation": {"expect": "fail", "failing": ["clean_finish"]},
+            }
+        )
+    )
+
+
+def test_a_negative_control_that_failed_as_expected_is_kept(tmp_path):
+    control_report(attempt(tmp_path, 1), "fail", "fail")
+    slot = scenario_slot(tmp_path, "kill", FP)
+    assert slot.name == f"{FP}-1" and slot.reason == "latest attempt passed"
+
+
+def test_a_negative_control_that_did_not_fail_is_redone(tmp_path):
+    control_report(attempt(tmp_path, 1), "pass", "pass")
+    slot = scenario_slot(tmp_path, "kill", FP)
+    assert slot.name == f"{FP}-2" and "fail" in slot.reason

@@ -192,3 +192,70 @@ def test_scenarios_keep_the_configs_order_whatever_merging_does():
     )  # fmt: skip
     ordered = scenarios.in_config_order(cfg, ["baseline", "kill", "hang"])
     assert [s.name for s in ordered.scenarios] == ["baseline", "kill", "hang", "kill_rank0"]
+
+
+def extended() -> dict:
+    return merged("config.yaml", "extended.yaml")
+
+
+def test_extended_config_adds_the_new_scenarios_after_the_walkthroughs_three():
+    cfg = resolve(extended(), env={})
+    names = [s.name for s in cfg.scenarios]
+    assert names[:3] == ["baseline", "kill", "hang"]
+    by = cfg.by_name
+    assert by["kill_in_save"].fault_timing == "in_save" and by["kill_in_save"].fault == "kill"
+    assert by["double_fault"].injections == 2 and by["double_fault"].max_restarts == 3
+    exhausted = by["restarts_exhausted"]
+    assert exhausted.injections > exhausted.max_restarts
+    assert (exhausted.expect, exhausted.expect_failing) == ("fail", ("clean_finish",))
+    assert by["no_resume"].checkpoint_load is False and by["no_resume"].expect_failing == (
+        "resumed_from_checkpoint",
+    )
+    # resume_existing runs two save intervals past the baseline's final checkpoint unless told otherwise
+    assert by["resume_existing"].train_iters == by["baseline"].train_iters + 2 * by["baseline"].save_interval
+    gpu = resolve(merged("config.yaml", "megatron-h200.yaml", "extended.yaml"), env={})
+    assert gpu.by_name["resume_existing"].train_iters == 110
+
+
+def test_the_default_scenario_set_stays_the_walkthroughs_three():
+    assert [s.name for s in resolve(merged("config.yaml"), env={}).scenarios] == ["baseline", "kill", "hang"]
+
+
+def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
+    cfg = resolve(extended(), env={})
+    env = scenarios.launcher_env(cfg, cfg.by_name["restarts_exhausted"])
+    assert env["NVRX_INJECTIONS"] == "2" and env["NVRX_MAX_RESTARTS"] == "1"
+    assert scenarios.launcher_env(cfg, cfg.by_name["no_resume"])["NVRX_LOAD_CHECKPOINTS"] == "0"
+    assert scenarios.launcher_env(cfg, cfg.by_name["kill_in_save"])["NVRX_FAULT_TIMING"] == "in_save"
+    # settings at their defaults stay out of the fingerprint: the walkthrough's slots survive the upgrade
+    kill = cfg.by_name["kill"]
+    assert "injections" not in cfg.shaping_settings(kill)
+    assert cfg.fingerprint(kill) == resolve(merged("config.yaml"), env={}).fingerprint(kill)
+    for change in ({"injections": 2}, {"fault_timing": "in_save"}, {"checkpoint_load": False}):
+        assert cfg.fingerprint(dataclasses.replace(kill, **change)) != cfg.fingerprint(kill), change
+    # the expectation is part of it: a changed expectation is judged on a fresh attempt
+    flipped = dataclasses.replace(kill, expect="fail", expect_failing=("clean_finish",))
+    assert cfg.fingerprint(flipped) != cfg.fingerprint(kill)
+    # the resolved form round-trips through the preflight's reader
+    assert scenarios.from_resolved(cfg.to_json()) == cfg
+
+
+@pytest.mark.parametrize(
+    ("scenario", "words"),
+    [
+        ({"fault": "kill", "expect": "fail"}, "expect: fail needs expect_failing"),
+        ({"fault": "kill", "expect_failing": ["clean_finish"]}, "expect_failing is only for expect: fail"),
+        ({"fault": "hang", "fault_timing": "in_save"}, "fault_timing in_save needs fault: kill"),
+        ({"fault": "none", "injections": 2}, "injections need a fault"),
+        ({"fault": "kill", "injections": 4}, "injections*save_interval=20 must be below train_iters=20"),
+        ({"fault": "kill", "resume_from": "kill"}, "resume_from must name the baseline scenario"),
+        ({"fault": "kill", "resume_from": "baseline", "train_iters": 25}, "need train_iters >= 30"),
+        ({"fault": "kill", "injections": 0}, "less than the minimum of 1"),
+        ({"fault": "kill", "expect": "maybe"}, "is not one of"),
+    ],
+)
+def test_bad_new_scenario_settings_are_one_config_error(scenario, words):
+    config = {"scenarios": {"baseline": {"fault": "none"}, "x": scenario}}
+    with pytest.raises(ConfigError, match="invalid config") as err:
+        resolve(config, env={})
+    assert words in str(err.value)

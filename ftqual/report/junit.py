@@ -3,7 +3,8 @@
 Mapping: `fail` -> <failure> (message = detail, body = evidence lines); `skip` -> <skipped>;
 `inconclusive` -> <error type="inconclusive">: the check could not be decided from the evidence, which CI
 must show as red, never as green. Each failure is counted once: the scenario's `verdict` case fails only
-when no check carries the failure (nothing launched, no usable verify report), with the cause as message;
+when no check carries the failure (nothing launched, no usable verify report, a negative control that did
+not fail), with the cause as message; a negative control that failed as expected is all green;
 otherwise it passes and names the cause in its output. A failed preflight is a suite of its own. Times are
 the attempt's real duration. Text is made XML-safe (no control characters, no terminal colour codes).
 """
@@ -53,6 +54,12 @@ def _with_cause(check: dict, sc: dict, first: bool) -> str:
     return f"{cause} — {check['id']}: {check['detail']}"
 
 
+def _proven_detail(check: dict, sc: dict) -> str:
+    if check["id"] in sc.get("expect_failing", []):
+        return f"failed, as this negative control expects: {check['detail']}"
+    return f"{check['status']} in this negative control, as its induced failure implies: {check['detail']}"
+
+
 def _duration(sc: dict) -> float:
     value = (sc.get("attempt") or {}).get("duration_s")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
@@ -76,10 +83,18 @@ def render_junit(summary: dict) -> str:
             props = ET.SubElement(suite, "properties")
             for key in ("run_id", "fault", "verdict", "source", "cause"):
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
+            for key in ("expect", "raw_verdict", "expectation"):
+                ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
             # The scenario's one-line cause leads the message of the first check that carries its verdict.
             first = next((c for c in sc["checks"] if c["status"] == sc["verdict"] != "pass"), None)
+            # A negative control that failed as expected passes: its failed checks are what it proves.
+            proven = sc.get("expect") == "fail" and sc["verdict"] == "pass"
+            # Its other failed or inconclusive checks follow from the failure it induced (no restart after
+            # the last fault, nothing to replay): shown with their status, not counted.
             statuses = [
-                _case(suite, classname, c["id"], c["status"], _with_cause(c, sc, c is first), _lines(c))
+                _case(suite, classname, c["id"], "pass", _proven_detail(c, sc), _lines(c))
+                if proven and c["status"] in ("fail", "inconclusive")
+                else _case(suite, classname, c["id"], c["status"], _with_cause(c, sc, c is first), _lines(c))
                 for c in sc["checks"]
             ]
             duration = _duration(sc)

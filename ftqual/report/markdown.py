@@ -134,6 +134,22 @@ def check_table(summary: dict) -> list[str]:
             status = next((c["status"] for c in sc["checks"] if c["id"] == cid), None)
             cells.append(STATUS_CELL.get(status, "·"))
         out.append(f"| {code(cid)} | " + " | ".join(cells) + " |")
+    if any(sc.get("expect") == "fail" for sc in scenarios):
+        out.append(
+            "| expected outcome | "
+            + " | ".join(
+                "fail: " + ", ".join(code(c) for c in sc.get("expect_failing", []))
+                if sc.get("expect") == "fail"
+                else "pass"
+                for sc in scenarios
+            )
+            + " |"
+        )
+        out.append(
+            "| verifier's verdict | "
+            + " | ".join(STATUS_CELL.get(sc.get("raw_verdict"), "·") for sc in scenarios)
+            + " |"
+        )
     out.append(
         "| **scenario verdict** | "
         + " | ".join(f"**{STATUS_CELL[sc['verdict']]}**" for sc in scenarios)
@@ -296,6 +312,11 @@ def details_section(summary: dict) -> list[str]:
         )
         if sc["reason"]:
             out.append(f"- note: {cell(sc['reason'])}")
+        if sc.get("expect") == "fail":
+            out.append(
+                f"- negative control (expects {', '.join(code(c) for c in sc['expect_failing'])} to fail): "
+                f"verifier said {sc['raw_verdict']}; {cell(sc['expectation'])}"
+            )
         for check in sc["checks"]:
             out.append(f"- {STATUS_CELL[check['status']]} {code(check['id'])} — {cell(check['detail'])}")
             want_text = check["status"] in ("fail", "inconclusive")

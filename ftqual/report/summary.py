@@ -2,14 +2,16 @@
 
 A scenario's verdict is the worst of the verifier's verdict and its checks' statuses (fail > inconclusive >
 pass): a report that says pass next to a failed or inconclusive check never comes out green, and a fault
-scenario lacking one of the contract's checks gets that check as inconclusive. The overall verdict is pass
-only when every scenario passes.
+scenario lacking one of the contract's checks gets that check as inconclusive. That raw verdict is then
+judged against the scenario's expectation (ftqual.expectation): a negative control qualifies when it failed
+as expected. The overall verdict is pass only when every scenario's outcome is pass.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftqual.expectation import Expectation, judge
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
@@ -31,7 +33,8 @@ CHECK_LEGEND = {
     " optimizer state, not a fresh start from iteration 0",
     "progress_after_resume": "optimizer steps were committed past K, a later checkpoint completed, and the "
     "final iteration was reached",
-    "clean_finish": "ft_launcher exited 0 after exactly one injection, with no no-progress stop (exit 93)",
+    "clean_finish": "ft_launcher exited 0 after exactly the requested injections (one unless the scenario"
+    " sets more), with no no-progress stop (exit 93)",
     "uninterrupted_completion": "the baseline reached its final iteration in one cycle, exit 0, no injection",
     "fixed_timeouts_in_force": "the section timeouts Megatron reported in every cycle equal the configured"
     " ones (no calculated timeouts loaded from ft_state.json)",
@@ -41,6 +44,12 @@ CHECK_LEGEND = {
     "active_world_unchanged": "every cycle, the replacement included, ran on all ranks of the world and on"
     " every node: no rank or node was lost or left out after the restart",
     "loss_continuity": "the loss after the restore continues where it was, no jump or NaN",
+    "no_leftovers": "no process of a failed cycle was alive when the next cycle started, and (where"
+    " nvidia-smi could be asked) none held GPU memory, on every node",
+    "interrupted_save_discarded": "the save in flight at the kill was never finalized, and the replacement"
+    " restored the checkpoint completed before it",
+    "started_from_existing_checkpoint": "the run started from the copied checkpoint K, the fault came after"
+    " a newer one, and the recovery restored a checkpoint after K",
     "verdict": "the scenario's overall verdict: pass only if no check failed or was inconclusive",
 }
 
@@ -123,6 +132,10 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "run_id": None,
             "fault": fault,
             "verify_verdict": None,
+            "raw_verdict": "inconclusive",
+            "expect": "pass",
+            "expect_failing": [],
+            "expectation": "no verify report",
             "expected": {},
             "checks": [],
             "metrics": {},
@@ -152,6 +165,13 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     cause = given
     if cause is None and verdict != "pass":
         cause = reason or _first_cause(checks, verdict)
+    expectation = Expectation.from_json(doc.get("expectation"))
+    outcome = judge(expectation, verdict, checks)
+    raw_verdict, verdict = verdict, outcome.verdict
+    if expectation.expect == "fail":
+        # A negative control's own failure is its point, not the cause of anything; an unmet one's cause
+        # is that it did not fail as it should.
+        cause, given = (None, None) if outcome.met else (outcome.detail, outcome.detail)
     metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
     expected = doc.get("expected") if isinstance(doc.get("expected"), dict) else {}
     tl = build_timeline(doc)
@@ -183,6 +203,10 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "run_id": doc.get("run_id"),
         "fault": fault,
         "verify_verdict": verify_verdict,
+        "raw_verdict": raw_verdict,
+        "expect": expectation.expect,
+        "expect_failing": list(expectation.failing),
+        "expectation": outcome.detail,
         "expected": expected,
         "checks": checks,
         "metrics": metrics,
@@ -328,6 +352,8 @@ def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict
                         "evidence": [],
                     }
                 )
+            if sc.get("expect") == "fail" and sc["verdict"] == "pass":
+                continue  # a negative control's checks failed as they should
             for check in sc["checks"]:
                 if check["status"] == rank:
                     items.append(

@@ -72,7 +72,7 @@ def test_junit_counts_failures(report_main, write_docs, failed_resume, junit_cou
     _report(report_main, results)
     counts = junit_counts(results / "junit.xml")
     # the failed check + the verdict
-    assert counts["kill"] == {"tests": 10, "failures": 1, "errors": 0, "skipped": 1}  # each failure once
+    assert counts["kill"] == {"tests": 13, "failures": 1, "errors": 0, "skipped": 4}  # each failure once
     assert counts["baseline"]["failures"] == 0 and counts["hang"]["failures"] == 0
     text = (results / "junit.xml").read_text()
     assert 'message="no checkpoint was loaded: cycle 1 started from iteration 0"' in text

@@ -118,3 +118,44 @@ def test_evidence_is_only_quoted_from_regular_files_inside_the_run(tmp_path):
         "logs/fifo": None,
         "logs/long.log": "after",
     }
+
+
+def _negative_control(docs, raw: str, clean_finish: str) -> dict:
+    """The kill report turned into the restarts_exhausted control: its verdict and clean_finish as given."""
+    doc = copy.deepcopy(docs["kill"])
+    doc["scenario"] = "restarts_exhausted"
+    doc["verdict"] = raw
+    for check in doc["checks"]:
+        if check["id"] == "clean_finish":
+            check["status"] = clean_finish
+            check["detail"] = "ft_launcher gave up after 1 restart (max_restarts 1): exit 1"
+    doc["expectation"] = {"expect": "fail", "failing": ["clean_finish"]}
+    return doc
+
+
+def test_a_negative_control_that_failed_as_expected_is_green_everywhere(report_main, write_docs, docs):
+    docs["restarts_exhausted"] = _negative_control(docs, "fail", "fail")
+    summary, md, junit = _summary(report_main, write_docs(docs))
+    [control] = [sc for sc in summary["scenarios"] if sc["name"] == "restarts_exhausted"]
+    assert (control["verdict"], control["raw_verdict"], control["expect"]) == ("pass", "fail", "fail")
+    assert summary["verdict"] == "pass" and md.startswith("# ftqual: PASS")
+    assert not [i for i in summary["attention"] if i["scenario"] == "restarts_exhausted"]
+    assert "| expected outcome |" in md and "negative control (expects `clean_finish` to fail)" in md
+    [suite] = [s for s in junit.iter("testsuite") if s.get("name") == "restarts_exhausted"]
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "clean_finish")
+    assert case.find("failure") is None
+
+
+def test_a_negative_control_that_did_not_fail_fails_everywhere(report_main, write_docs, docs):
+    docs["restarts_exhausted"] = _negative_control(docs, "pass", "pass")
+    summary, md, junit = _summary(report_main, write_docs(docs))
+    [control] = [sc for sc in summary["scenarios"] if sc["name"] == "restarts_exhausted"]
+    assert (control["verdict"], control["raw_verdict"]) == ("fail", "pass")
+    assert "did not fail" in control["cause"]
+    assert summary["verdict"] == "fail"
+    assert md.startswith("# ftqual: FAIL") and "did not fail" in md.splitlines()[0] + md
+    [suite] = [s for s in junit.iter("testsuite") if s.get("name") == "restarts_exhausted"]
+    assert suite.get("failures") == "1"
+    verdict_case = next(c for c in suite.iter("testcase") if c.get("name") == "verdict")
+    assert "did not fail" in verdict_case.find("failure").get("message")
