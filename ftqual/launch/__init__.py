@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(exc, file=sys.stderr)
         return 2
     try:
-        plan = command.build_plan(s, choice, port, executable or "ft_launcher", adapted)
+        initial = run.initial_checkpoint_iteration(s)
+        plan = command.build_plan(s, choice, port, executable or "ft_launcher", adapted, initial)
         run.make_dirs(s)
     except run.DirectoryError as exc:
         if reservation is not None:

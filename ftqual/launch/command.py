@@ -177,11 +177,35 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
     ]
 
 
+OVERRIDE_SCHEDULER = "--override-opt_param-scheduler"
+
+
+def resume_adaptation(iteration: int) -> Adaptation:
+    return Adaptation(
+        component="megatron",
+        flag=OVERRIDE_SCHEDULER,
+        action="added",
+        reason=f"the checkpoint directory already holds iteration {iteration}: Megatron asserts that the "
+        "learning-rate schedule's total iterations equal the checkpoint's (OptimizerParamScheduler), which "
+        "a run with more iterations changes; this run's constant schedule comes from its own arguments",
+    )
+
+
 def build_plan(
-    s: Settings, stack: StackChoice, port: int, executable: str, compat: Compat | None = None
+    s: Settings,
+    stack: StackChoice,
+    port: int,
+    executable: str,
+    compat: Compat | None = None,
+    initial_iteration: int = 0,
 ) -> LaunchPlan:
+    """`initial_iteration`: the tracker already in the checkpoint directory (a resumed run), 0 if none."""
     compat = compat or Compat()
     body = compat.apply(megatron_args(s, stack)) if s.workload == "megatron" else smoke_args(s, stack)
+    adaptations = compat.adaptations if s.workload == "megatron" else ()
+    if s.workload == "megatron" and initial_iteration > 0 and OVERRIDE_SCHEDULER not in s.extra_args:
+        body.append(OVERRIDE_SCHEDULER)
+        adaptations = (*adaptations, resume_adaptation(initial_iteration))
     workload = [*wrapper_args(s), "--", *body, *s.extra_args]
     flags = list(stack.megatron_flags) if s.workload == "megatron" else []
     return LaunchPlan(
@@ -189,5 +213,5 @@ def build_plan(
         workload=workload,
         megatron_flags=flags,
         log_server_port=port,
-        adaptations=compat.adaptations if s.workload == "megatron" else (),
+        adaptations=adaptations,
     )

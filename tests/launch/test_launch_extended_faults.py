@@ -175,3 +175,23 @@ def test_initial_iteration_of_a_tracker_gone_bad_is_zero(base_env, tmp_path):
     ckpt = checkpoint_dir(tmp_path, "", [])
     s = settings.load_settings({**base_env, "NVRX_CHECKPOINT_DIR": ckpt}, pid=1)
     assert run.initial_checkpoint_iteration(s) == 0
+
+
+def test_a_megatron_run_resuming_a_longer_schedule_overrides_the_checkpoints_scheduler(
+    base_env, megatron_checkout, tmp_path, run_launch
+):
+    """Megatron asserts when the checkpoint's schedule length differs from the run's (seen on 2 x H200:
+    'OptimizerParamScheduler: class input value 80 and checkpoint value 60'); a fresh run keeps its own."""
+    env = {**base_env, "NVRX_WORKLOAD": "megatron", "MEGATRON_PATH": str(megatron_checkout)}
+    fresh = run_launch(env)
+    assert fresh.rc == 0 and command.OVERRIDE_SCHEDULER not in body(fresh.argv)
+    ckpt = checkpoint_dir(tmp_path, "20\n", [20])
+    resumed = run_launch({**env, "NVRX_CHECKPOINT_DIR": ckpt, "TRAIN_ITERS": "40"})
+    assert resumed.rc == 0, resumed.err
+    assert body(resumed.argv).count(command.OVERRIDE_SCHEDULER) == 1
+    assert (
+        "adapted: --override-opt_param-scheduler added: the checkpoint directory already holds iteration 20"
+        in (resumed.err)
+    )
+    smoke = run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "TRAIN_ITERS": "40"})
+    assert command.OVERRIDE_SCHEDULER not in body(smoke.argv)
