@@ -459,7 +459,14 @@ class Injector:
         return True
 
     def _on_section_start(self, name: str) -> None:
-        if name == "step" and self.placement == "step" and self.armed_at is not None:
+        if name != "step" or self.placement != "step" or self.timing != "checkpoint":
+            return
+        if self.armed_at is None:
+            # The training thread reads the tracker itself at every step: on a GPU a whole save interval
+            # can pass between two polls (seen on 2 x H200 resuming at 30: saves at 35 and 40 finalized
+            # within 0.7 s, the poller never armed, and the run ended without its fault).
+            self.on_tracker(poll_tracker(self.tracker))
+        if self.armed_at is not None:
             self.inject("step")
 
     def _on_section_end(self, name: str) -> None:

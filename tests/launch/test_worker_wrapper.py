@@ -172,6 +172,25 @@ def test_step_placement_never_injects_from_the_poller_thread(w, tmp_path):
     assert len(kills) == 1
 
 
+def test_a_step_arms_from_the_tracker_itself_when_the_poller_is_too_slow(w, tmp_path):
+    """On a GPU two saves can finalize between two polls: the training thread reads the tracker per step."""
+    injector, kills = make_injector(w, tmp_path, baseline=30)
+    tracker = tmp_path / "tracker.txt"
+    tracker.write_text("30")
+    injector.watch.started("step")  # tracker at the baseline: nothing
+    injector.watch.ended("step")
+    assert kills == []
+    tracker.write_text("35")  # finalized; the poller has not run
+    injector.watch.started("step")
+    assert kills == [(os.getpid(), signal.SIGKILL)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["baseline_iteration"], marker["checkpoint_iteration"], marker["section"]) == (
+        30,
+        35,
+        "step",
+    )
+
+
 def test_without_section_hooks_placement_falls_back_to_immediate(w, tmp_path):
     injector, kills = make_injector(w, tmp_path, watch=False)
     assert injector.placement == "immediate"
