@@ -232,7 +232,18 @@ def facts_of(run: Path) -> RunFacts:
         if first
         else ()
     )
-    recovered = snap.meta.fault != "none" and k is not None and repl is not None and len(repl.iterations) > 5
+    # The recovery mutations edit one fault's replacement cycle that ran to the end: runs with several
+    # injections, or that ended without finishing (restarts exhausted), get the generic ones only.
+    recovered = (
+        snap.meta.fault != "none"
+        and k is not None
+        and repl is not None
+        and len(repl.iterations) > 5
+        and len(snap.markers) == 1
+        and snap.meta.injections == 1
+        and (run / LAUNCHER).is_file()
+        and FINISHED in read(run, LAUNCHER)
+    )
     if recovered:
         start = derive.injected_at(snap)
         overlap = tuple(
