@@ -36,7 +36,7 @@ ARG_ERROR = re.compile(
     r"^(?:\d+: )?(?:\S+: )?error: (?:unrecognized arguments|argument|the following arguments)"
 )
 ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
-NEVER_INJECTED = re.compile(r"fault was never injected")
+NEVER_INJECTED = re.compile(r"fault (?:\(injection \d+ of \d+\) )?was never injected")
 NOT_INJECTED = (
     "the {fault} was never injected: no checkpoint completed with training left after it "
     "(the fault waits for the first one)"
