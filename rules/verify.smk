@@ -10,12 +10,12 @@ rule verify:
             category="Verification",
             subcategory="{scenario}",
         ),
-    params:
-        expectation=expectation_param,
     log:
         "logs/verify/{scenario}/{slot}.log",
     retries: 0
     conda:
         "../envs/ftqual.yaml"
+    params:
+        expectation=expectation_param,
     script:
         "../scripts/rule_verify.py"
