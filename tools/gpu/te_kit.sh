@@ -76,8 +76,9 @@ install() {
         PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_CUDA_ARCHS=90 \
             MAX_JOBS="${MAX_JOBS:-$(nproc)}" python3 -m pip wheel -q --no-deps --no-build-isolation \
             --no-index -w /tmp/te-build/wheels .)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-        /tmp/te-build/wheels/transformer_engine_torch-*.whl
+    # Unzipped over the install, not `pip install --target`: pip skips a package folder that already exists
+    # there (transformer_engine/, from the core wheel), and the extension lives inside it (seen on H200).
+    python3 -m zipfile -e /tmp/te-build/wheels/transformer_engine_torch-*.whl "$site"
     PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" python3 - <<'EOF'
 import torch
 import transformer_engine
