@@ -42,6 +42,8 @@ sys.stderr = log
 
 from ftqual import progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
 from ftqual.contract import TRACKER_NAME  # noqa: E402
+from ftqual.launch.runstate import read_tracker  # noqa: E402
+from ftqual.launch.settings import SettingsError  # noqa: E402
 
 SCENARIO = sm.wildcards.scenario
 SLOT = sm.wildcards.slot
@@ -272,9 +274,11 @@ def seed_checkpoint(baseline_verify, dest):
     source = source if source.is_absolute() else run_dir / source
     tracker = source / TRACKER_NAME
     try:
-        iteration = int(tracker.read_text().strip())
-    except (OSError, ValueError) as exc:
-        return f"resume_from: the baseline's checkpoint tracker {tracker} is unusable: {exc}"
+        iteration = read_tracker(tracker)  # the launcher's own reading of a tracker it would resume from
+    except SettingsError as exc:
+        return f"resume_from: the baseline's checkpoint cannot be resumed: {exc}"
+    if iteration is None:
+        return f"resume_from: the baseline's checkpoint tracker {tracker} is absent"
     folder = f"iter_{iteration:07d}"
     if not (source / folder).is_dir():
         return f"resume_from: the baseline's tracker names iteration {iteration}; {source / folder} is absent"
