@@ -234,8 +234,8 @@ def test_poller_thread_arms_from_the_file(w, tmp_path):
     assert not thread.is_alive() and len(kills) == 1
 
 
-def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
-    calls = []
+def fake_rank_monitor_client(monkeypatch, calls: list) -> type:
+    """A RankMonitorClient recording its calls in `calls`, importable where NVRx's would be."""
 
     class FakeClient:
         def start_section(self, section):
@@ -258,6 +258,12 @@ def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
     modules["nvidia_resiliency_ext.fault_tolerance.rank_monitor_client"].RankMonitorClient = FakeClient
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
+    return FakeClient
+
+
+def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
+    calls = []
+    FakeClient = fake_rank_monitor_client(monkeypatch, calls)
     watch = w.SectionWatch()
     seen = []
     watch.on_start = lambda name: seen.append((name, watch.inside(name)))
@@ -695,22 +701,7 @@ def test_in_save_never_fires_after_the_workload_ended(w, tmp_path):
 
 def test_section_hooks_report_the_end_after_the_monitor(w, monkeypatch):
     calls = []
-
-    class FakeClient:
-        def start_section(self, section):
-            calls.append(("start", section))
-
-        def end_section(self, section):
-            calls.append(("end", section))
-
-        def end_all_sections(self):
-            calls.append(("end_all", None))
-
-    module = types.ModuleType("nvidia_resiliency_ext.fault_tolerance.rank_monitor_client")
-    module.RankMonitorClient = FakeClient
-    for name in ("nvidia_resiliency_ext", "nvidia_resiliency_ext.fault_tolerance"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, module.__name__, module)
+    FakeClient = fake_rank_monitor_client(monkeypatch, calls)
     watch = w.SectionWatch()
     watch.on_end = lambda name: calls.append(("closed", name, watch.inside(name)))
     assert w.install_section_hooks(watch) is True

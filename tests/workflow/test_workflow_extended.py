@@ -34,9 +34,14 @@ def first_run(project):
     return run_snakemake(project, *PROFILE, "--configfile", "config/extended.yaml", timeout=1500)
 
 
-def verify(project, scenario) -> dict:
-    [path] = sorted((project / "results" / scenario).glob("*-*/verify.json"))
+def slot_file(project, scenario, name: str) -> dict:
+    """`name` (verify.json, run.json) of the scenario's one attempt."""
+    [path] = sorted((project / "results" / scenario).glob(f"*-*/{name}"))
     return read_json(path)
+
+
+def verify(project, scenario) -> dict:
+    return slot_file(project, scenario, "verify.json")
 
 
 def status(report, check_id) -> str:
@@ -63,7 +68,7 @@ def test_kill_in_save_discarded_the_unfinished_save(project, first_run):
     report = verify(project, "kill_in_save")
     assert report["verdict"] == "pass"
     assert status(report, "interrupted_save_discarded") == "pass"
-    record = read_json(next((project / "results" / "kill_in_save").glob("*-*/run.json")))
+    record = slot_file(project, "kill_in_save", "run.json")
     marker = read_json(project / record["run_dir"] / "fault_injected.json")
     assert marker["timing"] == "in_save" and marker["save_iteration"] > marker["checkpoint_iteration"]
     assert report["metrics"]["restored_iteration"] == marker["checkpoint_iteration"]
@@ -92,7 +97,7 @@ def test_resume_existing_started_from_the_baselines_checkpoint(project, first_ru
     report = verify(project, "resume_existing")
     assert report["verdict"] == "pass"
     assert status(report, "started_from_existing_checkpoint") == "pass"
-    record = read_json(next((project / "results" / "resume_existing").glob("*-*/run.json")))
+    record = slot_file(project, "resume_existing", "run.json")
     assert record["resume_from"]["iteration"] == 20 and record["resume_from"]["scenario"] == "baseline"
 
 
