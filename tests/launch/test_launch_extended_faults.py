@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from launch_helpers import tree
+from launch_helpers import checkpoint_dir, tree
 
 from ftqual.launch import command, run, settings, stack
 
@@ -96,15 +96,6 @@ def test_bad_values_are_refused_in_one_line(changes, message, base_env, work, ru
 
 def test_several_injections_fit_when_each_has_a_checkpoint(base_env, run_launch):
     assert run_launch({**base_env, "NVRX_INJECTIONS": "4", "TRAIN_ITERS": "21"}).rc == 0
-
-
-def checkpoint_dir(tmp_path, tracker: str, iterations=()) -> str:
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "latest_checkpointed_iteration.txt").write_text(tracker)
-    for iteration in iterations:
-        (ckpt / f"iter_{iteration:07d}").mkdir()
-    return str(ckpt)
 
 
 def test_existing_run_checkpoints_are_accepted_for_resuming(base_env, tmp_path, run_launch):

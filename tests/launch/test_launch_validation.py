@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from launch_helpers import tree
+from launch_helpers import checkpoint_dir, tree
 
 from ftqual import procs
 
@@ -281,17 +281,8 @@ def test_tracker_fifo_is_refused_without_blocking(base_env, tmp_path, run_launch
     assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": str(ckpt)}), "is not a regular file")
 
 
-def checkpoint(tmp_path, tracker: bytes, iterations=()) -> str:
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "latest_checkpointed_iteration.txt").write_bytes(tracker)
-    for iteration in iterations:
-        (ckpt / f"iter_{iteration:07d}").mkdir()
-    return str(ckpt)
-
-
 def test_valid_existing_tracker_is_accepted(base_env, tmp_path, run_launch):
-    ckpt = checkpoint(tmp_path, b"30", [30])
+    ckpt = checkpoint_dir(tmp_path, b"30", [30])
     assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt}).rc == 0
 
 
@@ -315,14 +306,14 @@ def test_valid_existing_tracker_is_accepted(base_env, tmp_path, run_launch):
     ],
 )
 def test_foreign_tracker_is_refused(tracker, iterations, env, fragment, base_env, tmp_path, run_launch):
-    ckpt = checkpoint(tmp_path, tracker, iterations)
+    ckpt = checkpoint_dir(tmp_path, tracker, iterations)
     before = tree(tmp_path)
     assert_refused(run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, **env}), fragment)
     assert tree(tmp_path) == before
 
 
 def test_finished_checkpoint_is_accepted_for_a_baseline(base_env, tmp_path, run_launch):
-    ckpt = checkpoint(tmp_path, b"100", [100])
+    ckpt = checkpoint_dir(tmp_path, b"100", [100])
     assert run_launch({**base_env, "NVRX_CHECKPOINT_DIR": ckpt, "NVRX_DEMO_FAULT": "none"}).rc == 0
 
 
