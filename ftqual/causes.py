@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from ftqual.contract import FAULTS
 from ftqual.evidence import safeio
 
 CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
@@ -155,7 +156,7 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         return Cause("section_timeout", text + pace, launcher, number)
 
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
-    if fault in ("kill", "hang") and not (run_dir / "fault_injected.json").exists():
+    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
         # The wrapper fails the fault rank when the fault never came, so every cycle "fails": say why.
         said = next(
             ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
@@ -189,7 +190,7 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
         return Cause("restarts_exhausted", text, launcher, number)
 
-    if fault in ("kill", "hang") and not (run_dir / "fault_injected.json").exists():
+    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
         return Cause("not_injected", NOT_INJECTED.format(fault=fault))
 
     for rel in [*reversed(cycles), launcher]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAULTS = ("none", "kill", "hang")
+FAULTS = ("none", "kill", "hang", "node_loss")
+# Faults of one rank (the others take a whole node: its ft_launcher and every process below it).
+RANK_FAULTS = ("kill", "hang")
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 

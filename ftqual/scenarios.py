@@ -83,6 +83,7 @@ class Scenario:
     resume_from: str | None = None  # the baseline scenario whose completed checkpoint the run starts from
     expect: str = "pass"  # pass | fail: the outcome that qualifies
     expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
+    join_timeout: int | None = None  # rendezvous join timeout (s); None: NVRx's default (600)
 
     @property
     def world_size(self) -> int:
@@ -254,6 +255,7 @@ SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
     "resume_from": None,
     "expect": "pass",
     "expect_failing": [],
+    "join_timeout": None,
 }
 
 RUN_SETTINGS = (
@@ -298,6 +300,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         checkpoint_load=bool(raw.get("checkpoint_load", True)),
         resume_from=raw.get("resume_from"),
         expect=str(raw.get("expect", "pass")),
+        join_timeout=None if raw.get("join_timeout") is None else int(raw["join_timeout"]),
         expect_failing=tuple(raw.get("expect_failing", ())),
     )
 
@@ -416,6 +419,8 @@ def _fault_problems(s: Scenario) -> list[str]:
             f"injections*save_interval={s.injections * s.save_interval} must be below train_iters="
             f"{s.train_iters}"
         )
+    if s.fault == "node_loss":
+        problems += _node_loss_problems(s)
     if s.fault_timing == "in_save" and s.fault != "kill":
         problems.append("fault_timing in_save needs fault: kill (a hang during a save is not this scenario)")
     if s.expect == "fail" and not s.expect_failing:
@@ -424,6 +429,26 @@ def _fault_problems(s: Scenario) -> list[str]:
         )
     if s.expect == "pass" and s.expect_failing:
         problems.append("expect_failing is only for expect: fail; remove it or set expect: fail")
+    return problems
+
+
+def _node_loss_problems(s: Scenario) -> list[str]:
+    """node_loss kills a whole node's ft_launcher: a later node's (the first hosts the rendezvous store)."""
+    if s.nnodes < 2:
+        return ["fault node_loss needs nnodes >= 2 (a node must survive to report), and the Slurm profile"]
+    problems = []
+    if s.rank is not None and s.rank < s.gpus_per_node:
+        problems.append(
+            f"fault node_loss takes the node of rank {s.rank}, the first node, which hosts the rendezvous "
+            f"store; use a rank of a later node ({s.gpus_per_node}..{s.world_size - 1})"
+        )
+    if s.injections != 1 or s.fault_timing != "checkpoint":
+        problems.append("fault node_loss takes one injection (injections: 1) with fault_timing: checkpoint")
+    if s.expect == "fail":
+        problems.append(
+            "fault node_loss has its outcome judged by the verifier (the job must end within join_timeout); "
+            "remove expect: fail"
+        )
     return problems
 
 
@@ -475,6 +500,7 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             resume_from=d.get("resume_from"),
             expect=d.get("expect", "pass"),
             expect_failing=tuple(d.get("expect_failing", ())),
+            join_timeout=d.get("join_timeout"),
         )
 
     try:
@@ -536,6 +562,8 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
     }
     if s.rank is not None:
         env["NVRX_FAULT_RANK"] = s.rank
+    if s.join_timeout is not None:
+        env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
     if cfg.workload == "megatron" and cfg.megatron_path:
         env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
     return {key: str(value) for key, value in env.items()}

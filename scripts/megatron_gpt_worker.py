@@ -2,7 +2,7 @@
 """ft_launcher's entrypoint on every rank: run the workload in-process, inject up to N faults, one per cycle.
 
     megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
-        --fault none|kill|hang [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
+        --fault none|kill|hang|node_loss [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
         [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
         -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
@@ -13,7 +13,10 @@ pid we signal. Injection k of N (--injections, default 1) is recorded in its own
 markers at its start; on the fault rank, while fewer than N exist, it arms injection count+1 with the
 tracker's value at its start as baseline, so each injection follows a checkpoint completed in its own cycle.
 Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then sends itself SIGKILL (kill) or
-SIGSTOP (hang); once N markers exist, replacement workers never inject again.
+SIGSTOP (hang); once N markers exist, replacement workers never inject again. node_loss takes the whole
+node: the node's ft_launcher (from --pid-dir's <host>.launcher.json, proven this worker's live ancestor) is
+stopped, every process below it listed in the marker's `node`, then all of them, ft_launcher and this rank
+are SIGKILLed.
 
 Timing `checkpoint` (the default): a daemon thread polls the checkpoint tracker until it advances past the
 baseline. With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
@@ -53,7 +56,7 @@ from pathlib import Path
 MARKER_SCHEMA = "ftqual.fault/v1"
 # Copies of ftqual.contract (this file stays stdlib-only); tests/test_contract.py pins them to it.
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
-FAULTS = ("none", "kill", "hang")
+FAULTS = ("none", "kill", "hang", "node_loss")
 POLL_SECONDS = 0.2
 INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
@@ -183,6 +186,52 @@ def write_pid_record(pid_dir: Path, host: str, cycle: int, rank: int, local_rank
     tmp.write_text(json.dumps(record) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def read_launcher_record(pid_dir: Path, host: str) -> dict | None:
+    """pids/<host>.launcher.json (our launcher records ft_launcher's pid there), None when unreadable."""
+    try:
+        record = json.loads((pid_dir / f"{host}.launcher.json").read_text())
+        return {"pid": int(record["pid"]), "start_time": int(record["start_time"])}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def parent_pids() -> dict[int, int]:
+    """pid -> parent pid of every process /proc shows (processes that vanish meanwhile are left out)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(text.rpartition(")")[2].split()[1])
+    return parents
+
+
+def descendants_of(root: int, parents: dict[int, int]) -> list[int]:
+    """Every process below `root` (children, theirs, ...), parents before children."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in sorted(children.get(todo.pop(0), ())):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def is_ancestor(pid: int, of: int, parents: dict[int, int]) -> bool:
+    seen = set()
+    while of in parents and of not in seen:
+        seen.add(of)
+        of = parents[of]
+        if of == pid:
+            return True
+    return False
 
 
 def is_alive(pid: int, start_time: int) -> bool:
@@ -378,8 +427,10 @@ class Injector:
         injection: int = 1,
         injections: int = 1,
         timing: str = "checkpoint",
+        pid_dir: Path | None = None,
     ) -> None:
         self.fault = fault
+        self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
         self.timing = timing
         if timing == "in_save":
             self.placement = "in_save"  # needs the section hooks: without them it never fires
@@ -434,13 +485,53 @@ class Injector:
                 return False
             self.finished = True
         record = self.record(section)
+        node = None
+        if self.fault == "node_loss":
+            node = self.freeze_node()
+            if node is None:
+                return False
+            record["node"] = node
         if not claim_marker(self.marker, record):
             log(f"marker {self.marker} already exists; not injecting")
+            if node is not None:
+                self._signal(node["launcher_pid"], signal.SIGCONT)
             return False
         self.claimed = True
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
-        self.kill(os.getpid(), signal.SIGKILL if self.fault == "kill" else signal.SIGSTOP)
+        if node is not None:
+            # The node goes at once, as a lost node does: every process below its ft_launcher (workers,
+            # their children, rank monitors), then ft_launcher itself, then this rank.
+            for pid in node["processes"]:
+                self._signal(pid, signal.SIGKILL)
+            self._signal(node["launcher_pid"], signal.SIGKILL)
+        self.kill(os.getpid(), signal.SIGSTOP if self.fault == "hang" else signal.SIGKILL)
         return True
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        try:
+            self.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # already gone (or never ours to signal)
+
+    def freeze_node(self) -> dict | None:
+        """node_loss: stop this node's ft_launcher (SIGSTOP, so it cannot react or start replacements) and
+        list every process below it; None, with the reason logged, when the launcher is not provably ours."""
+        host = self.identity["host"]
+        if self.pid_dir is None:
+            log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")
+            return None
+        launcher = read_launcher_record(self.pid_dir, host)
+        if launcher is None:
+            log(f"node_loss: no readable {self.pid_dir}/{host}.launcher.json; not injecting")
+            return None
+        pid = launcher["pid"]
+        if not is_alive(pid, launcher["start_time"]) or not is_ancestor(pid, os.getpid(), parent_pids()):
+            log(f"node_loss: the recorded ft_launcher (pid {pid}) is not this worker's live ancestor")
+            return None
+        self._signal(pid, signal.SIGSTOP)
+        own = os.getpid()
+        processes = [p for p in descendants_of(pid, parent_pids()) if p != own]
+        return {"host": host, "launcher_pid": pid, "processes": processes}
 
     def on_tracker(self, value: int | None) -> bool:
         """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end."""
@@ -530,7 +621,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
     if args.fault != "none" and args.fault_rank is None:
-        parser.error("--fault-rank is required with --fault kill|hang")
+        parser.error("--fault-rank is required with --fault kill|hang|node_loss")
     if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
         parser.error("--fault-timing in_save needs --fault kill")
     return args, workload
@@ -618,6 +709,7 @@ def main(argv: list[str]) -> int:
             injection=injection,
             injections=args.injections,
             timing=args.fault_timing,
+            pid_dir=args.pid_dir,
         )
         log(
             f"fault {args.fault} injection {injection} of {args.injections} armed on rank {rank} "

@@ -8,6 +8,7 @@ from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.expectations import Expectations, expectations_from
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.checks.leftovers import no_leftovers
+from ftqual.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
 from ftqual.checks.replay import replay_consistency
 from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
@@ -47,6 +48,7 @@ GATES: dict[str, bool] = {
     "no_leftovers": True,
     "interrupted_save_discarded": True,
     "started_from_existing_checkpoint": True,
+    "node_loss_outcome": True,
 }
 
 
@@ -56,6 +58,10 @@ def run_checks(
     """Every check, in report order; those that do not apply to the scenario say `skip`."""
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
+    if exp.node_loss:
+        # Only node_loss reports carry its check (the others keep the checks they always listed).
+        results = [not_applicable(r.id) if r.id in NOT_WITHOUT_SPARE else r for r in results]
+        results.append(node_loss_outcome(snap, exp))
     return [replace(r, gates=GATES.get(r.id, True)) for r in results]
 
 

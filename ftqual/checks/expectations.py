@@ -8,6 +8,7 @@ from ftqual.evidence.run_meta import RunMeta
 
 DEFAULT_REPLAY_TOLERANCE = 1e-3
 DEFAULT_BASELINE_TOLERANCE = 2e-2
+DEFAULT_JOIN_TIMEOUT_S = 600  # NVRx 0.7's rendezvous join_timeout when --rdzv-conf does not set one
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,16 @@ class Expectations:
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE
     injections: int = 1  # run.json's `injections` (1 when absent); a baseline injects none
+    join_timeout: int | None = None  # run.json's (None: NVRx's default)
+
+    @property
+    def node_loss(self) -> bool:
+        """A node is lost with no spare: NVRx must end the job (no recovery, no second cycle)."""
+        return self.fault == "node_loss"
+
+    @property
+    def join_timeout_s(self) -> int:
+        return self.join_timeout if self.join_timeout is not None else DEFAULT_JOIN_TIMEOUT_S
 
     @property
     def faulty(self) -> bool:
@@ -31,10 +42,10 @@ class Expectations:
     @property
     def expected_cycles(self) -> int:
         """One cycle for a baseline; each injection costs exactly one more."""
-        return 1 + self.injections if self.faulty else 1
+        return 1 + self.injections if self.faulty and not self.node_loss else 1
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "fault": self.fault,
             "fault_rank": self.fault_rank,
             "train_iters": self.train_iters,
@@ -49,6 +60,11 @@ class Expectations:
             "replay_tolerance": self.replay_tolerance,
             "baseline_tolerance": self.baseline_tolerance,
         }
+        if self.node_loss:
+            # The documented outcome without a spare node: every survivor ends, non-zero, once the
+            # rendezvous has waited join_timeout for the lost node.
+            out.update(exit_code="non-zero", outcome="job_ends", join_timeout=self.join_timeout_s)
+        return out
 
 
 def expectations_from(
@@ -68,4 +84,5 @@ def expectations_from(
         replay_tolerance=replay_tolerance,
         baseline_tolerance=baseline_tolerance,
         injections=meta.injections,
+        join_timeout=meta.join_timeout,
     )

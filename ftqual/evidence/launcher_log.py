@@ -48,6 +48,15 @@ _JOIN = re.compile(
     r"The node '(?P<node>[^']+)' has joined the rendezvous '[^']*' as rank (?P<rank>\d+) "
     r"in a world of size (?P<world>\d+)"
 )
+# NVRx's barrier rendezvous giving up on the nodes it needs (node_loss without a spare); the same text comes
+# again inside the agent's `RendezvousTimeoutError(...)` line.
+_RDZV_TIMEOUT = re.compile(
+    r"The node '(?P<node>[^']+)' rendezvous has timed out after "
+    + _NUM
+    + r" seconds \(timeout: "
+    + _NUM
+    + r"s\)"
+)
 _NODE_ID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_\d+$")
 _NO_PROGRESS = ("EARLY TERMINATION", "no progress across restarts")
 _SUCCESS = "worker group successfully finished"
@@ -119,6 +128,17 @@ class RendezvousJoin:
 
 
 @dataclass(frozen=True)
+class RendezvousTimeout:
+    """`The node '<id>' rendezvous has timed out after X seconds (timeout: T s)`."""
+
+    host: str
+    waited_s: float
+    timeout_s: float
+    t: datetime | None
+    ref: Ref
+
+
+@dataclass(frozen=True)
 class Flagged:
     """A line that matters by its presence (success, no-progress stop, non-zero exit, agent exit code)."""
 
@@ -142,6 +162,7 @@ class LauncherLog:
     nonzero_exits: tuple[Flagged, ...] = ()
     agent_exit_codes: tuple[Flagged, ...] = ()
     joins: tuple[RendezvousJoin, ...] = ()
+    rendezvous_timeouts: tuple[RendezvousTimeout, ...] = ()
 
     def event(self, name: str, cycle: int | None = None) -> ProfilingEvent | None:
         for item in self.events:
@@ -277,6 +298,10 @@ class _Collector:
             self.node_joins[node] = self.node_joins.get(node, 0) + 1
         self.add("joins", RendezvousJoin(cycle, host, int(m["rank"]), int(m["world"]), at.t, at.ref))
 
+    def rendezvous_timeout(self, m: re.Match, at: _Head) -> None:
+        host = at.host or node_host(m["node"])
+        self.add("rendezvous_timeouts", RendezvousTimeout(host, float(m[2]), float(m[3]), at.t, at.ref))
+
     def success(self, _m: re.Match, at: _Head) -> None:
         self.add("successes", Flagged(at.t, at.ref))
 
@@ -310,6 +335,7 @@ _ONE_OF = (
     _Kind(" Event: ", _PROFILE, _Collector.event),
     _Kind("has joined the rendezvous", _JOIN, _Collector.join),
     _Kind(_SUCCESS, re.compile(re.escape(_SUCCESS)), _Collector.success),
+    _Kind("rendezvous has timed out", _RDZV_TIMEOUT, _Collector.rendezvous_timeout),
 )
 
 

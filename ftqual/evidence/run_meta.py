@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ftqual.contract import FAULTS
 from ftqual.evidence.clock import parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing
 from ftqual.evidence.safeio import MAX_JSON_BYTES, load_json_object
@@ -24,7 +25,6 @@ MARKER_JSON = "fault_injected.json"
 MARKER_K = re.compile(r"fault_injected\.([1-9][0-9]{0,5})\.json")
 MAX_MARKERS = 1000  # one per cycle: max_restarts is a handful
 FAULT_TIMINGS = ("checkpoint", "in_save")
-FAULTS = ("none", "kill", "hang")
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
 # run.json keys that shape the loss trajectory: a baseline is a reference only when these agree.
@@ -75,6 +75,7 @@ class RunMeta:
     initial_checkpoint_iteration: int = 0  # the tracker found in the checkpoint dir before launch
     leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
     host: str | None = None
+    join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class FaultMarker:
     timing: str | None = None  # "checkpoint" | "in_save"
     save_iteration: int | None = None  # in_save: the save in flight at the injection
     number: int = 1  # k, from the file name (fault_injected.json is 1)
+    node: dict | None = None  # node_loss: {"host", "launcher_pid", "processes"} the wrapper killed
 
 
 def _int(value: object) -> int | None:
@@ -185,6 +187,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         initial_checkpoint_iteration=initial,
         leftovers_recorded="injections" in data,
         host=data.get("host") if isinstance(data.get("host"), str) else None,
+        join_timeout=_int(data.get("join_timeout")),
     )
 
 
@@ -239,6 +242,7 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         timing=timing if isinstance(timing, str) else None,
         save_iteration=_int(data.get("save_iteration")),
         number=number,
+        node=data.get("node") if isinstance(data.get("node"), dict) else None,
     )
 
 

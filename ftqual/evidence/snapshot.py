@@ -20,6 +20,7 @@ from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
 from ftqual.evidence.launcher_log import LauncherLog, read_launcher_log
 from ftqual.evidence.leftovers import Leftovers, read_leftovers
 from ftqual.evidence.model import SourceStatus, missing
+from ftqual.evidence.nodes import NodeRecord, read_nodes
 from ftqual.evidence.run_meta import FaultMarker, RunMeta, RunMetaError, read_markers, read_run_meta
 from ftqual.evidence.safeio import inside
 from ftqual.evidence.train_log import TRAIN_LOG, Injection, IterationLine, TrainLog, parse_train_log
@@ -44,6 +45,7 @@ class RunSnapshot:
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
     markers: tuple[FaultMarker, ...] = ()  # every marker in order of k; `marker` is the first (k = 1)
     leftovers: Leftovers | None = None
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # node_loss runs: nodes/<host>.json
 
     def ok(self, name: str) -> bool:
         status = self.sources.get(name)
@@ -119,6 +121,9 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     leftovers = None
     if meta.leftovers_recorded:
         leftovers, sources["leftovers"] = read_leftovers(run_dir)
+    nodes: dict[str, NodeRecord] = {}
+    if meta.fault == "node_loss":  # a source of node_loss runs only: other reports list what they always did
+        nodes, sources["nodes"] = read_nodes(run_dir)
     return RunSnapshot(
         run_dir=run_dir,
         meta=meta,
@@ -131,4 +136,5 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
         sources=MappingProxyType(sources),
         markers=markers,
         leftovers=leftovers,
+        nodes=MappingProxyType(nodes),
     )

@@ -78,6 +78,7 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
         f"--ft-nvrx-logfile={run / 'logs' / 'launcher.log'}",
         f"--ft-log-server-port={port}",
         f"--ft-gpu-memory-poll-interval={GPU_MEMORY_POLL_INTERVAL_S}",
+        *([f"--rdzv-conf=join_timeout={s.join_timeout}"] if s.join_timeout is not None else []),
     ]
 
 

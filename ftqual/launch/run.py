@@ -149,7 +149,33 @@ def run_record(
         "fault_timing": s.fault_timing,
         "checkpoint_load": s.checkpoint_load,
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
+        "join_timeout": s.join_timeout,
     }
+
+
+NODE_SCHEMA = "ftqual.node/v1"
+
+
+def write_node_record(
+    s: Settings, host: str, launcher_pid: int | None, started_at: str, rc: int | None
+) -> None:
+    """nodes/<host>.json: how this node's ft_launcher ended, written by every node's launcher (run.json is
+    the first node's only): the evidence a lost node leaves behind (killed by SIGKILL), and when."""
+    record = {
+        "schema": NODE_SCHEMA,
+        "host": host,
+        "node_rank": s.node_rank,
+        "launcher_pid": launcher_pid,
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "exit_code": rc,  # ft_launcher's; negative: killed by that signal; None: never started or unknown
+        "signal": signal.Signals(-rc).name if rc is not None and rc < 0 else None,
+    }
+    try:
+        (s.run_dir / "nodes").mkdir(exist_ok=True)
+        write_json_atomic(s.run_dir / "nodes" / f"{host}.json", record)
+    except OSError as exc:  # evidence, not a reason to change the run's exit code
+        print(f"ftqual launch: cannot write nodes/{host}.json: {exc}", file=sys.stderr)
 
 
 def make_dirs(s: Settings) -> None:
@@ -315,6 +341,7 @@ def _launch(
         report = cleanup.kill_run(s.run_dir, host, run_id=s.run_id)
         if rc is None:
             rc = proc.wait()
+        write_node_record(s, host, proc.pid, record["started_at"], rc)
         if report.killed:
             pids = ", ".join(str(item["pid"]) for item in report.killed)
             print(

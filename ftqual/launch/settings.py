@@ -97,6 +97,7 @@ VARIABLES = (
     "NVRX_INJECTIONS",
     "NVRX_FAULT_TIMING",
     "NVRX_LOAD_CHECKPOINTS",
+    "NVRX_RDZV_JOIN_TIMEOUT",
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -140,6 +141,7 @@ class Settings:
     injections: int = 1  # NVRX_INJECTIONS: faults in one run, one per cycle
     fault_timing: str = "checkpoint"  # NVRX_FAULT_TIMING: after a completed checkpoint, or in_save (kill)
     checkpoint_load: bool = True  # NVRX_LOAD_CHECKPOINTS=0: no --load, every cycle starts from iteration 0
+    join_timeout: int | None = None  # NVRX_RDZV_JOIN_TIMEOUT: --rdzv-conf join_timeout (None: NVRx's default)
 
     @property
     def world_size(self) -> int:
@@ -354,6 +356,22 @@ def _fault_plan(env: Mapping[str, str], fault: str) -> tuple[int, str, bool]:
     return injections, fault_timing, checkpoint_load
 
 
+def _node_loss_problem(
+    nnodes: int, gpus_per_node: int, fault_rank: int | None, injections: int, fault_timing: str
+) -> None:
+    """node_loss takes the node of NVRX_FAULT_RANK: never the first, whose launcher hosts the rendezvous
+    store and the log server (losing it ends every node, whatever NVRx could do)."""
+    if nnodes < 2:
+        raise SettingsError("NVRX_DEMO_FAULT=node_loss needs NNODES >= 2 (a node must survive to report)")
+    if fault_rank is not None and fault_rank < gpus_per_node:
+        raise SettingsError(
+            f"NVRX_FAULT_RANK={fault_rank} is on the first node, which hosts the rendezvous store; node_loss "
+            f"needs a rank of a later node ({gpus_per_node}..{nnodes * gpus_per_node - 1})"
+        )
+    if injections != 1 or fault_timing != "checkpoint":
+        raise SettingsError("NVRX_DEMO_FAULT=node_loss takes one injection with NVRX_FAULT_TIMING=checkpoint")
+
+
 def _run_id(env: Mapping[str, str], nnodes: int, now: datetime | None, pid: int) -> str:
     if nnodes > 1:
         run_id = env.get("NVRX_RUN_ID") or env.get("SLURM_JOB_ID") or ""
@@ -403,6 +421,7 @@ def load_settings(
 
     fault = _get(env, "NVRX_DEMO_FAULT", "kill")
     if fault not in FAULTS:
+        # The walkthrough's own message, word for word (node_loss is the workflow's extension, below).
         raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {shown(fault)})")
 
     nnodes = _int(env, "NNODES", "1", 1, MAX_NNODES)
@@ -437,6 +456,12 @@ def load_settings(
                 f"NVRX_FAULT_RANK={fault_rank} is outside the world of {world} rank(s); "
                 f"use 0..{world - 1} (NVRX_FAULT_RANK=0 on one GPU)"
             )
+
+    if fault == "node_loss":
+        _node_loss_problem(nnodes, gpus_per_node, fault_rank, injections, fault_timing)
+    join_timeout = None
+    if env.get("NVRX_RDZV_JOIN_TIMEOUT"):
+        join_timeout = _int(env, "NVRX_RDZV_JOIN_TIMEOUT", "600", 1, MAX_STOP_TIMEOUT_S)
 
     dry_raw = env.get("NVRX_DRY_RUN", "0") or "0"
     if dry_raw not in ("0", "1"):
@@ -496,4 +521,5 @@ def load_settings(
         injections=injections,
         fault_timing=fault_timing,
         checkpoint_load=checkpoint_load,
+        join_timeout=join_timeout,
     )

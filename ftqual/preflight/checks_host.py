@@ -6,7 +6,6 @@ from ftqual.contract import MODEL, ModelShape
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
 from ftqual.scenarios import Scenario, WorkflowConfig
 
-FAULTS = ("none", "kill", "hang")
 HANG_PLACEMENTS = ("step", "immediate")
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes including the terminating NUL
 # Filesystems every node of a cluster sees at the same path; node-local ones break multi-node runs.
@@ -232,7 +231,7 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
     fixes: list[str] = []
     # Types, ranges and the rank's place in the world are the config's rules (ftqual.scenarios); these are
     # the ones about whether the run can show a recovery at all.
-    if s.fault in ("kill", "hang"):
+    if s.fault != "none":
         if s.train_iters < 2 * s.save_interval:
             bad.append(
                 f"train_iters {s.train_iters} < 2 x save_interval {s.save_interval}: no checkpoint after "
@@ -247,7 +246,12 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
         fixes.append(f"set train_iters >= {s.save_interval}")
     if bad:
         return CheckResult(cid, FAIL, "; ".join(bad), "; ".join(fixes))
-    what = {"none": "baseline", "kill": f"SIGKILL rank {s.rank}", "hang": f"SIGSTOP rank {s.rank}"}[s.fault]
+    what = {
+        "none": "baseline",
+        "kill": f"SIGKILL rank {s.rank}",
+        "hang": f"SIGSTOP rank {s.rank}",
+        "node_loss": f"SIGKILL the node of rank {s.rank} (its ft_launcher and every process below it)",
+    }[s.fault]
     detail = f"{what}, {s.train_iters} iterations, checkpoint every {s.save_interval}"
     if s.fault == "hang":
         detail += f"; {hang_budget(s)}"

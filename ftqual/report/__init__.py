@@ -130,7 +130,7 @@ def write_report(
     timelines = [
         i
         for i in inputs
-        if scenario_fault(i.name, i.doc) in ("kill", "hang")
+        if scenario_fault(i.name, i.doc) != "none"
         or (i.doc is None and i.name not in (options.baseline, "baseline"))
     ]
     plot_paths = {f"timeline_{i.name}": f"plots/timeline_{i.name}.png" for i in timelines}

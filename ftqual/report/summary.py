@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftqual.contract import FAULTS
 from ftqual.expectation import Expectation, judge
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
@@ -21,7 +22,6 @@ SCHEMA = "ftqual.summary/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
-FAULTS = ("none", "kill", "hang")
 
 # One line per check id: what a pass means. Ids the verifier adds later fall back to their own detail.
 CHECK_LEGEND = {
@@ -385,7 +385,7 @@ def headline(verdict: str, scenarios: list[dict], items: list[dict]) -> str:
     passed = sum(sc["verdict"] == "pass" for sc in scenarios)
     if not scenarios:
         return "ftqual: INCONCLUSIVE — no scenario to report"
-    if not any(sc["fault"] in ("kill", "hang") for sc in scenarios) and verdict != "fail":
+    if not any(sc["fault"] in FAULTS[1:] for sc in scenarios) and verdict != "fail":
         return (
             f"ftqual: INCONCLUSIVE — no fault scenario ran ({passed}/{len(scenarios)} scenarios pass): "
             "recovery not qualified"
@@ -419,7 +419,7 @@ def build_summary(
     verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
     if pf.get("verdict") == "fail":
         verdict = "fail"
-    if verdict == "pass" and not any(sc["fault"] in ("kill", "hang") for sc in scenarios):
+    if verdict == "pass" and not any(sc["fault"] in FAULTS[1:] for sc in scenarios):
         verdict = "inconclusive"  # a baseline alone qualifies no recovery
     items = attention(scenarios, pf)
     return {
