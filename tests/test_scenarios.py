@@ -252,6 +252,24 @@ def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
         ({"fault": "kill", "resume_from": "baseline", "train_iters": 25}, "need train_iters >= 30"),
         ({"fault": "kill", "injections": 0}, "less than the minimum of 1"),
         ({"fault": "kill", "expect": "maybe"}, "is not one of"),
+        ({"fault": "node_loss"}, "fault node_loss needs nnodes >= 2"),
+        ({"fault": "node_loss", "rank": 0, "nnodes": 2, "gpus_per_node": 1}, "the first node, which hosts"),
+        (
+            {"fault": "node_loss", "rank": 1, "nnodes": 2, "gpus_per_node": 2},
+            "use a rank of a later node (2..3)",
+        ),
+        ({"fault": "node_loss", "nnodes": 2, "gpus_per_node": 1, "injections": 2}, "takes one injection"),
+        (
+            {
+                "fault": "node_loss",
+                "nnodes": 2,
+                "gpus_per_node": 1,
+                "expect": "fail",
+                "expect_failing": ["x"],
+            },
+            "remove expect: fail",
+        ),
+        ({"fault": "kill", "join_timeout": 0}, "less than the minimum of 1"),
     ],
 )
 def test_bad_new_scenario_settings_are_one_config_error(scenario, words):
@@ -259,3 +277,20 @@ def test_bad_new_scenario_settings_are_one_config_error(scenario, words):
     with pytest.raises(ConfigError, match="invalid config") as err:
         resolve(config, env={})
     assert words in str(err.value)
+
+
+def test_node_loss_scenario_is_in_the_extended_set_but_off_and_reaches_the_launcher():
+    raw = extended()
+    assert raw["scenarios"]["node_loss"]["enabled"] is False  # two nodes: Slurm only
+    raw["scenarios"]["node_loss"]["enabled"] = True
+    cfg = resolve(raw, env={})
+    s = cfg.by_name["node_loss"]
+    assert (s.fault, s.rank, s.nnodes, s.join_timeout) == ("node_loss", 1, 2, 60)
+    env = scenarios.launcher_env(cfg, s)
+    assert env["NVRX_DEMO_FAULT"] == "node_loss" and env["NVRX_RDZV_JOIN_TIMEOUT"] == "60"
+    assert "NVRX_RDZV_JOIN_TIMEOUT" not in scenarios.launcher_env(cfg, cfg.by_name["kill"])
+    # join_timeout is left out of the fingerprint at its default, in it when set
+    kill = cfg.by_name["kill"]
+    assert "join_timeout" not in cfg.shaping_settings(kill)
+    assert cfg.fingerprint(dataclasses.replace(kill, join_timeout=60)) != cfg.fingerprint(kill)
+    assert scenarios.from_resolved(cfg.to_json()) == cfg

@@ -8,6 +8,8 @@ from launch_helpers import checkpoint_dir, tree
 
 from ftqual.launch import command, run, settings, stack
 
+TWO_NODES = {"NNODES": "2", "GPUS_PER_NODE": "2", "RDZV_ENDPOINT": "n1:29400", "NVRX_RUN_ID": "r1"}
+
 
 def assert_refused(result, fragment: str) -> None:
     assert result.rc == 2, (result.out, result.err)
@@ -86,12 +88,37 @@ def test_no_resume_drops_load_but_keeps_save(workload, base_env, megatron_checko
         ),
         ({"NVRX_LOAD_CHECKPOINTS": "yes"}, "NVRX_LOAD_CHECKPOINTS must be 0 or 1 (got 'yes')"),
         ({"NVRX_LOAD_CHECKPOINTS": "2"}, "NVRX_LOAD_CHECKPOINTS must be 0 or 1 (got '2')"),
+        ({"NVRX_DEMO_FAULT": "node_loss"}, "NVRX_DEMO_FAULT=node_loss needs NNODES >= 2"),
+        (
+            {"NVRX_DEMO_FAULT": "node_loss", **TWO_NODES, "NVRX_FAULT_RANK": "1"},
+            "NVRX_FAULT_RANK=1 is on the first node, which hosts the rendezvous store",
+        ),
+        (
+            {"NVRX_DEMO_FAULT": "node_loss", **TWO_NODES, "NVRX_FAULT_RANK": "2", "NVRX_INJECTIONS": "2"},
+            "NVRX_DEMO_FAULT=node_loss takes one injection",
+        ),
+        ({"NVRX_RDZV_JOIN_TIMEOUT": "0"}, "NVRX_RDZV_JOIN_TIMEOUT must be a positive integer (got '0')"),
+        ({"NVRX_RDZV_JOIN_TIMEOUT": "1m"}, "NVRX_RDZV_JOIN_TIMEOUT must be a positive integer (got '1m')"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(changes, message, base_env, work, run_launch):
     before = tree(work)
     assert_refused(run_launch({**base_env, **changes}), message)
     assert tree(work) == before
+
+
+def test_node_loss_and_join_timeout_reach_ft_launcher_and_run_json(base_env, run_launch):
+    env = {**base_env, **TWO_NODES, "NVRX_DEMO_FAULT": "node_loss", "NVRX_FAULT_RANK": "3"}
+    env["NVRX_RDZV_JOIN_TIMEOUT"] = "45"
+    s = settings.load_settings(env, pid=1)
+    assert (s.fault, s.fault_rank, s.join_timeout) == ("node_loss", 3, 45)
+    result = run_launch(env)
+    assert result.rc == 0, result.err
+    assert "--rdzv-conf=join_timeout=45" in result.argv
+    assert option(wrapper(result.argv), "--fault") == "node_loss"
+    assert record_for(env)["join_timeout"] == 45 and record_for(base_env)["join_timeout"] is None
+    plain = run_launch(base_env)
+    assert not [a for a in plain.argv if a.startswith("--rdzv-conf")]
 
 
 def test_several_injections_fit_when_each_has_a_checkpoint(base_env, run_launch):
