@@ -3,7 +3,9 @@
 The profile is the project's own, with the CI adjustments a site would make: squeue as status command
 (no accounting database), small memory and CPU requests. The scenario jobs really go through sbatch; the
 two-node scenarios (a kill and a hang of the rank on the second node) run one launcher per node with srun
-inside their allocation, and are verified too, down to the active world of every cycle.
+inside their allocation, and are verified too, down to the active world of every cycle. node_loss kills the
+second node's whole ft_launcher: with no spare node the first must end the job once its rendezvous has
+waited join_timeout, and the verifier judges that from both nodes' records.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from wfutil import copy_project, current_attempt, read_json, run_snakemake, writ
 
 pytestmark = pytest.mark.slurm
 
-SCENARIOS = ("baseline", "kill", "kill2n", "hang2n")
-TWO_NODE = ("kill2n", "hang2n")
+SCENARIOS = ("baseline", "kill", "kill2n", "hang2n", "node_loss")
+TWO_NODE = ("kill2n", "hang2n", "node_loss")
+JOIN_TIMEOUT = 20
 
 
 def ci_profile(project):
@@ -54,6 +57,14 @@ def slurm_run(slurm_cluster, tmp_path_factory):
                 # CPU `step` timeout (10 s) fires (on either node: the peer waits inside its step too)
                 # and both nodes restart; it runs beside kill and kill2n, adding ~10 s of wall time
                 "hang2n": {"fault": "hang", "rank": 1, "nnodes": 2, "gpus_per_node": 1},
+                # the second node's ft_launcher and everything below it killed; no spare node
+                "node_loss": {
+                    "fault": "node_loss",
+                    "rank": 1,
+                    "nnodes": 2,
+                    "gpus_per_node": 1,
+                    "join_timeout": JOIN_TIMEOUT,
+                },
             }
         },
     )
@@ -131,7 +142,7 @@ def test_two_node_hang_detected_by_section_timeout(slurm_run):
     assert read_json(current_attempt(project, "hang2n") / "fault_injected.json")["section"] == "step"
 
 
-@pytest.mark.parametrize("scenario", TWO_NODE)
+@pytest.mark.parametrize("scenario", ("kill2n", "hang2n"))
 def test_two_node_active_world_unchanged(slurm_run, scenario):
     """Every cycle ran ranks 0-1 on n1 and n2: the replacement came back on both nodes."""
     project, proc = slurm_run
@@ -151,3 +162,32 @@ def test_two_node_active_world_unchanged(slurm_run, scenario):
     assert "every rank resumed" in detail
     # detected on one node first (for a kill the victim's own launcher, or a peer whose collective broke)
     assert values["detected_on"] in ("n1", "n2") and f"detected on {values['detected_on']} first" in detail
+
+
+def test_node_loss_ends_the_job_within_the_join_timeout_with_evidence_from_both_nodes(slurm_run):
+    project, proc = slurm_run
+    assert proc.returncode == 0, proc.stdout
+    attempt = current_attempt(project, "node_loss")
+    report = read_json(attempt / "verify.json")
+    item = next(c for c in report["checks"] if c["id"] == "node_loss_outcome")
+    print(f"\nnode_loss: {item['status']} — {item['detail']}")
+    assert report["verdict"] == "pass" and item["status"] == "pass", item
+    values = item["values"]
+    assert (values["lost_host"], values["survivors"], values["detected_on"]) == ("n2", ["n1"], "n1")
+    assert values["join_timeout"] == JOIN_TIMEOUT
+    assert JOIN_TIMEOUT <= values["ended_s"]["n1"] <= JOIN_TIMEOUT + 60
+    # both nodes' own word: n2's launcher killed at the injection, n1's ended non-zero by the rendezvous
+    record = read_json(attempt / "run.json")
+    run_dir = project / record["run_dir"]
+    lost, survivor = read_json(run_dir / "nodes" / "n2.json"), read_json(run_dir / "nodes" / "n1.json")
+    assert lost["signal"] == "SIGKILL" and lost["node_rank"] == 1
+    assert survivor["exit_code"] not in (0, None) and survivor["signal"] is None
+    marker = read_json(run_dir / "fault_injected.json")
+    assert marker["fault"] == "node_loss" and marker["node"]["launcher_pid"] == lost["launcher_pid"]
+    assert "--rdzv-conf=join_timeout=20" in record["command"]
+    # the report and junit count it as the pass it is: the ending NVRx documents
+    summary = read_json(project / "results" / "summary.json")
+    assert next(sc for sc in summary["scenarios"] if sc["name"] == "node_loss")["verdict"] == "pass"
+    junit = (project / "results" / "junit.xml").read_text()
+    suite = re.search(r'<testsuite name="node_loss"[^>]*>', junit)[0]
+    assert 'failures="0"' in suite and 'errors="0"' in suite, suite
