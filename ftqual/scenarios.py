@@ -84,6 +84,12 @@ class Scenario:
     expect: str = "pass"  # pass | fail: the outcome that qualifies
     expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
     join_timeout: int | None = None  # rendezvous join timeout (s); None: NVRx's default (600)
+    spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S), node_loss only
+
+    @property
+    def allocated_nodes(self) -> int:
+        """Nodes the run takes: the active nnodes and the spares, one launcher each."""
+        return self.nnodes + self.spare_nodes
 
     @property
     def world_size(self) -> int:
@@ -91,7 +97,7 @@ class Scenario:
 
     @property
     def multinode(self) -> bool:
-        return self.nnodes > 1
+        return self.allocated_nodes > 1
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -256,6 +262,7 @@ SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
     "expect": "pass",
     "expect_failing": [],
     "join_timeout": None,
+    "spare_nodes": 0,
 }
 
 RUN_SETTINGS = (
@@ -301,6 +308,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         resume_from=raw.get("resume_from"),
         expect=str(raw.get("expect", "pass")),
         join_timeout=None if raw.get("join_timeout") is None else int(raw["join_timeout"]),
+        spare_nodes=int(raw.get("spare_nodes", 0)),
         expect_failing=tuple(raw.get("expect_failing", ())),
     )
 
@@ -421,6 +429,8 @@ def _fault_problems(s: Scenario) -> list[str]:
         )
     if s.fault == "node_loss":
         problems += _node_loss_problems(s)
+    elif s.spare_nodes:
+        problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")
     if s.fault_timing == "in_save" and s.fault != "kill":
         problems.append("fault_timing in_save needs fault: kill (a hang during a save is not this scenario)")
     if s.expect == "fail" and not s.expect_failing:
@@ -501,6 +511,7 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             expect=d.get("expect", "pass"),
             expect_failing=tuple(d.get("expect_failing", ())),
             join_timeout=d.get("join_timeout"),
+            spare_nodes=d.get("spare_nodes", 0),
         )
 
     try:
@@ -564,6 +575,8 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
         env["NVRX_FAULT_RANK"] = s.rank
     if s.join_timeout is not None:
         env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
+    if s.spare_nodes:
+        env["NVRX_SPARE_NODES"] = s.spare_nodes
     if cfg.workload == "megatron" and cfg.megatron_path:
         env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
     return {key: str(value) for key, value in env.items()}

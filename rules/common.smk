@@ -223,7 +223,7 @@ def gres_resource(wildcards):
 
 
 def nodes_resource(wildcards):
-    return SCENARIOS[wildcards.scenario].nnodes
+    return SCENARIOS[wildcards.scenario].allocated_nodes
 
 
 def mpi_resource(wildcards):

@@ -370,7 +370,7 @@ def main():
         # shared by concurrent multi-node runs); this host is the allocation's first node.
         rdzv_port, log_port = free_ports(2)
         env["NVRX_LOG_SERVER_PORT"] = str(log_port)
-        cmd = srun_prefix(s.nnodes, s.gpus_per_node, rdzv_port) + cmd
+        cmd = srun_prefix(s.allocated_nodes, s.gpus_per_node, rdzv_port) + cmd
     say(f"run {run_id} (attempt {SLOT}), run dir {run_dir}, Slurm job {slurm_job or '-'}", console=True)
     say("environment: " + " ".join(f"{k}={v}" for k, v in sorted(launcher_env.items())))
     say("$ " + " ".join(cmd))

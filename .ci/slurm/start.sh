@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Start a real, single-machine Slurm for CI: munged, slurmctld and two slurmd (nodes n1, n2 on
+# Start a real, single-machine Slurm for CI: munged, slurmctld and three slurmd (nodes n1, n2, n3 on
 # localhost) with fake GPUs (mknod character devices; the smoke workload never opens them).
 # Each slurmd runs in its own UTS namespace with the node's name as host name, so the processes of a
-# job see distinct hosts (n1, n2) as on a real cluster (our launcher records pids per host), and
+# job see distinct hosts (n1, n2, n3) as on a real cluster (our launcher records pids per host), and
 # /etc/hosts gives each its own loopback address (127.0.2.1, 127.0.2.2): a rendezvous endpoint on the
 # first node resolves, and NVRx, which tells nodes apart by FQDN, sees two nodes, not one "localhost".
 # Run as root on Debian 12. Idempotent: when the nodes already answer, it does nothing.
@@ -12,6 +12,9 @@
 set -euo pipefail
 
 GPUS="${FTQUAL_SLURM_GPUS:-4}"
+# n1 and n2 take the two-node scenarios (Slurm fills the lowest nodes first); n3 is the spare node that a
+# node_loss scenario with `spare_nodes: 1` needs.
+NODES=(n1 n2 n3)
 CPUS="${FTQUAL_SLURM_CPUS:-8}"
 CONF_DIR=/etc/slurm
 STATE_DIR=/run/ftqual-slurm        # pid files and the munge key copy
@@ -26,8 +29,12 @@ nodes_idle() {
 }
 
 if command -v sinfo >/dev/null 2>&1 && [[ -f "$CONF_DIR/slurm.conf" ]] && nodes_idle; then
-    log "Slurm is already running: $(sinfo -h -N -o '%N=%t' | tr '\n' ' ')"
-    exit 0
+    if [[ "$(sinfo -h -N -o '%N' | sort -u | tr '\n' ' ')" == "${NODES[*]} " ]]; then
+        log "Slurm is already running: $(sinfo -h -N -o '%N=%t' | tr '\n' ' ')"
+        exit 0
+    fi
+    log "Slurm runs with other nodes ($(sinfo -h -N -o '%N' | sort -u | tr '\n' ' ')): restarting it"
+    bash "$(dirname "$0")/stop.sh"
 fi
 
 [[ $EUID -eq 0 ]] || { log "must run as root"; exit 1; }
@@ -41,15 +48,18 @@ fi
 
 host=$(hostname -s)
 hosts_mark="# ftqual CI Slurm node"
-if ! grep -q "^127.0.2.1 n1 $hosts_mark" /etc/hosts; then
+if ! grep -q "^127.0.2.${#NODES[@]} n${#NODES[@]} $hosts_mark" /etc/hosts; then
     # rewrite in place (the file may be a bind mount): drop our old lines, add the current ones
     kept=$(grep -v "$hosts_mark" /etc/hosts || true)
-    printf '%s\n127.0.2.1 n1 %s\n127.0.2.2 n2 %s\n' "$kept" "$hosts_mark" "$hosts_mark" >/etc/hosts
+    {
+        printf '%s\n' "$kept"
+        for i in "${!NODES[@]}"; do printf '127.0.2.%d %s %s\n' $((i + 1)) "${NODES[$i]}" "$hosts_mark"; done
+    } >/etc/hosts
 fi
 install -d -m 0755 "$CONF_DIR" "$STATE_DIR" "$LOG_DIR" /run/munge /var/lib/fakegpu /var/spool/slurmctld
 
 # Fake GPUs: slurmd accepts only character or block devices in gres.conf (these are /dev/null's numbers).
-for n in n1 n2; do
+for n in "${NODES[@]}"; do
     for ((i = 0; i < GPUS; i++)); do
         [[ -c /var/lib/fakegpu/${n}gpu$i ]] || mknod -m 666 "/var/lib/fakegpu/${n}gpu$i" c 1 3
     done
@@ -82,16 +92,17 @@ MailProg=/bin/true
 GresTypes=gpu
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName=n1 NodeHostname=${host} NodeAddr=127.0.0.1 Port=17001 CPUs=${CPUS} RealMemory=16000 Gres=gpu:${GPUS} State=UNKNOWN
-NodeName=n2 NodeHostname=${host} NodeAddr=127.0.0.1 Port=17002 CPUs=${CPUS} RealMemory=16000 Gres=gpu:${GPUS} State=UNKNOWN
-PartitionName=gpu Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+$(for i in "${!NODES[@]}"; do
+    printf 'NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%s RealMemory=16000 Gres=gpu:%s State=UNKNOWN\n' \
+        "${NODES[$i]}" "$host" $((17001 + i)) "$CPUS" "$GPUS"
+done)
+PartitionName=gpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP
 CONF
 
 last=$((GPUS - 1))
 cat >"$CONF_DIR/gres.conf" <<CONF
 AutoDetect=off
-NodeName=n1 Name=gpu File=/var/lib/fakegpu/n1gpu[0-${last}]
-NodeName=n2 Name=gpu File=/var/lib/fakegpu/n2gpu[0-${last}]
+$(for n in "${NODES[@]}"; do printf 'NodeName=%s Name=gpu File=/var/lib/fakegpu/%sgpu[0-%s]\n' "$n" "$n" "$last"; done)
 CONF
 [[ $GPUS -gt 1 ]] || sed -i 's/\[0-0\]/0/' "$CONF_DIR/gres.conf"
 
@@ -115,7 +126,7 @@ unshare --uts true 2>/dev/null || {
     own_uts=0
     log "warning: no UTS namespaces here (unshare --uts failed): both nodes share the host name $host"
 }
-for n in n1 n2; do
+for n in "${NODES[@]}"; do
     alive "$STATE_DIR/slurmd-$n.pid" && continue
     if ((own_uts)); then
         # shellcheck disable=SC2016 # $1 expands in the inner shell

@@ -16,8 +16,9 @@ stop() {
     rm -f "$pidfile"
 }
 
-stop slurmd-n1
-stop slurmd-n2
+for pidfile in "$STATE_DIR"/slurmd-*.pid; do
+    [[ -e "$pidfile" ]] && stop "$(basename "$pidfile" .pid)"
+done
 stop slurmctld
 stop munged
 exit 0

@@ -58,9 +58,10 @@ def run_checks(
     """Every check, in report order; those that do not apply to the scenario say `skip`."""
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
+    if exp.job_ends:
+        results = [not_applicable(r.id) if r.id in NOT_WITHOUT_SPARE else r for r in results]
     if exp.node_loss:
         # Only node_loss reports carry its check (the others keep the checks they always listed).
-        results = [not_applicable(r.id) if r.id in NOT_WITHOUT_SPARE else r for r in results]
         results.append(node_loss_outcome(snap, exp))
     return [replace(r, gates=GATES.get(r.id, True)) for r in results]
 

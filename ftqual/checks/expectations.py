@@ -25,11 +25,16 @@ class Expectations:
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE
     injections: int = 1  # run.json's `injections` (1 when absent); a baseline injects none
     join_timeout: int | None = None  # run.json's (None: NVRx's default)
+    spare_nodes: int = 0  # run.json's: standbys NVRx promotes when a node is lost
 
     @property
     def node_loss(self) -> bool:
-        """A node is lost with no spare: NVRx must end the job (no recovery, no second cycle)."""
         return self.fault == "node_loss"
+
+    @property
+    def job_ends(self) -> bool:
+        """A node is lost with no spare: NVRx must end the job (no recovery, no second cycle)."""
+        return self.node_loss and not self.spare_nodes
 
     @property
     def join_timeout_s(self) -> int:
@@ -42,7 +47,7 @@ class Expectations:
     @property
     def expected_cycles(self) -> int:
         """One cycle for a baseline; each injection costs exactly one more."""
-        return 1 + self.injections if self.faulty and not self.node_loss else 1
+        return 1 + self.injections if self.faulty and not self.job_ends else 1
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -60,10 +65,13 @@ class Expectations:
             "replay_tolerance": self.replay_tolerance,
             "baseline_tolerance": self.baseline_tolerance,
         }
-        if self.node_loss:
+        if self.job_ends:
             # The documented outcome without a spare node: every survivor ends, non-zero, once the
             # rendezvous has waited join_timeout for the lost node.
             out.update(exit_code="non-zero", outcome="job_ends", join_timeout=self.join_timeout_s)
+        elif self.node_loss:
+            # With a spare: NVRx promotes a standby into the lost node's place and training goes on.
+            out.update(outcome="spare_promoted", spare_nodes=self.spare_nodes)
         return out
 
 
@@ -85,4 +93,5 @@ def expectations_from(
         baseline_tolerance=baseline_tolerance,
         injections=meta.injections,
         join_timeout=meta.join_timeout,
+        spare_nodes=meta.spare_nodes,
     )

@@ -168,6 +168,20 @@ def _detection(snap: RunSnapshot, exp: Expectations, f: Findings | Scoped, marke
     if exp.fault == "kill":
         _kill_exit(snap, f, exits, injected_local, marker)
         return
+    if exp.fault == "node_loss":
+        # The lost node's launcher died with its workers and reports nothing: a surviving node's launcher
+        # sees the loss as its own worker failing (the collective broke) or a section timing out.
+        if found is None or found.ref is None:
+            f.missing_fact(
+                "launcher.log shows no worker exit or timeout after the injection: no surviving node saw the "
+                "loss",
+                snap.sources["launcher_log"].complete,
+            )
+        else:
+            f.fact(
+                f"a surviving node saw the loss ({found.detected_by}): {found.ref.text.strip()}", found.ref
+            )
+        return
     timeout = found.timeout if found is not None else None
     if timeout is None:
         early = [t for t in launcher.timeouts if t not in derive.qualifying_failures(snap, marker)]

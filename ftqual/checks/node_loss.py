@@ -1,16 +1,19 @@
-"""node_loss: a whole node's ft_launcher was killed; without a spare node NVRx must end the job.
+"""node_loss: a whole node's ft_launcher was killed; NVRx must end the job, or promote a spare.
 
 NVRx's documented behaviour for `--nnodes=N` (no spare): the survivors' workers fail once their peers are
 gone, their launchers stop them and open a new rendezvous round, which cannot gather N nodes; after the
-rendezvous `join_timeout` every survivor gives up (RendezvousTimeoutError) and exits non-zero. Judged from
-both sides: the lost node's own record (nodes/<host>.json: SIGKILL), the marker (what the wrapper killed),
-and the survivors' records and launcher lines.
+rendezvous `join_timeout` every survivor gives up (RendezvousTimeoutError) and exits non-zero. With
+`--nnodes=N:N+S` and a standby node, the new round promotes the standby into the lost node's place and
+training goes on (the recovery checks judge the rest). Judged from both sides: the lost node's own record
+(nodes/<host>.json: SIGKILL), the marker (what the wrapper killed), and the survivors' records and launcher
+lines.
 """
 
 from __future__ import annotations
 
 from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.world import names
 from ftqual.evidence.snapshot import RunSnapshot
 
 NODE_LOSS_OUTCOME = "node_loss_outcome"
@@ -64,8 +67,11 @@ def node_loss_outcome(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     _lost_node(snap, f, lost, node.get("launcher_pid"))
     survivors = _survivors(snap, f, lost)
     if survivors:
-        _detected(snap, f, survivors)
-        _ended(snap, f, survivors, exp)
+        _detected(snap, f, survivors, formed_allowed=bool(exp.spare_nodes))
+        if exp.spare_nodes:
+            _went_on(snap, f, survivors, lost, exp)
+        else:
+            _ended(snap, f, survivors, exp)
     return f.result()
 
 
@@ -121,7 +127,7 @@ def _survivors(snap: RunSnapshot, f: Findings, lost: str) -> list[str]:
     return survivors
 
 
-def _detected(snap: RunSnapshot, f: Findings, survivors: list[str]) -> None:
+def _detected(snap: RunSnapshot, f: Findings, survivors: list[str], formed_allowed: bool) -> None:
     marker = snap.marker
     if not snap.ok("launcher_log") or snap.launcher is None:
         f.unknown(snap.reason("launcher_log"))
@@ -147,12 +153,65 @@ def _detected(snap: RunSnapshot, f: Findings, survivors: list[str]) -> None:
     f.values.update(detected_on=host, detected_s=round(detected, 3))
     f.fact(f"{host} detected the loss {detected:.2f} s later ({what})", where)
     formed = [j for j in log.joins if j.t is not None and j.t > marker.injected_at]
-    if formed:
+    if formed and not formed_allowed:
         f.problem(
             f"a rendezvous round formed after the loss ({formed[0].host} joined as rank {formed[0].rank} in "
             f"a world of {formed[0].world_size}): without a spare node it cannot",
             formed[0].ref,
         )
+
+
+def _went_on(snap: RunSnapshot, f: Findings, survivors: list[str], lost: str, exp: Expectations) -> None:
+    """With a spare: a round after the loss gathered nnodes nodes, a standby (a node that had not joined
+    before the loss) among them and the lost node not; every other node, the spare included, exited 0."""
+    marker = snap.marker
+    log = snap.launcher
+    if log is None:
+        return  # reported by _detected
+    before = {j.host for j in log.joins if j.t is not None and j.t <= marker.injected_at}
+    after = [j for j in log.joins if j.t is not None and j.t > marker.injected_at]
+    nnodes = snap.meta.nnodes
+    promoted = sorted({j.host for j in after} - before - {lost})
+    if not after:
+        f.missing_fact(
+            "no rendezvous round formed after the loss: the spare was never promoted", log.complete
+        )
+    elif not promoted:
+        f.problem(
+            f"no spare node joined after {lost} was lost: the round had only earlier nodes", after[0].ref
+        )
+    else:
+        join = next(j for j in after if j.host in promoted)
+        f.values["promoted"] = promoted
+        f.fact(
+            f"{names(promoted)} (spare) promoted: joined as node rank {join.rank} in a world of "
+            f"{join.world_size} after the loss",
+            join.ref,
+        )
+        if nnodes is not None and join.world_size != nnodes:
+            f.problem(
+                f"the round after the loss has {join.world_size} node(s), run.json says {nnodes}", join.ref
+            )
+    if any(j.host == lost for j in after):
+        f.problem(
+            f"the lost node {lost} joined a round after the loss",
+            next(j.ref for j in after if j.host == lost),
+        )
+    ended: dict[str, float] = {}
+    for host in survivors:
+        record = snap.nodes[host]
+        if record.error:
+            f.unknown(record.error, record.ref)
+            continue
+        if record.exit_code != 0:
+            f.problem(f"{record.describe()}: with a spare node the job must go on and finish", record.ref)
+            continue
+        if record.finished_at is not None:
+            ended[host] = round((record.finished_at - marker.injected_at).total_seconds(), 3)
+        f.cite(record.ref)
+    if ended and len(ended) == len(survivors):
+        f.fact(f"every other node ({names(survivors)}) finished with exit 0")
+    f.values["ended_s"] = ended
 
 
 def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: Expectations) -> None:

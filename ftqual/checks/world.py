@@ -163,8 +163,17 @@ def _join_hosts(snap: RunSnapshot) -> dict[int, str]:
     return hosts
 
 
-def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
-    """Every cycle's rendezvous: a world of nnodes nodes, every node that ever joined joined it."""
+def _promoted(snap: RunSnapshot, exp: Expectations) -> str | None:
+    """node_loss with a spare node: the lost host (absent after its cycle by design), else None."""
+    if not (exp.node_loss and exp.spare_nodes) or snap.marker is None or not snap.marker.node:
+        return None
+    lost = snap.marker.node.get("host")
+    return lost if isinstance(lost, str) else None
+
+
+def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None, lost: str | None = None) -> None:
+    """Every cycle's rendezvous: a world of nnodes nodes, every node that ever joined joined it (with a
+    spare: but the lost node after the fault cycle, and a spare before it was promoted)."""
     launcher = snap.launcher
     joins: tuple[RendezvousJoin, ...] = launcher.joins if launcher is not None else ()
     if not joins:
@@ -175,6 +184,8 @@ def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
     for item in joins:
         by_cycle.setdefault(item.cycle, []).append(item)
     every_node = sorted({j.host for j in joins})
+    first_cycle = {h: min(j.cycle for j in joins if j.host == h) for h in every_node}
+    fault = derive.fault_cycle(snap)
     complete = launcher is not None and launcher.complete
     ok_cycles: list[int] = []
     for cycle, items in sorted(by_cycle.items()):
@@ -186,7 +197,11 @@ def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
                 wrong[0].ref,
             )
         absent = sorted(set(range(size)) - {j.rank for j in items})
-        gone = sorted(set(every_node) - {j.host for j in items})
+        wanted = set(every_node)
+        if lost is not None:
+            wanted -= {lost} if cycle > fault else set()
+            wanted -= {h for h in every_node if first_cycle[h] > cycle and h != lost}
+        gone = sorted(wanted - {j.host for j in items})
         if gone:
             f.missing_fact(
                 f"cycle {cycle}: node(s) {names(gone)} did not join the rendezvous "
@@ -202,7 +217,16 @@ def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
         elif not wrong:
             ok_cycles.append(cycle)
             f.cite(*(j.ref for j in sorted(items, key=lambda j: j.rank)[:MAX_CITED]))
-    if ok_cycles:
+    if ok_cycles and lost is not None:
+        # Membership changed by design: say who was in each cycle's world.
+        each = []
+        for c in ok_cycles:
+            members = ", ".join(
+                f"{j.host} (node rank {j.rank})" for j in sorted(by_cycle[c], key=lambda j: j.rank)
+            )
+            each.append(f"{members} in cycle {c}")
+        f.fact(f"rendezvous: {'; '.join(each)}, each a world of {nnodes} node(s)")
+    elif ok_cycles:
         hosts = _join_hosts(snap)
         ranked = [f"{hosts[r]} (node rank {r})" for r in sorted(hosts)]
         f.fact(
@@ -210,9 +234,16 @@ def _joins(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
             f"in a world of {len(hosts)} node(s)"
         )
     f.values["nodes"] = every_node
+    if lost is not None:
+        spares = sorted(h for h in every_node if first_cycle[h] > fault and h != lost)
+        if spares:
+            f.fact(f"{names(spares)} (spare) took the place of the lost {lost} from cycle {fault + 1}")
+            f.values["promoted"] = spares
+        else:
+            f.missing_fact(f"no spare node joined after {lost} was lost", complete)
 
 
-def _active_nodes(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
+def _active_nodes(snap: RunSnapshot, f: Findings, nnodes: int | None, lost: str | None = None) -> None:
     if snap.cycles is None:
         f.note(f"cycle_infos not checked: {snap.reason('cycle_infos')}")
         return
@@ -240,9 +271,10 @@ def _active_nodes(snap: RunSnapshot, f: Findings, nnodes: int | None) -> None:
         else:
             ok.append(cycle)
     repl = derive.replacement_cycle(snap)
-    if 0 in shown and repl in shown and (lost := sorted(set(shown[0][1]) - set(shown[repl][1]))):
+    allowed = {lost} if lost is not None else set()
+    if 0 in shown and repl in shown and (dropped := sorted(set(shown[0][1]) - set(shown[repl][1]) - allowed)):
         f.problem(
-            f"cycle_infos: node(s) {names(lost)} active in cycle 0 are not active in cycle {repl}",
+            f"cycle_infos: node(s) {names(dropped)} active in cycle 0 are not active in cycle {repl}",
             shown[repl][0].ref,
         )
     elif ok:
@@ -318,7 +350,8 @@ def _restarted_and_resumed(snap: RunSnapshot, f: Findings, world: int, hosts: di
 def active_world_unchanged(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     """Invariant: every cycle ran on all world_size ranks (each printed, none outside the world) and on
     nnodes nodes (rendezvous joins, cycle_infos active_nodes), and the replacement cycle has every node and
-    rank of cycle 0, its iterations continuing at K+1 after the load of K."""
+    rank of cycle 0, its iterations continuing at K+1 after the load of K. node_loss with a spare: the lost
+    node is replaced by a spare that had not joined before (same node count, same ranks)."""
     cid = ACTIVE_WORLD
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -337,9 +370,10 @@ def active_world_unchanged(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     if nnodes and gpn and nnodes * gpn != world:
         f.note(f"run.json: nnodes x gpus_per_node = {nnodes} x {gpn} is not world_size {world}")
     hosts = _join_hosts(snap)
+    lost = _promoted(snap, exp)
     _train_ranks(snap, f, world, gpn, hosts)
-    _joins(snap, f, nnodes)
-    _active_nodes(snap, f, nnodes)
+    _joins(snap, f, nnodes, lost)
+    _active_nodes(snap, f, nnodes, lost)
     _detected_on(snap, f)
     _restarted_and_resumed(snap, f, world, hosts)
     return f.result()

@@ -76,6 +76,7 @@ class RunMeta:
     leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
     host: str | None = None
     join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
+    spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         leftovers_recorded="injections" in data,
         host=data.get("host") if isinstance(data.get("host"), str) else None,
         join_timeout=_int(data.get("join_timeout")),
+        spare_nodes=_int(data.get("spare_nodes")) or 0,
     )
 
 

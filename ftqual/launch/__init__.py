@@ -33,7 +33,7 @@ def _prepare(argv: Sequence[str], env: Mapping[str, str], host: str) -> settings
 
 def _port(s: settings.Settings) -> tuple[int, logport.PortReservation | None]:
     """The log server's port, held from now on for a real single-node run (ftqual.launch.logport)."""
-    if s.nnodes > 1:
+    if s.launchers > 1:
         # Every node must dial the store host's log server on one port: NVRx's default unless set.
         return s.log_server_port or NVRX_DEFAULT_LOG_SERVER_PORT, None
     if s.dry_run:

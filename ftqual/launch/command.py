@@ -62,7 +62,7 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
     run = s.run_dir
     return [
         executable,
-        f"--nnodes={s.nnodes}",
+        f"--nnodes={s.nnodes_arg}",
         f"--nproc-per-node={s.gpus_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={s.rdzv_endpoint}",

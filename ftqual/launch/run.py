@@ -150,6 +150,7 @@ def run_record(
         "checkpoint_load": s.checkpoint_load,
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,
+        "spare_nodes": s.spare_nodes,
     }
 
 
@@ -321,7 +322,7 @@ def _launch(
     sys.stdout.flush()
 
     # Only a single-node run's log server is surely ours (several nodes dial the store host's).
-    ours = s.nnodes == 1
+    ours = s.launchers == 1
     watch = _ServerWatch(s.run_dir / "logs", enabled=ours)
     signals = _Signals()
     try:

@@ -98,6 +98,7 @@ VARIABLES = (
     "NVRX_FAULT_TIMING",
     "NVRX_LOAD_CHECKPOINTS",
     "NVRX_RDZV_JOIN_TIMEOUT",
+    "NVRX_SPARE_NODES",
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -142,6 +143,16 @@ class Settings:
     fault_timing: str = "checkpoint"  # NVRX_FAULT_TIMING: after a completed checkpoint, or in_save (kill)
     checkpoint_load: bool = True  # NVRX_LOAD_CHECKPOINTS=0: no --load, every cycle starts from iteration 0
     join_timeout: int | None = None  # NVRX_RDZV_JOIN_TIMEOUT: --rdzv-conf join_timeout (None: NVRx's default)
+    spare_nodes: int = 0  # NVRX_SPARE_NODES: launchers beyond NNODES, standbys (ft_launcher --nnodes=N:N+S)
+
+    @property
+    def launchers(self) -> int:
+        """Nodes that run a launcher: the active NNODES and the spares."""
+        return self.nnodes + self.spare_nodes
+
+    @property
+    def nnodes_arg(self) -> str:
+        return str(self.nnodes) if not self.spare_nodes else f"{self.nnodes}:{self.launchers}"
 
     @property
     def world_size(self) -> int:
@@ -425,6 +436,8 @@ def load_settings(
         raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {shown(fault)})")
 
     nnodes = _int(env, "NNODES", "1", 1, MAX_NNODES)
+    spare_nodes = _int(env, "NVRX_SPARE_NODES", "0", 0, MAX_NNODES)
+    launchers = nnodes + spare_nodes
     gpus_per_node = _int(env, "GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE)
     tp = _int(env, "TP", "1", 1, MODEL.num_attention_heads)
     pp = _int(env, "PP", "1", 1, MODEL.num_layers)
@@ -438,10 +451,10 @@ def load_settings(
     if problem:
         raise SettingsError(problem)
 
-    if nnodes > 1 and not env.get("RDZV_ENDPOINT"):
+    if launchers > 1 and not env.get("RDZV_ENDPOINT"):
         raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
-    run_id = _run_id(env, nnodes, now, pid)
-    endpoint = parse_endpoint(_get(env, "RDZV_ENDPOINT", "localhost:0"), nnodes > 1)
+    run_id = _run_id(env, launchers, now, pid)
+    endpoint = parse_endpoint(_get(env, "RDZV_ENDPOINT", "localhost:0"), launchers > 1)
 
     ckpt_raw = env.get("NVRX_CHECKPOINT_DIR", "")
     checkpoint_dir = (
@@ -484,8 +497,9 @@ def load_settings(
     hang_placement = _choice(env, "NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS)
     node_rank_name = "NVRX_NODE_RANK" if env.get("NVRX_NODE_RANK") else "SLURM_NODEID"
     node_rank = _int(env, node_rank_name, "0", 0, MAX_NNODES)
-    if node_rank >= nnodes:
-        raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES={nnodes}")
+    if node_rank >= launchers:
+        spares = f"+NVRX_SPARE_NODES={launchers}" if spare_nodes else f"={nnodes}"
+        raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES{spares}")
     fingerprint = _fingerprint(env)
 
     return Settings(
@@ -522,4 +536,5 @@ def load_settings(
         fault_timing=fault_timing,
         checkpoint_load=checkpoint_load,
         join_timeout=join_timeout,
+        spare_nodes=spare_nodes,
     )

@@ -60,7 +60,7 @@ class Context:
 
     @property
     def max_nnodes(self) -> int:
-        return max(s.nnodes for s in self.runs)
+        return max(s.allocated_nodes for s in self.runs)
 
     @property
     def max_gpus_per_node(self) -> int:

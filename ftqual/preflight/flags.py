@@ -30,7 +30,7 @@ def scenario_env(cfg: WorkflowConfig, s: Scenario, work_dir: str, log_port: int 
     mode, with a placeholder run ID and, for several nodes, a placeholder rendezvous endpoint."""
     env = launcher_env(cfg, s)
     env.update(NVRX_WORK_DIR=work_dir, NVRX_RUN_ID=f"{s.name}-preflight", NVRX_DRY_RUN="1")
-    if s.nnodes > 1:
+    if s.multinode:
         env["RDZV_ENDPOINT"] = PLACEHOLDER_HOST
     if log_port:
         env["NVRX_LOG_SERVER_PORT"] = str(log_port)

@@ -142,3 +142,58 @@ def test_other_faults_never_carry_the_check(kill_run, verify):
     _, report = verify(kill_run)
     assert "node_loss_outcome" not in {c["id"] for c in report["checks"]}
     assert "nodes" not in report["sources"]
+
+
+# --- with a spare node: NVRx promotes the standby and training goes on ----------------------------------
+
+SPARE = Path(__file__).resolve().parents[1] / "data" / "slurm-cpu-node-loss-spare"
+
+
+@pytest.fixture
+def spare_run(tmp_path) -> RunEditor:
+    shutil.copytree(SPARE, tmp_path / "spare")
+    return RunEditor(tmp_path / "spare")
+
+
+def test_recorded_spare_promotion_passes_every_recovery_check(spare_run, verify):
+    """Three nodes, --nnodes=2:3: n2 lost after checkpoint 5, n3 (the standby) promoted, training finished."""
+    code, report, item = outcome(verify, spare_run)
+    assert code == 0 and report["verdict"] == "pass", item
+    values = item["values"]
+    assert (values["lost_host"], values["promoted"], values["survivors"]) == ("n2", ["n3"], ["n1", "n3"])
+    assert "n3 (spare) promoted" in item["detail"] and "finished with exit 0" in item["detail"]
+    for cid in ("failure_detected_and_restarted", "resumed_from_checkpoint", "progress_after_resume",
+                "clean_finish", "active_world_unchanged", "replay_consistency", "no_leftovers"):  # fmt: skip
+        assert check_by_id(report, cid)["status"] == "pass", cid
+    world = check_by_id(report, "active_world_unchanged")
+    assert "n1 (node rank 0), n3 (node rank 1) in cycle 1" in world["detail"]
+    assert "n3 (spare) took the place of the lost n2 from cycle 1" in world["detail"]
+    assert report["expected"]["outcome"] == "spare_promoted" and report["expected"]["cycles"] == 2
+
+
+def test_spare_that_never_joined_fails(spare_run, verify):
+    spare_run.delete_lines(LOG, lambda line: "'n3_" in line and "has joined the rendezvous" in line)
+    code, report, item = outcome(verify, spare_run)
+    assert code == 1 and item["status"] == "fail", item
+    assert "no spare node joined after n2 was lost" in item["detail"]
+    assert check_by_id(report, "active_world_unchanged")["status"] != "pass"
+
+
+def test_survivor_failing_after_the_promotion_fails(spare_run, verify):
+    spare_run.set_json("nodes/n3.json", exit_code=1)
+    code, _, item = outcome(verify, spare_run)
+    assert code == 1 and "with a spare node the job must go on and finish" in item["detail"]
+
+
+def test_lost_node_back_in_a_later_round_fails(spare_run, verify):
+    spare_run.sub(LOG, r"The node 'n3_(\d+)_0' has joined", r"The node 'n2_\1_0' has joined")
+    spare_run.sub(LOG, r"\[n3\] (\[workload:\S+ infra:\S+\] ft_rendezvous_barrier\.py:2804)", r"[n2] \1")
+    code, _, item = outcome(verify, spare_run)
+    assert code == 1 and "the lost node n2 joined a round after the loss" in item["detail"]
+
+
+def test_a_spare_run_judged_as_one_without_spare_fails(spare_run, verify):
+    """run.json says no spare: a round that formed after the loss contradicts it."""
+    spare_run.set_json("run.json", spare_nodes=0)
+    code, _, item = outcome(verify, spare_run)
+    assert code == 1 and "a rendezvous round formed after the loss" in item["detail"]
