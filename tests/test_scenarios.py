@@ -270,6 +270,11 @@ def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
             "remove expect: fail",
         ),
         ({"fault": "kill", "join_timeout": 0}, "less than the minimum of 1"),
+        ({"fault": "kill", "spare_nodes": 1}, "spare_nodes is for fault: node_loss"),
+        (
+            {"fault": "node_loss", "nnodes": 2, "gpus_per_node": 1, "spare_nodes": -1},
+            "less than the minimum of 0",
+        ),
     ],
 )
 def test_bad_new_scenario_settings_are_one_config_error(scenario, words):
@@ -293,4 +298,20 @@ def test_node_loss_scenario_is_in_the_extended_set_but_off_and_reaches_the_launc
     kill = cfg.by_name["kill"]
     assert "join_timeout" not in cfg.shaping_settings(kill)
     assert cfg.fingerprint(dataclasses.replace(kill, join_timeout=60)) != cfg.fingerprint(kill)
+    assert scenarios.from_resolved(cfg.to_json()) == cfg
+
+
+def test_spare_nodes_allocate_one_more_node_each_and_reach_the_launcher():
+    raw = extended()
+    raw["scenarios"]["node_loss"].update(enabled=True, spare_nodes=1)
+    cfg = resolve(raw, env={})
+    s = cfg.by_name["node_loss"]
+    assert (s.nnodes, s.spare_nodes, s.allocated_nodes, s.world_size, s.multinode) == (2, 1, 3, 2, True)
+    assert scenarios.launcher_env(cfg, s)["NVRX_SPARE_NODES"] == "1"
+    assert "NVRX_SPARE_NODES" not in scenarios.launcher_env(cfg, cfg.by_name["kill"])
+    # one active node and a spare: two launchers, so Slurm (srun) is needed even with nnodes 1
+    single = dataclasses.replace(s, nnodes=1, rank=0)
+    assert single.multinode and single.allocated_nodes == 2
+    assert "spare_nodes" not in cfg.shaping_settings(cfg.by_name["kill"])
+    assert cfg.fingerprint(s) != cfg.fingerprint(dataclasses.replace(s, spare_nodes=0))
     assert scenarios.from_resolved(cfg.to_json()) == cfg

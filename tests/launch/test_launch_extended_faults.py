@@ -99,6 +99,12 @@ def test_no_resume_drops_load_but_keeps_save(workload, base_env, megatron_checko
         ),
         ({"NVRX_RDZV_JOIN_TIMEOUT": "0"}, "NVRX_RDZV_JOIN_TIMEOUT must be a positive integer (got '0')"),
         ({"NVRX_RDZV_JOIN_TIMEOUT": "1m"}, "NVRX_RDZV_JOIN_TIMEOUT must be a positive integer (got '1m')"),
+        ({**TWO_NODES, "NVRX_NODE_RANK": "2"}, "NVRX_NODE_RANK=2 must be below NNODES=2"),
+        (
+            {**TWO_NODES, "NVRX_SPARE_NODES": "1", "NVRX_NODE_RANK": "3"},
+            "NVRX_NODE_RANK=3 must be below NNODES+NVRX_SPARE_NODES=3",
+        ),
+        ({"NVRX_SPARE_NODES": "x"}, "NVRX_SPARE_NODES must be a non-negative integer (got 'x')"),
     ],
 )
 def test_bad_values_are_refused_in_one_line(changes, message, base_env, work, run_launch):
@@ -119,6 +125,18 @@ def test_node_loss_and_join_timeout_reach_ft_launcher_and_run_json(base_env, run
     assert record_for(env)["join_timeout"] == 45 and record_for(base_env)["join_timeout"] is None
     plain = run_launch(base_env)
     assert not [a for a in plain.argv if a.startswith("--rdzv-conf")]
+
+
+def test_spare_nodes_widen_nnodes_and_admit_one_more_launcher(base_env, run_launch):
+    env = {**base_env, **TWO_NODES, "NVRX_DEMO_FAULT": "node_loss", "NVRX_FAULT_RANK": "2"}
+    env |= {"NVRX_SPARE_NODES": "1", "NVRX_NODE_RANK": "2"}  # the spare's own launcher
+    s = settings.load_settings(env, pid=1)
+    assert (s.nnodes, s.spare_nodes, s.launchers, s.world_size, s.nnodes_arg) == (2, 1, 3, 4, "2:3")
+    result = run_launch(env)
+    assert result.rc == 0, result.err
+    assert "--nnodes=2:3" in result.argv and "--nproc-per-node=2" in result.argv
+    assert record_for(env)["spare_nodes"] == 1 and record_for(base_env)["spare_nodes"] == 0
+    assert "--nnodes=1" in run_launch(base_env).argv
 
 
 def test_several_injections_fit_when_each_has_a_checkpoint(base_env, run_launch):

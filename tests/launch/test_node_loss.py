@@ -114,3 +114,30 @@ def test_node_loss_never_signals_a_launcher_that_is_not_its_ancestor(repo_root, 
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("variable", ["NVRX_NODE_RANK", "SLURM_NODEID"])
+def test_node_loss_never_takes_the_first_node(repo_root, tmp_path, variable):
+    """With a spare node NVRx may place the fault rank on the first node, whose ft_launcher hosts the
+    rendezvous store: the wrapper refuses there (the run then fails as never injected), never kills it."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    host = socket.gethostname()
+    cmd = [sys.executable, "-c", LAUNCHER, str(pid_dir), host, *wrapper_cmd(repo_root, tmp_path, pid_dir)]
+    env = {**child_env(tmp_path), "NVRX_NODE_RANK": "", "SLURM_NODEID": "", variable: "0"}
+    launcher = subprocess.Popen(cmd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 40
+        while not (tmp_path / "log.txt").exists() or (tmp_path / "log.txt").read_text() != "survived-step":
+            assert time.monotonic() < deadline and launcher.poll() is None
+            time.sleep(0.1)
+        time.sleep(0.5)  # the wrapper exits with its verdict while the stand-in launcher sleeps on
+        assert launcher.poll() is None  # the node's launcher was neither killed ...
+        state = open(f"/proc/{launcher.pid}/stat").read().rpartition(")")[2].split()[0]
+        assert state != "T"  # ... nor left stopped
+        assert not (tmp_path / "fault_injected.json").exists()
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        _, err = launcher.communicate()
+    assert "this rank runs on the first node, which hosts the rendezvous store" in err
