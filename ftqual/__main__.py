@@ -1,5 +1,3 @@
-import sys
+from ftqual.cli import entry
 
-from ftqual.cli import main
-
-sys.exit(main())
+entry()

@@ -520,7 +520,9 @@ class Injector:
         if (os.environ.get("NVRX_NODE_RANK") or os.environ.get("SLURM_NODEID")) == "0":
             # NVRx chose where this rank runs (with a spare node, any node may hold it): never the first
             # node, whose ft_launcher hosts the rendezvous store and log server every node needs.
-            log("node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting")
+            log(
+                "node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting"
+            )
             return None
         if self.pid_dir is None:
             log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")

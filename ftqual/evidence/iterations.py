@@ -85,7 +85,9 @@ class IterationTable:
     def __init__(self, cycle: int, rel: str, source: Path | None = None, root: Path | None = None) -> None:
         self.cycle, self.rel, self.source, self.root = cycle, rel, source, root
         self._pending: list[tuple] = []  # rows appended one by one, not yet converted
-        self._pending_array: np.ndarray | None = None  # converted rows, fewer than CHUNK_ROWS
+        # converted rows, fewer than CHUNK_ROWS in all, not copied together until a chunk is stored
+        self._pieces: list[np.ndarray] = []
+        self._piece_rows = 0
         self._chunks: list[_Chunk] = []
         self._file = None
         self._texts: dict[int, str] = {}
@@ -102,15 +104,16 @@ class IterationTable:
             self._flush(spill=True)
 
     def extend(self, rows: np.ndarray) -> None:
-        """Append records (DTYPE) parsed a block at a time."""
+        """Append records (DTYPE) parsed a block at a time (kept as given until stored: not to be changed)."""
         self._flush_tuples()
-        if self._pending_array is not None:
-            rows = np.concatenate((self._pending_array, rows))
-        self._rows += len(rows) - (len(self._pending_array) if self._pending_array is not None else 0)
-        while len(rows) >= CHUNK_ROWS:
-            self._store(rows[:CHUNK_ROWS], spill=True)
-            rows = rows[CHUNK_ROWS:]
-        self._pending_array = rows if len(rows) else None
+        self._rows += len(rows)
+        while len(rows):
+            take = min(len(rows), CHUNK_ROWS - self._piece_rows)
+            self._pieces.append(rows[:take])
+            self._piece_rows += take
+            rows = rows[take:]
+            if self._piece_rows == CHUNK_ROWS:
+                self._store(spill=True)
 
     def _flush_tuples(self) -> None:
         if self._pending:
@@ -122,23 +125,31 @@ class IterationTable:
     def _flush(self, spill: bool) -> None:
         """Store what is pending (as a spilled chunk, or in memory when the table is closed)."""
         self._flush_tuples()
-        if self._pending_array is not None:
-            rows, self._pending_array = self._pending_array, None
-            self._store(rows, spill)
+        if self._pieces:
+            self._store(spill)
 
-    def _store(self, data: np.ndarray, spill: bool) -> None:
+    def _store(self, spill: bool) -> None:
+        """Store the pieces as one chunk. Spilled, each piece is written as it is (no copy joining them)."""
+        pieces, rows = self._pieces, self._piece_rows
+        self._pieces, self._piece_rows = [], 0
         start = self._chunks[-1].start + self._chunks[-1].rows if self._chunks else 0
-        its = data["iteration"]
-        low, high = int(its.min()), int(its.max())
-        ordered = bool((its[1:] > its[:-1]).all())
+        low = min(int(piece["iteration"].min()) for piece in pieces)
+        high = max(int(piece["iteration"].max()) for piece in pieces)
+        ordered = all(bool((piece["iteration"][1:] > piece["iteration"][:-1]).all()) for piece in pieces)
+        ordered = ordered and all(
+            int(after["iteration"][0]) > int(before["iteration"][-1])
+            for before, after in zip(pieces, pieces[1:], strict=False)
+        )
         if not spill:
-            self._chunks.append(_Chunk(start, len(data), low, high, data, ordered=ordered))
+            data = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            self._chunks.append(_Chunk(start, rows, low, high, data, ordered=ordered))
             return
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="ftqual-iterations-")
         at = self._file.seek(0, os.SEEK_END)
-        self._file.write(data.tobytes())
-        self._chunks.append(_Chunk(start, len(data), low, high, None, at, ordered))
+        for piece in pieces:
+            self._file.write(np.ascontiguousarray(piece))
+        self._chunks.append(_Chunk(start, rows, low, high, None, at, ordered))
 
     def close(self) -> IterationTable:
         self._flush(spill=False)

@@ -588,27 +588,54 @@ _MAX_SHIFT = 1 << 60  # microseconds; a forged tz_offset_s beyond it leaves the 
 _BULK_MIN = 8  # iteration lines a block needs to be read in bulk (fewer cost less line by line)
 
 
-def _other_starts(block: bytes, lo: np.ndarray, clean_end: np.ndarray) -> list[int]:
-    """`_candidate_starts(block, _OTHER_NEEDLES)`, the keywords sought only outside [lo, clean_end) of the
-    canonical lines when these make much of the block. No keyword lies within those spans (`canonical`
-    proves it: a head holds only its layout's words, digits, spaces and marks; a rest read to the line's end
-    was searched), and none is cut by leaving them out: a keyword would have to hold the newline before a
-    line's start or after its end, or the `|` that ends a head."""
+def _gaps(block: bytes, lo: np.ndarray, clean_end: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """What lies outside [lo, clean_end) of the canonical lines: (those bytes joined, where each gap starts in
+    the block, where in the joined bytes), or None when these spans make less than a quarter of the block
+    (searching it whole then costs less). No keyword lies within the spans (`canonical` proves it: a head
+    holds only its layout's words, digits, spaces and marks, one `consumed samples`; a rest read to the
+    line's end was searched), and none is cut by leaving them out: a keyword would have to hold the newline
+    before a line's start or after its end, or the `|` that ends a head."""
     if int((clean_end - lo).sum()) * 4 < len(block):
-        return _candidate_starts(block, _OTHER_NEEDLES)
+        return None
     gap_start = np.concatenate(([0], clean_end))
     gap_size = np.append(lo, len(block)) - gap_start
     keep = np.flatnonzero(gap_size > 0)
     gap_start, gap_size = gap_start[keep], gap_size[keep]
     rest = b"".join([block[s : s + k] for s, k in zip(gap_start.tolist(), gap_size.tolist(), strict=True)])
-    hits = _keyword_hits(rest, _OTHER_NEEDLES)
-    if not hits:
-        return []
-    at_rest = np.concatenate(([0], np.cumsum(gap_size)))  # where each gap starts in `rest`
-    found = np.array(hits, dtype=np.int64)
-    gap = np.searchsorted(at_rest, found, side="right") - 1
+    return rest, gap_start, np.concatenate(([0], np.cumsum(gap_size)))
+
+
+def _in_block(found: list[int], gap_start: np.ndarray, at_rest: np.ndarray) -> np.ndarray:
+    """Offsets in the joined gaps (`_gaps`) as offsets in the block."""
+    where = np.array(found, dtype=np.int64)
+    gap = np.searchsorted(at_rest, where, side="right") - 1
+    return gap_start[gap] + where - at_rest[gap]
+
+
+def _line_starts(block: bytes, offsets: np.ndarray) -> list[int]:
+    """The sorted starts of the lines holding these offsets."""
     rfind = block.rfind
-    return sorted({rfind(b"\n", 0, pos) + 1 for pos in (gap_start[gap] + found - at_rest[gap]).tolist()})
+    return sorted({rfind(b"\n", 0, pos) + 1 for pos in offsets.tolist()})
+
+
+def _other_starts(block: bytes, lo: np.ndarray, clean_end: np.ndarray) -> list[int]:
+    """`_candidate_starts(block, _OTHER_NEEDLES)`, the keywords sought only outside [lo, clean_end) of the
+    canonical lines when these make much of the block (`_gaps`)."""
+    gaps = _gaps(block, lo, clean_end)
+    if gaps is None:
+        return _candidate_starts(block, _OTHER_NEEDLES)
+    rest, gap_start, at_rest = gaps
+    hits = _keyword_hits(rest, _OTHER_NEEDLES)
+    return _line_starts(block, _in_block(hits, gap_start, at_rest)) if hits else []
+
+
+def _every(data: bytes, needle: bytes) -> list[int]:
+    """Every offset of `needle` in `data` (occurrences of these needles cannot overlap)."""
+    found, pos, find = [], data.find(needle), data.find
+    while pos >= 0:
+        found.append(pos)
+        pos = find(needle, pos + len(needle))
+    return found
 
 
 def _sample_lines(block: bytes, total: int, newlines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -618,6 +645,51 @@ def _sample_lines(block: bytes, total: int, newlines: np.ndarray) -> tuple[np.nd
     line_of = np.searchsorted(newlines, at)  # newlines before each occurrence: the index of its line
     first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
     return line_of[first], np.diff(np.append(first, total)) == 1
+
+
+# A block whose last PROBE bytes are mostly iteration lines is taken as iteration-dense without counting
+# `consumed samples` over the whole of it: every line is tried, and the words are sought only outside the
+# canonical lines (in a dense block: its chatter and the lines not proven). Only speed depends on the guess.
+_PROBE = 64 << 10
+
+
+def _dense_probe(block: bytes, newlines: np.ndarray) -> bool:
+    if len(block) < 4 * _PROBE:
+        return False
+    start = len(block) - _PROBE
+    found = block.count(_SAMPLES, start)
+    return found > 0 and found * 2 >= len(newlines) - int(np.searchsorted(newlines, start))
+
+
+def _dense_without_count(
+    block: bytes, a: np.ndarray, newlines: np.ndarray, starts: np.ndarray, ends: np.ndarray, shift: int
+) -> tuple[canonical.Parsed, np.ndarray, np.ndarray, list[int] | None, int]:
+    """Every line of an iteration-dense block parsed: (parsed, which lines hold `consumed samples`, which are
+    canonical and hold them once, the other keyword lines' starts or None when not sought, the count of
+    `consumed samples`). Where the canonical lines make most of the block, each holds the words once in its
+    head, and an occurrence elsewhere lies outside their clean spans: the words and the other keywords are
+    sought there only. Else (a wrong guess) they are counted over the whole block."""
+    parsed = canonical.parse(a, starts, ends, shift, MAX_LINE_BYTES, _NEEDLES)
+    ok = parsed.ok
+    gaps = _gaps(block, starts[ok], parsed.clean_end[ok])
+    if gaps is not None:
+        rest, gap_start, at_rest = gaps
+        held = ok.astype(np.int64)
+        if extra := _every(rest, _SAMPLES):
+            line_of = np.searchsorted(newlines, _in_block(extra, gap_start, at_rest))
+            held += np.bincount(line_of, minlength=len(held))
+        hits = _keyword_hits(rest, _OTHER_NEEDLES)
+        others = _line_starts(block, _in_block(hits, gap_start, at_rest)) if hits else []
+        return parsed, held > 0, ok & (held == 1), others, int(held.sum())
+    total = block.count(_SAMPLES)
+    if int(ok.sum()) == total:  # each canonical line holds the words once, no other line holds them
+        return parsed, ok, ok, None, total
+    where, once = _sample_lines(block, total, newlines)
+    samples = np.zeros(len(ok), dtype=bool)
+    samples[where] = True
+    single = np.zeros(len(ok), dtype=bool)
+    single[where] = once
+    return parsed, samples, ok & single, None, total
 
 
 def _bulk_iterations(
@@ -638,37 +710,45 @@ def _bulk_iterations(
     in line order between them, so the table stays in line order and each number's first line wins."""
     if collector.in_args or arguments:
         return None
-    total = block.count(_SAMPLES)
-    if not total:
-        return _candidate_starts(block, _OTHER_NEEDLES)
-    if total < _BULK_MIN:
-        return None
-    shift = canonical.shift_micros(collector.clock.tz_offset_s)
-    if shift is None or abs(shift) > _MAX_SHIFT:
-        return None
     count = len(newlines) + (not block.endswith(b"\n"))  # lines in the block
     starts = np.concatenate(([0], newlines + 1))[:count]
     ends = np.append(newlines, len(block))[:count]
-    if total * 2 >= count:  # iteration-dense: every line is tried, most are canonical
+    shift = canonical.shift_micros(collector.clock.tz_offset_s)
+    if shift is not None and abs(shift) > _MAX_SHIFT:
+        shift = None
+    others: list[int] | None = None
+    if shift is not None and _dense_probe(block, newlines):
         lines = np.arange(count)
-        parsed = canonical.parse(a, starts, ends, shift, MAX_LINE_BYTES, _NEEDLES)
-        ok = parsed.ok
-        if int(ok.sum()) == total:  # each canonical line holds the words once, no other line holds them
-            samples = ok
-        else:
-            where, once = _sample_lines(block, total, newlines)
-            samples = np.zeros(count, dtype=bool)
-            samples[where] = True
-            single = np.zeros(count, dtype=bool)
-            single[where] = once
-            ok = ok & single
+        parsed, samples, ok, others, total = _dense_without_count(block, a, newlines, starts, ends, shift)
+        if total < _BULK_MIN:
+            return None if total else _candidate_starts(block, _OTHER_NEEDLES)
     else:
-        lines, once = _sample_lines(block, total, newlines)
-        parsed = canonical.parse(a, starts[lines], ends[lines], shift, MAX_LINE_BYTES, _NEEDLES)
-        ok = parsed.ok & once
-        samples = np.ones(len(lines), dtype=bool)
+        total = block.count(_SAMPLES)
+        if not total:
+            return _candidate_starts(block, _OTHER_NEEDLES)
+        if total < _BULK_MIN or shift is None:
+            return None
+        if total * 2 >= count:  # iteration-dense: every line is tried, most are canonical
+            lines = np.arange(count)
+            parsed = canonical.parse(a, starts, ends, shift, MAX_LINE_BYTES, _NEEDLES)
+            ok = parsed.ok
+            if int(ok.sum()) == total:  # each canonical line holds the words once, no other line holds them
+                samples = ok
+            else:
+                where, once = _sample_lines(block, total, newlines)
+                samples = np.zeros(count, dtype=bool)
+                samples[where] = True
+                single = np.zeros(count, dtype=bool)
+                single[where] = once
+                ok = ok & single
+        else:
+            lines, once = _sample_lines(block, total, newlines)
+            parsed = canonical.parse(a, starts[lines], ends[lines], shift, MAX_LINE_BYTES, _NEEDLES)
+            ok = parsed.ok & once
+            samples = np.ones(len(lines), dtype=bool)
     lo, hi = starts[lines], ends[lines]
-    others = _other_starts(block, lo[ok], parsed.clean_end[ok])
+    if others is None:
+        others = _other_starts(block, lo[ok], parsed.clean_end[ok])
     if others:
         held = lo[samples]
         where = np.minimum(np.searchsorted(held, others), len(held) - 1)
