@@ -237,7 +237,8 @@ def _sizes_and_first_not_product(table, gbs: int) -> tuple[set[int], int | None]
     sizes: set[int] = set()
     wrong: int | None = None
     for start, rows in table.chunks():
-        sizes.update(int(v) for v in np.unique(rows["gbs"][(rows["flags"] & HAS_GBS) != 0])[:2])
+        found = np.unique(rows["gbs"][(rows["flags"] & HAS_GBS) != 0], return_index=True)[0]  # no numpy.ma
+        sizes.update(int(v) for v in found[:2])
         if len(sizes) > 1:
             break  # a ramp-up: no product to check
         if wrong is None and len(hits := np.flatnonzero(_not_product(rows, gbs))):

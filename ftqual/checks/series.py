@@ -89,7 +89,7 @@ class Series:
             if ordered and (not len(best) or values[0] > best[-1]):
                 best = np.concatenate((best, values))[:WINDOW]  # a log in order: no sort
             else:
-                best = np.unique(np.concatenate((best, values)))[:WINDOW]
+                best = np.unique(np.concatenate((best, values)), return_index=True)[0][:WINDOW]
         return best
 
     def windows(self, start: int) -> Iterator[Window]:
