@@ -4,7 +4,10 @@
 # GPUS_PER_NODE=1, a common NVRX_RUN_ID and NVRX_LOG_SERVER_PORT, RDZV_ENDPOINT=<first node>:<port>, and each
 # node's rank in NVRX_NODE_RANK (what SLURM_NODEID gives under srun; node 0 writes run.json).
 #
-#   tools/gpu/two_launchers.sh RUN_ID FAULT          (FAULT: none | kill | hang; the fault rank is 1)
+#   tools/gpu/two_launchers.sh RUN_ID FAULT          (FAULT: none | kill | hang | node_loss; fault rank 1)
+#
+# With NVRX_SPARE_NODES=1 a third launcher (n3, node rank 2) joins as NVRx's standby (--nnodes=2:3); it shares
+# GPU 1 with n2, which it can only use once n2 is gone (what a node_loss of rank 1 does).
 #
 # Reads from the environment (as the workflow's launcher_env sets them): NVRX_WORK_DIR (absolute),
 # MEGATRON_PATH, TP, PP, TRAIN_ITERS, SAVE_INTERVAL, NVRX_SECTION_TIMEOUTS, NVRX_OUT_OF_SECTION_TIMEOUT,
@@ -40,7 +43,7 @@ if ! "${unshare_cmd[@]}" true 2>/dev/null; then
     fi
 fi
 hosts=$(mktemp /tmp/two_launchers_hosts.XXXXXX)
-{ cat /etc/hosts; printf '127.0.2.1 n1\n127.0.2.2 n2\n'; } >"$hosts"
+{ cat /etc/hosts; printf '127.0.2.1 n1\n127.0.2.2 n2\n127.0.2.3 n3\n'; } >"$hosts"
 chmod 644 "$hosts"
 
 mkdir -p "$NVRX_WORK_DIR/runs"
@@ -59,10 +62,13 @@ start_node() {  # node_rank host gpu; sets $started
 echo "two_launchers: run $run_id fault $fault endpoint n1:$rdzv_port log port $log_port ($(date -u +%FT%TZ))"
 start_node 0 n1 0; pid0=$started
 start_node 1 n2 1; pid1=$started
-# Forward an interruption to both launchers (each forwards it to its ft_launcher and cleans up).
-trap 'kill -TERM "$pid0" "$pid1" 2>/dev/null' INT TERM
+pid2=
+if [ "${NVRX_SPARE_NODES:-0}" -gt 0 ]; then start_node 2 n3 1; pid2=$started; fi
+# Forward an interruption to every launcher (each forwards it to its ft_launcher and cleans up).
+trap 'kill -TERM "$pid0" "$pid1" $pid2 2>/dev/null' INT TERM
 wait "$pid0"; rc0=$?
 wait "$pid1"; rc1=$?
+if [ -n "$pid2" ]; then wait "$pid2"; echo "two_launchers: run $run_id node2 (spare) exit $?"; fi
 rm -f "$hosts"
 echo "two_launchers: run $run_id node0 exit $rc0 node1 exit $rc1 ($(date -u +%FT%TZ))"
 [ "$rc0" -ne 0 ] && exit "$rc0"
