@@ -50,6 +50,9 @@ CHECK_LEGEND = {
     " restored the checkpoint completed before it",
     "started_from_existing_checkpoint": "the run started from the copied checkpoint K, the fault came after"
     " a newer one, and the recovery restored a checkpoint after K",
+    "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
+    " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
+    " training went on",
     "verdict": "the scenario's overall verdict: pass only if no check failed or was inconclusive",
 }
 
