@@ -186,7 +186,14 @@ def make_dirs(s: Settings) -> None:
         for target in s.run_dirs:
             for path in [*reversed(target.parents), target]:
                 if not path.is_dir():
-                    path.mkdir()
+                    try:
+                        path.mkdir()
+                    except FileExistsError:
+                        # Every node's launcher starts at once on a shared filesystem: a peer made it
+                        # between our look and our mkdir (seen with three launchers on one host).
+                        if not path.is_dir():
+                            raise
+                        continue
                     created.append(path)
     except OSError as exc:
         for path in reversed(created):

@@ -262,3 +262,33 @@ def test_nohup_run_outlives_the_terminal(repo_root, tmp_path, env, work):
     driver.send_signal(signal.SIGTERM)
     driver.communicate(timeout=30)
     assert json.loads((run_dir / "run.json").read_text())["interrupted_by"] == "SIGTERM"
+
+
+def test_directories_a_peer_node_made_meanwhile_are_taken_as_they_are(env, work, monkeypatch):
+    """Every node's launcher starts at once: a directory made by a peer between our look and our mkdir is
+    not an error (seen on 2 x H200 with three launchers: the first node refused with 'File exists')."""
+    s = settings.load_settings(
+        {**env, "NNODES": "2", "RDZV_ENDPOINT": "n1:29400", "GPUS_PER_NODE": "1"}, [], pid=1
+    )
+    s.run_dir.mkdir(parents=True)  # the peer's
+    real_is_dir = type(s.run_dir).is_dir
+    looked = []
+
+    def stale_is_dir(path):
+        if path == s.run_dir and not looked:  # our first look predates the peer's mkdir
+            looked.append(path)
+            return False
+        return real_is_dir(path)
+
+    monkeypatch.setattr(type(s.run_dir), "is_dir", stale_is_dir)
+    run.make_dirs(s)
+    assert looked and all(real_is_dir(path) for path in s.run_dirs)
+
+
+def test_a_file_where_a_directory_goes_is_still_refused_and_nothing_is_left(env, work):
+    s = settings.load_settings(env, [], pid=1)
+    (work / "runs").mkdir(parents=True)
+    s.run_dir.write_text("not a directory")
+    with pytest.raises(run.DirectoryError, match="File exists"):
+        run.make_dirs(s)
+    assert sorted(p.name for p in (work / "runs").iterdir()) == ["r1"] and s.run_dir.is_file()

@@ -9,7 +9,7 @@
 # Run from the project root on the 2-GPU machine with tools/gpu/env.sh sourced (MEGATRON_PATH set); on CPU,
 # NVRX_WORKLOAD=smoke and PYTHON=<a virtualenv python> try the mechanics out. Settings as
 # two_launchers_suite.sh (DP=2, 30 iterations, save interval 5, step timeout STEP_TIMEOUT, default 30 s),
-# join timeout JOIN_TIMEOUT (default 60 s). Writes WORK_DIR/runs/<run id>/, WORK_DIR/<scenario>.verify.{txt,json}
+# join timeout JOIN_TIMEOUT (default 60 s); ONLY=node_loss|node_spare runs one of the two. Writes WORK_DIR/runs/<run id>/, WORK_DIR/<scenario>.verify.{txt,json}
 # and WORK_DIR/suite.log.
 set -u
 work=${1:?usage: node_loss_suite.sh WORK_DIR [DEADLINE_EPOCH_S]}
@@ -25,8 +25,9 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 log="$work/suite.log"
 say() { echo "[node_loss suite $(date -u +%FT%T.%3NZ)] $*" | tee -a "$log"; }
 
-run() {  # scenario spare_nodes min_seconds
+run() {  # scenario spare_nodes min_seconds (ONLY=<scenario> runs that one alone)
     local left=$((deadline - $(date +%s))) run_id="mn-$1-$stamp"
+    if [ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ]; then return; fi
     if [ "$left" -lt "$3" ]; then say "skip $1: $left s left before the deadline (needs $3)"; return; fi
     say "start $1 ($run_id, spare nodes $2), at most $left s"
     NVRX_SCENARIO=$1 NVRX_SPARE_NODES=$2 timeout -s TERM "$left" bash "$here/two_launchers.sh" "$run_id" node_loss \
