@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ sys.stderr = log
 
 from ftqual import progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
 from ftqual.contract import TRACKER_NAME  # noqa: E402
+from ftqual.launch import logport  # noqa: E402
 from ftqual.launch.runstate import read_tracker  # noqa: E402
 from ftqual.launch.settings import SettingsError  # noqa: E402
 
@@ -55,18 +55,6 @@ def say(message, console=False):
     print(f"[run_scenario {SCENARIO}] {message}", file=log)
     if console:
         print(f"ftqual: {SCENARIO}: {message}", file=sys.__stderr__, flush=True)
-
-
-def free_ports(count):
-    """`count` distinct TCP ports free on this host right now."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def srun_prefix(nnodes, gpus_per_node, port):
@@ -368,7 +356,7 @@ def main():
     if s.multinode:
         # Every node's launcher must agree on the log server port (NVRx's default, 50051, would be
         # shared by concurrent multi-node runs); this host is the allocation's first node.
-        rdzv_port, log_port = free_ports(2)
+        rdzv_port, log_port = logport.ports_outside_ephemeral(2)
         env["NVRX_LOG_SERVER_PORT"] = str(log_port)
         cmd = srun_prefix(s.allocated_nodes, s.gpus_per_node, rdzv_port) + cmd
     say(f"run {run_id} (attempt {SLOT}), run dir {run_dir}, Slurm job {slurm_job or '-'}", console=True)

@@ -98,6 +98,53 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL = (32768, 60999)  # Linux's default ip_local_port_range
+LOWEST_PICKED = 10000  # below: well-known and commonly configured service ports
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's range for automatically chosen ports (bind to 0, outgoing connections)."""
+    try:
+        low, high = (int(part) for part in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL
+    return (low, high) if 0 < low <= high <= 65535 else DEFAULT_EPHEMERAL
+
+
+def ports_outside_ephemeral(count: int, rng=None, range_file: Path = EPHEMERAL_RANGE_FILE) -> list[int]:
+    """`count` distinct TCP ports free right now and outside the kernel's ephemeral range.
+
+    A multi-node run's rendezvous and log-server ports are chosen on one host and bound later by
+    ft_launcher on the nodes. A port from the ephemeral range can meanwhile be handed to anyone's bind(0):
+    seen on the CI cluster, where the nodes share one network namespace: another run's workers took the
+    rendezvous port for their MASTER_PORT, NVRx then joined that store as a client (its fallback when the
+    bind fails), and the run died with DistNetworkError when the other run's workers finished. Outside the
+    range only an explicit choice can take the port."""
+    import random
+
+    rng = rng or random.SystemRandom()
+    low, high = ephemeral_range(range_file)
+    pool = [(LOWEST_PICKED, low - 1), (high + 1, 65535)]
+    pool = [(a, b) for a, b in pool if a <= b]
+    if not pool:
+        raise OSError("no TCP ports outside the kernel's ephemeral range (ip_local_port_range)")
+    chosen: list[int] = []
+    for _ in range(1000):
+        a, b = rng.choice(pool)
+        port = rng.randint(a, b)
+        if port in chosen:
+            continue
+        try:
+            _probe(port)
+        except OSError:
+            continue
+        chosen.append(port)
+        if len(chosen) == count:
+            return chosen
+    raise OSError(f"no {count} free TCP ports found outside the ephemeral range {low}-{high}")
+
+
 def _head(path: Path) -> str:
     try:
         with open(path, "rb") as fh:

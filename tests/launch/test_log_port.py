@@ -265,3 +265,45 @@ def test_exit_code_when_ft_launcher_said_zero_but_logs_are_missing(tmp_path, bas
     record = json.loads((s.run_dir / "run.json").read_text())
     assert record["exit_code"] == 0 and record["launcher_error"].startswith("logs/launcher.log is missing")
     assert "run r1 failed: logs/launcher.log is missing or empty" in capsys.readouterr().err
+
+
+# --- multi-node ports: outside the kernel's ephemeral range -------------------------------------------
+
+
+def test_multinode_ports_avoid_the_ephemeral_range_and_are_free(tmp_path):
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    for _ in range(20):
+        ports = logport.ports_outside_ephemeral(2, range_file=ranges)
+        assert len(set(ports)) == 2
+        for port in ports:
+            assert logport.LOWEST_PICKED <= port < 32768 or 60999 < port <= 65535
+            logport._probe(port)  # bindable now
+
+
+def test_a_port_someone_holds_is_never_chosen(tmp_path, monkeypatch):
+    port = next(p for p in range(20000, 32768) if _free(p))
+    monkeypatch.setattr(logport, "LOWEST_PICKED", port)
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text(f"{port + 1} 65535\n")  # leaves exactly one port outside the range
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", port))
+        with pytest.raises(OSError, match="no 1 free TCP ports found outside the ephemeral range"):
+            logport.ports_outside_ephemeral(1, range_file=ranges)
+    assert logport.ports_outside_ephemeral(1, range_file=ranges) == [port]
+
+
+def _free(port: int) -> bool:
+    try:
+        logport._probe(port)
+    except OSError:
+        return False
+    return True
+
+
+def test_unreadable_range_falls_back_to_linux_s_default(tmp_path):
+    assert logport.ephemeral_range(tmp_path / "absent") == (32768, 60999)
+    (tmp_path / "bad").write_text("x y")
+    assert logport.ephemeral_range(tmp_path / "bad") == (32768, 60999)
+    (tmp_path / "ok").write_text("40000 50000\n")
+    assert logport.ephemeral_range(tmp_path / "ok") == (40000, 50000)
