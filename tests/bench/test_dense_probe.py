@@ -16,6 +16,7 @@ import pytest
 from bench.make_run import Spec, generate
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
+from tests.bench.test_parser_parity import reference
 
 ODD_LINES = (
     # not canonical: fields missing, in another order, a tab (no nan: it never equals itself)
@@ -34,16 +35,6 @@ ODD_LINES = (
     "0: FT: closed.",
     "2: RuntimeError: boom",
 )
-
-
-def reference(path: Path) -> train_log.TrainLog:
-    collector = train_log._Collector(0, "x.log", Clock())
-    number, last_newline = 0, True
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            last_newline = raw.endswith("\n")
-            collector.line(number, raw)
-    return collector.freeze(number, complete=last_newline)
 
 
 def dense_log(tmp_path: Path, seed: int, odd: float) -> Path:

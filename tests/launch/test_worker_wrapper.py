@@ -443,7 +443,8 @@ if __name__ == "__main__":
 """
 
 
-def run_wrapper_child(repo_root, tmp_path, fault, placement, workload=WORKLOAD, extra=()):
+def child_files(tmp_path, workload=WORKLOAD):
+    """A fake NVRx (tmp_path/fake, for PYTHONPATH), an empty checkpoint dir and the workload script."""
     fake = tmp_path / "fake"
     for rel, text in FAKE_NVRX.items():
         (fake / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -451,6 +452,11 @@ def run_wrapper_child(repo_root, tmp_path, fault, placement, workload=WORKLOAD, 
     (tmp_path / "ckpt").mkdir()
     script = tmp_path / "workload.py"
     script.write_text(workload)
+    return fake, script
+
+
+def run_wrapper_child(repo_root, tmp_path, fault, placement, workload=WORKLOAD, extra=()):
+    fake, script = child_files(tmp_path, workload)
     env = {
         **os.environ,
         "PYTHONPATH": str(fake),

@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from test_worker_wrapper import FAKE_NVRX, WORKLOAD
+from test_worker_wrapper import child_files
 
 LAUNCHER = """
 import json, os, subprocess, sys, time
@@ -41,13 +41,7 @@ def gone(pid: int) -> bool:
 
 
 def wrapper_cmd(repo_root, tmp_path, pid_dir):
-    fake = tmp_path / "fake"
-    for rel, text in FAKE_NVRX.items():
-        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
-        (fake / rel).write_text(text)
-    (tmp_path / "ckpt").mkdir()
-    script = tmp_path / "workload.py"
-    script.write_text(WORKLOAD)
+    _, script = child_files(tmp_path)
     return [
         sys.executable,
         str(repo_root / "scripts" / "megatron_gpt_worker.py"),
