@@ -4,7 +4,7 @@
 # Each slurmd runs in its own UTS namespace with the node's name as host name, so the processes of a
 # job see distinct hosts (n1, n2, n3) as on a real cluster (our launcher records pids per host), and
 # /etc/hosts gives each its own loopback address (127.0.2.1, 127.0.2.2): a rendezvous endpoint on the
-# first node resolves, and NVRx, which tells nodes apart by FQDN, sees two nodes, not one "localhost".
+# first node resolves, and NVRx, which tells nodes apart by FQDN, sees distinct nodes, not one "localhost".
 # Run as root on Debian 12. Idempotent: when the nodes already answer, it does nothing.
 # No accounting database: use `slurm-status-command: squeue` (MinJobAge=600 keeps finished jobs
 # visible to squeue longer than the executor's longest poll interval).
@@ -66,7 +66,7 @@ for n in "${NODES[@]}"; do
 done
 
 cat >"$CONF_DIR/slurm.conf" <<CONF
-# Written by .ci/slurm/start.sh: CI-only two-node cluster on one host, no accounting database.
+# Written by .ci/slurm/start.sh: CI-only three-node cluster on one host, no accounting database.
 ClusterName=ci
 SlurmctldHost=${host}(127.0.0.1)
 SlurmUser=root
