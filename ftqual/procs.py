@@ -45,12 +45,28 @@ class ProcStat:
     start_time: int  # clock ticks since boot
 
 
+def start_ticks(pid: int | str) -> int | None:
+    """Field 22 of /proc/<pid>/stat, read directly, or None when the process is gone.
+
+    Never through psutil's create_time(): that is boot time + ticks, with the boot time read again from
+    /proc/stat's `btime` on every new psutil.Process, and `btime` (whole seconds of wall clock minus uptime)
+    flips by one second when the clock is adjusted: on VMs it does during a run, and then the same process
+    looks like another one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+        # the command name may hold spaces and parentheses: count fields after the last ')'
+        return int(text[text.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _stat(proc: psutil.Process) -> ProcStat | None:
     try:
         with proc.oneshot():
-            # create_time() is boot time + start ticks; boot time is read again at once, so a clock step
-            # in between (microseconds) is the only way to be off, and then the process is not proven ours.
-            ticks = round((proc.create_time() - psutil.boot_time()) * CLOCK_TICKS)
+            ticks = start_ticks(proc.pid)
+            if ticks is None:
+                return None
             state = _STATE.get(proc.status(), "?")
             return ProcStat(proc.pid, proc.ppid(), os.getpgid(proc.pid), state, ticks)
     except (psutil.Error, OSError):
@@ -77,13 +93,46 @@ def all_procs() -> list[ProcStat]:
 
 
 def descendants(root: int) -> list[ProcStat]:
-    """The live processes below `root` (children, theirs, ...); none when `root` is gone."""
-    try:
-        children = psutil.Process(root).children(recursive=True)
-    except psutil.Error:
+    """The live processes below `root` (children, theirs, ...); none when `root` is gone.
+
+    Walks the parent links of one process-table snapshot itself: psutil's children() drops a child whose
+    create_time() is before its parent's, and those epoch times can differ by the one-second flips of the
+    boot time (start_ticks), so a child started with its parent could be missed."""
+    top = read_stat(root)
+    if top is None or top.state == "Z":
         return []
-    found = (_stat(child) for child in children)
-    return [stat for stat in found if stat is not None and stat.state != "Z"]
+    by_parent: dict[int, list[ProcStat]] = {}
+    for stat in all_procs():
+        by_parent.setdefault(stat.ppid, []).append(stat)
+    found, todo = [], [top.pid]
+    while todo:
+        for child in by_parent.get(todo.pop(), []):
+            if child.start_time >= top.start_time and child.pid != top.pid:  # not a reused parent pid
+                found.append(child)
+                todo.append(child.pid)
+    return found
+
+
+def ancestry() -> list[tuple[int, int]]:
+    """(pid, start ticks) of every process above this one up to init: what runs us (the workflow)."""
+    chain: list[tuple[int, int]] = []
+    stat = read_stat(os.getpid())
+    # parent links by hand: psutil's parents() stops at a parent whose create_time() looks later than ours
+    while stat is not None and stat.ppid > 1 and len(chain) < 64:
+        stat = read_stat(stat.ppid)
+        if stat is None:
+            break
+        chain.append((stat.pid, stat.start_time))
+    return chain
+
+
+def first_gone(chain: Iterable[tuple[int, int]]) -> int | None:
+    """The pid of the first process of `chain` (from ancestry()) that is gone: exited, a zombie (where
+    nobody reaps a killed Snakemake it stays one), or its pid now names another process."""
+    for pid, started in chain:
+        if not alive(pid, started):
+            return pid
+    return None
 
 
 def pid_record(pid: int) -> dict[str, int]:

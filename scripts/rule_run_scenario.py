@@ -39,7 +39,7 @@ sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 
-from ftqual import progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
+from ftqual import procs, progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
 from ftqual.contract import TRACKER_NAME  # noqa: E402
 from ftqual.launch import logport  # noqa: E402
 from ftqual.launch.runstate import read_tracker  # noqa: E402
@@ -83,35 +83,6 @@ def srun_prefix(nnodes, gpus_per_node, port):
     ]
 
 
-def ancestors():
-    """(pid, start time) of every process above this one: the workflow and what runs it."""
-    import psutil
-
-    chain = []
-    for proc in psutil.Process().parents():
-        if proc.pid <= 1:
-            break
-        try:
-            chain.append((proc.pid, proc.create_time()))
-        except psutil.Error:
-            break
-    return chain
-
-
-def lost_ancestor(chain):
-    import psutil
-
-    for pid, created in chain:
-        try:
-            proc = psutil.Process(pid)
-            # A zombie is gone too: where nobody reaps a killed Snakemake (no init) it stays one.
-            if proc.create_time() != created or proc.status() == psutil.STATUS_ZOMBIE:
-                return pid
-        except psutil.Error:
-            return pid
-    return None
-
-
 def show_progress(watcher, state):
     """Print what happened in the run since the last look (ftqual.progress), and while a hang waits for its
     detection, what it waits for, every 15 s."""
@@ -149,7 +120,9 @@ def run_launcher(cmd, env, console, watcher=None):
         handled.append(signal.SIGHUP)
     for sig in handled:
         signal.signal(sig, on_signal)
-    chain = ancestors()
+    # Start ticks, not psutil's create_time(): that moves by a second when a VM's clock is adjusted, and a
+    # live workflow then looked gone (seen on CI: the run was stopped with SIGTERM, its job failed).
+    chain = procs.ancestry()
     progress_state = {}
     if stopped:
         return 1, stopped[0]
@@ -174,7 +147,7 @@ def run_launcher(cmd, env, console, watcher=None):
             except subprocess.TimeoutExpired:
                 if watcher is not None:
                     show_progress(watcher, progress_state)
-                gone = lost_ancestor(chain)
+                gone = procs.first_gone(chain)
                 if gone is not None and not stopped:
                     stop(f"the workflow process {gone} is gone")
     return rc, (stopped[0] if stopped else None)
