@@ -18,6 +18,17 @@ def pytest_configure(config):
     os.environ.setdefault("TZ", "UTC")
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus):
+    """Why the session's failed workflow runs failed, from their rule logs, last (what CI keeps)."""
+    wfutil = sys.modules.get("wfutil")
+    if exitstatus != 0 and wfutil is not None:
+        lines = wfutil.failed_runs_digest()
+        if lines:
+            terminalreporter.section("failed workflow runs: telling lines of their rule logs")
+            for line in lines[-80:]:
+                terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

@@ -56,8 +56,9 @@ def snakemake_cmd(*args: str) -> list[str]:
 def run_snakemake(
     workdir: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """`python -m snakemake ARGS` in `workdir`; stdout and stderr together in `.stdout`."""
-    return subprocess.run(
+    """`python -m snakemake ARGS` in `workdir`; stdout and stderr together in `.stdout`. A run that fails
+    is remembered for the session's closing digest (failed_runs_digest)."""
+    proc = subprocess.run(
         snakemake_cmd(*args),
         cwd=workdir,
         env={**snakemake_env(), **(env or {})},
@@ -66,6 +67,27 @@ def run_snakemake(
         text=True,
         timeout=timeout,
     )
+    if proc.returncode != 0:
+        FAILED_RUNS.append(Path(workdir))
+    return proc
+
+
+FAILED_RUNS: list[Path] = []
+TELLING_LINE = re.compile(r"interrupted|Traceback|Error|FAILED|refus|not launched|exited [1-9]")
+
+
+def failed_runs_digest(limit: int = 12) -> list[str]:
+    """For every failed workflow run of the session, the telling lines of its rule logs: on CI only the
+    end of the output is kept, and the Snakemake output in an assertion says that a job failed, not why.
+    Some of these runs fail on purpose (tests of failures); the digest only says where to look."""
+    lines = []
+    for workdir in dict.fromkeys(FAILED_RUNS):
+        lines.append(f"workflow run failed in {workdir}")
+        for log in sorted((workdir / "logs").glob("**/*.log")):
+            telling = [ln for ln in log.read_text(errors="replace").splitlines() if TELLING_LINE.search(ln)]
+            if telling:
+                lines += [f"  {log.relative_to(workdir)}:"] + [f"    {ln[:240]}" for ln in telling[-limit:]]
+    return lines
 
 
 def job_stats(output: str) -> dict[str, int]:
