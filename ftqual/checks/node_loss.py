@@ -69,7 +69,7 @@ def node_loss_outcome(snap: RunSnapshot, exp: Expectations) -> CheckResult:
     if survivors:
         _detected(snap, f, survivors, formed_allowed=bool(exp.spare_nodes))
         if exp.spare_nodes:
-            _went_on(snap, f, survivors, lost, exp)
+            _went_on(snap, f, survivors, lost)
         else:
             _ended(snap, f, survivors, exp)
     return f.result()
@@ -161,7 +161,7 @@ def _detected(snap: RunSnapshot, f: Findings, survivors: list[str], formed_allow
         )
 
 
-def _went_on(snap: RunSnapshot, f: Findings, survivors: list[str], lost: str, exp: Expectations) -> None:
+def _went_on(snap: RunSnapshot, f: Findings, survivors: list[str], lost: str) -> None:
     """With a spare: a round after the loss gathered nnodes nodes, a standby (a node that had not joined
     before the loss) among them and the lost node not; every other node, the spare included, exited 0."""
     marker = snap.marker
@@ -238,13 +238,9 @@ def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: Expectatio
                 f"{END_SLACK_S:g} s",
                 record.ref,
             )
-        timeouts = [
-            r
-            for r in (log.rendezvous_timeouts if log else ())
-            if r.host == host and r.t and r.t > marker.injected_at
-        ]
         if log is None:
-            continue
+            continue  # reported by _detected
+        timeouts = [r for r in log.rendezvous_timeouts if r.host == host and r.t and r.t > marker.injected_at]
         if not timeouts:
             f.missing_fact(f"{host}'s launcher logged no rendezvous timeout after the loss", log.complete)
             continue
