@@ -209,8 +209,10 @@ def compute_metrics(snap: RunSnapshot) -> dict[str, object]:
 # beyond, every stride-th line of each log (about STRIDED_POINTS in all), plus every line within NEAR
 # iterations of an event (checkpoint saved or loaded, injection, restore, fault iteration) and the whole
 # replayed overlap when it is at most MAX_OVERLAP iterations long.
-ALL_POINTS = 20_000
-STRIDED_POINTS = 10_000
+# 2,000 points draw a loss curve as finely as the report's plots show it; 10,000 made verify.json 2.3 MB and
+# its writing 70 ms of a 0.6 s verify of a 50 MB log.
+ALL_POINTS = 5_000
+STRIDED_POINTS = 2_000
 NEAR = 3
 MAX_OVERLAP = 2_000
 
