@@ -41,7 +41,7 @@ sys.stderr = log
 
 from ftqual import procs, progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
 from ftqual.contract import TRACKER_NAME  # noqa: E402
-from ftqual.launch import logport  # noqa: E402
+from ftqual.launch import gpu_turn, logport  # noqa: E402
 from ftqual.launch.runstate import read_tracker  # noqa: E402
 from ftqual.launch.settings import SettingsError  # noqa: E402
 
@@ -95,10 +95,30 @@ def show_progress(watcher, state):
         say(wait, console=True)
 
 
-def run_launcher(cmd, env, console, watcher=None):
-    """Run the launcher in its own session; stop it on a signal or when the workflow disappears.
+def wait_turn(turn, stopped, chain):
+    """Wait for this machine's GPUs (ftqual.launch.gpu_turn) while answering signals and noticing a vanished
+    workflow; True once taken, False when the run was stopped first (the reason is then in `stopped`)."""
+    if turn.take():
+        return True
+    holder = turn.current_holder() or f"see {turn.path}"
+    say(f"waiting for this machine's GPUs: another scenario run has them ({holder})", console=True)
+    while not turn.take():
+        if stopped:
+            return False
+        gone = procs.first_gone(chain)
+        if gone is not None:
+            stopped.append(f"the workflow process {gone} is gone")
+            return False
+        time.sleep(0.5)
+    say("got the GPUs: launching", console=True)
+    return True
 
-    Returns (exit code, why it was stopped or None)."""
+
+def run_launcher(cmd, env, console, watcher=None, turn=None):
+    """Run the launcher in its own session; stop it on a signal or when the workflow disappears. With a
+    `turn`, the launcher starts only once the machine's GPUs are this run's.
+
+    Returns (exit code, why it was stopped or None, monotonic time the launcher started or None)."""
     stopped, started = [], []
     lock = threading.Lock()
 
@@ -125,8 +145,11 @@ def run_launcher(cmd, env, console, watcher=None):
     chain = procs.ancestry()
     progress_state = {}
     if stopped:
-        return 1, stopped[0]
+        return 1, stopped[0], None
     with open(console, "w") as out:
+        if turn is not None and not wait_turn(turn, stopped, chain):
+            return 1, stopped[0], None
+        launched = time.monotonic()
         with lock:
             started.append(
                 subprocess.Popen(
@@ -150,7 +173,7 @@ def run_launcher(cmd, env, console, watcher=None):
                 gone = procs.first_gone(chain)
                 if gone is not None and not stopped:
                     stop(f"the workflow process {gone} is gone")
-    return rc, (stopped[0] if stopped else None)
+    return rc, (stopped[0] if stopped else None), launched
 
 
 def relative_if_below(path, base):
@@ -336,18 +359,28 @@ def main():
     say("environment: " + " ".join(f"{k}={v}" for k, v in sorted(launcher_env.items())))
     say("$ " + " ".join(cmd))
 
-    started = time.monotonic()
     watcher = progress.Watcher(run_dir, timeouts=s.timeouts.as_dict(), fault=s.fault)
-    rc, stopped_by = run_launcher(cmd, env, console, watcher)
-    show_progress(watcher, {})
-    say(f"launcher exited {rc} after {time.monotonic() - started:.0f} s; console: {console}")
-    print(f"--- {console}", file=log)
-    print(console.read_text(errors="replace"), file=log)
-    if (rc != 0 or stopped_by is not None) and run_dir.is_dir():
-        # The launcher kills what its run left behind; this covers a launcher that was killed itself.
-        cleanup = [sys.executable, "-m", "ftqual", "cleanup", str(run_dir)]
-        say("$ " + " ".join(cleanup))
-        subprocess.run(cleanup, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    turn = None
+    if gpu_turn.needed():
+        turn = gpu_turn.GpuTurn(gpu_turn.lock_path(), f"{run_id} (pid {os.getpid()}, {cwd})")
+    try:
+        rc, stopped_by, started = run_launcher(cmd, env, console, watcher, turn)
+        if started is None:
+            say(f"interrupted ({stopped_by}) before the launcher started; nothing ran", console=True)
+            return 130
+        show_progress(watcher, {})
+        say(f"launcher exited {rc} after {time.monotonic() - started:.0f} s; console: {console}")
+        finished = time.monotonic()
+        print(f"--- {console}", file=log)
+        print(console.read_text(errors="replace"), file=log)
+        if (rc != 0 or stopped_by is not None) and run_dir.is_dir():
+            # The launcher kills what its run left behind; this covers a launcher that was killed itself.
+            cleanup = [sys.executable, "-m", "ftqual", "cleanup", str(run_dir)]
+            say("$ " + " ".join(cleanup))
+            subprocess.run(cleanup, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    finally:
+        if turn is not None:
+            turn.release()  # after the cleanup: the next run must not meet this one's leftovers
     if stopped_by is not None:
         say(f"interrupted ({stopped_by}); evidence kept in {run_dir}", console=True)
         return 130
@@ -364,7 +397,7 @@ def main():
         run_id=run.get("run_id", run_id),
         launched=True,
         launcher_exit=rc,
-        duration_s=round(time.monotonic() - started, 3),
+        duration_s=round(finished - started, 3),
         run_dir=relative_if_below(run_dir, cwd),
         slurm_job_id=slurm_job,
         console_log=str(console),
