@@ -1,11 +1,11 @@
-"""Process facts through psutil: parent, process group, state and start time of each process.
+"""Process facts from /proc/<pid>/stat: parent, process group, state and start time of each process (psutil
+lists the processes and reads their environments).
 
 `start_time` is the kernel's start time in clock ticks since boot (field 22 of /proc/<pid>/stat): the unit
-the stdlib-only worker wrapper records in pids/*.json, so psutil's epoch seconds are turned back into it. A
-pid plus its start time names one process for good, so a recorded pid that the kernel has since reused is
-never mistaken for ours. That a process belongs to a run is proved by its environment: the launcher puts
-`FTQUAL_RUN_ID=<run id>` into the environment of ft_launcher, which every worker, log server and checkpoint
-process inherits.
+the stdlib-only worker wrapper records in pids/*.json. A pid plus its start time names one process for good,
+so a recorded pid that the kernel has since reused is never mistaken for ours. That a process belongs to a
+run is proved by its environment: the launcher puts `FTQUAL_RUN_ID=<run id>` into the environment of
+ft_launcher, which every worker, log server and checkpoint process inherits.
 """
 
 from __future__ import annotations
@@ -20,20 +20,6 @@ import psutil
 
 # Set by our launcher only (ftqual.launch.run.child_env), never by a user's shell, unlike NVRX_RUN_ID.
 RUN_ID_ENV = "FTQUAL_RUN_ID"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# psutil's status names as the kernel's one-letter states (the letters tests and logs speak in).
-_STATE = {
-    psutil.STATUS_RUNNING: "R",
-    psutil.STATUS_SLEEPING: "S",
-    psutil.STATUS_DISK_SLEEP: "D",
-    psutil.STATUS_STOPPED: "T",
-    psutil.STATUS_TRACING_STOP: "t",
-    psutil.STATUS_ZOMBIE: "Z",
-    psutil.STATUS_DEAD: "X",
-    psutil.STATUS_IDLE: "I",
-    psutil.STATUS_PARKED: "P",
-    psutil.STATUS_WAKING: "W",
-}
 
 
 @dataclass(frozen=True)
@@ -45,39 +31,22 @@ class ProcStat:
     start_time: int  # clock ticks since boot
 
 
-def start_ticks(pid: int | str) -> int | None:
-    """Field 22 of /proc/<pid>/stat, read directly, or None when the process is gone.
-
-    Never through psutil's create_time(): that is boot time + ticks, with the boot time read again from
-    /proc/stat's `btime` on every new psutil.Process, and `btime` (whole seconds of wall clock minus uptime)
-    flips by one second when the clock is adjusted: on VMs it does during a run, and then the same process
-    looks like another one."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
-        # the command name may hold spaces and parentheses: count fields after the last ')'
-        return int(text[text.rindex(b")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _stat(proc: psutil.Process) -> ProcStat | None:
-    try:
-        with proc.oneshot():
-            ticks = start_ticks(proc.pid)
-            if ticks is None:
-                return None
-            state = _STATE.get(proc.status(), "?")
-            return ProcStat(proc.pid, proc.ppid(), os.getpgid(proc.pid), state, ticks)
-    except (psutil.Error, OSError):
-        return None
-
-
 def read_stat(pid: int | str) -> ProcStat | None:
-    """The process `pid` (a zombie included), or None when it is gone or cannot be read."""
+    """The process `pid` (a zombie included), or None when it is gone or cannot be read: one read of
+    /proc/<pid>/stat (state, parent, process group, start ticks).
+
+    Never psutil's create_time(): that is boot time + ticks, with the boot time read again from /proc/stat's
+    `btime` for every new psutil.Process, and `btime` (whole seconds of wall clock minus uptime) flips by one
+    second when the clock is adjusted: on VMs it does during a run, and then the same process looks like
+    another one (and psutil's parents() and children() skip it)."""
     try:
-        return _stat(psutil.Process(int(pid)))
-    except (psutil.Error, ValueError):
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            text = fh.read()
+        # the command name may hold spaces and parentheses: count the fields after the last ')'
+        fields = text[text.rindex(b")") + 2 :].split()
+        state = fields[0].decode("ascii", "replace")
+        return ProcStat(int(pid), int(fields[1]), int(fields[2]), state, int(fields[19]))
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -97,7 +66,7 @@ def descendants(root: int) -> list[ProcStat]:
 
     Walks the parent links of one process-table snapshot itself: psutil's children() drops a child whose
     create_time() is before its parent's, and those epoch times can differ by the one-second flips of the
-    boot time (start_ticks), so a child started with its parent could be missed."""
+    boot time (read_stat), so a child started with its parent could be missed."""
     top = read_stat(root)
     if top is None or top.state == "Z":
         return []

@@ -368,9 +368,9 @@ def main():
         if started is None:
             say(f"interrupted ({stopped_by}) before the launcher started; nothing ran", console=True)
             return 130
-        show_progress(watcher, {})
-        say(f"launcher exited {rc} after {time.monotonic() - started:.0f} s; console: {console}")
         finished = time.monotonic()
+        show_progress(watcher, {})
+        say(f"launcher exited {rc} after {finished - started:.0f} s; console: {console}")
         print(f"--- {console}", file=log)
         print(console.read_text(errors="replace"), file=log)
         if (rc != 0 or stopped_by is not None) and run_dir.is_dir():

@@ -32,22 +32,22 @@ def flipping_boot_time(monkeypatch):
     assert psutil.Process().create_time() != psutil.Process().create_time()
 
 
-def test_start_ticks_are_the_kernels_and_the_wrappers():
-    assert procs.start_ticks(os.getpid()) == wrapper.proc_start_time(os.getpid())
+def test_start_time_are_the_kernels_and_the_wrappers():
+    assert procs.start_time(os.getpid()) == wrapper.proc_start_time(os.getpid())
     assert procs.read_stat(os.getpid()).start_time == wrapper.proc_start_time()
 
 
-def test_start_ticks_survive_a_command_name_with_spaces_and_parentheses(tmp_path):
+def test_start_time_survive_a_command_name_with_spaces_and_parentheses(tmp_path):
     odd = tmp_path / "a b) (c"
     odd.symlink_to(sys.executable)
     child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"])
     try:
         time.sleep(0.2)
-        assert procs.start_ticks(child.pid) == wrapper.proc_start_time(child.pid)
+        assert procs.start_time(child.pid) == wrapper.proc_start_time(child.pid)
     finally:
         child.kill()
         child.wait()
-    assert procs.start_ticks(child.pid) is None
+    assert procs.start_time(child.pid) is None
 
 
 def test_a_live_ancestry_is_never_gone_while_the_boot_time_flips(flipping_boot_time):
@@ -72,8 +72,8 @@ def test_a_process_is_the_same_one_while_the_boot_time_flips(flipping_boot_time)
 
 def test_an_ancestor_that_exits_or_is_replaced_is_gone():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    started = procs.start_ticks(child.pid)
-    chain = [(os.getppid(), procs.start_ticks(os.getppid())), (child.pid, started)]
+    started = procs.start_time(child.pid)
+    chain = [(os.getppid(), procs.start_time(os.getppid())), (child.pid, started)]
     assert procs.first_gone(chain) is None
     assert procs.first_gone([(child.pid, started + 1)]) == child.pid  # the pid names another process
     child.kill()
