@@ -14,6 +14,7 @@ rank and node count) is attributed to the cycle of that node's latest `Event: re
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,9 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
+from ftqual.evidence import canonical
 from ftqual.evidence.clock import Clock, parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing, ref
-from ftqual.evidence.safeio import bounded_lines, open_regular
+from ftqual.evidence.safeio import MAX_LINE_BYTES, bounded_lines, line_block, open_regular
 
 LAUNCHER_LOG = "logs/launcher.log"
 MAX_FACTS = 10000  # per kind: a runaway log must not exhaust memory
@@ -361,22 +365,84 @@ _NEEDLES = [kind.needle for kind in _ONE_OF] + [needle for flag in _FLAGS for ne
 _ANY_NEEDLE = re.compile(b"|".join(re.escape(needle.encode("ascii")) for needle in dict.fromkeys(_NEEDLES)))
 
 
+_BLOCK_BYTES = 4 << 20  # read a block of whole lines at a time: only lines holding a needle become strings
+_NEEDLE_BYTES = tuple(needle.encode("ascii") for needle in dict.fromkeys(_NEEDLES))
+
+
 def parse_launcher_log(
     path: Path, rel: str, clock: Clock, default_year: int, root: Path | None = None
 ) -> LauncherLog:
     """One pass over launcher.log. Raises OSError if the file cannot be opened, is not a regular file, or
-    (with `root`) resolves outside it. Lines are cut at safeio.MAX_LINE_BYTES."""
+    (with `root`) resolves outside it. Lines are cut at safeio.MAX_LINE_BYTES.
+
+    Same lines, line numbers and facts as reading it line by line with `bounded_lines` and handing each line
+    holding a needle to `_Collector.line`, each other to `_Collector.plain`; a block is read that way when
+    one of its lines is longer than MAX_LINE_BYTES."""
     collector = _Collector(rel, clock, default_year)
     number = 0
     last_newline = True
     with open_regular(path, *((root,) if root is not None else ())) as handle:
-        for number, (raw, ended) in enumerate(bounded_lines(handle), start=1):
-            last_newline = ended
+        while block := line_block(handle, _BLOCK_BYTES):
+            last_newline = block.endswith(b"\n")
+            number = _read_block(collector, block, number)
+    return collector.freeze(number, last_newline)
+
+
+def _read_block(collector: _Collector, block: bytes, number: int) -> int:
+    """Hand the block's lines to the collector; return the lines read so far."""
+    a = np.frombuffer(block, dtype=np.uint8)
+    newlines = np.flatnonzero(a == 10)
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.append(newlines, len(block))
+    if block.endswith(b"\n"):  # no line after the last newline
+        starts, ends = starts[:-1], ends[:-1]
+    if int((ends - starts).max()) > MAX_LINE_BYTES:  # a line to cut: the plain reader cuts it
+        read = 0
+        for read, (raw, ended) in enumerate(bounded_lines(io.BytesIO(block)), start=1):
             if _ANY_NEEDLE.search(raw) is None:
                 collector.plain(raw, ended)
             else:
-                collector.line(number, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
-    return collector.freeze(number, last_newline)
+                collector.line(number + read, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
+        return number + read
+    hits = []
+    find = block.find
+    for needle in _NEEDLE_BYTES:  # each line holding a needle once is enough
+        pos = find(needle)
+        while pos >= 0:
+            hits.append(pos)
+            end = find(b"\n", pos)
+            pos = find(needle, end + 1) if end >= 0 else -1
+    needle_line = np.zeros(len(starts), dtype=bool)
+    needle_line[np.searchsorted(newlines, hits)] = True  # the newlines before a hit: its line's index
+    # `plain` can act only on a line starting with a digit or a non-ASCII byte and not with the year's four
+    # digits; the year changes rarely (a run across New Year), and the lines after a change are sought again.
+    first = np.zeros(len(starts), dtype=np.uint8)
+    nonempty = starts < ends
+    first[nonempty] = a[starts[nonempty]]
+    maybe_plain = ~needle_line & (((first >= ord("0")) & (first <= ord("9"))) | (first >= 0x80))
+    four = ends - starts >= 4
+    words = np.zeros(len(starts), dtype=np.uint32)
+    words[four] = canonical.windows(a, starts[four], 4).view("<u4")[:, 0]
+    lines_with_newline = len(newlines)
+    since = 0
+    while True:
+        year = collector.year_text
+        plain = maybe_plain & ~(four & (words == int.from_bytes(year, "little")))
+        plain[:since] = False
+        events = np.flatnonzero(needle_line | plain)
+        events = events[events >= since].tolist()
+        for i in events:
+            raw = block[starts[i] : ends[i]]
+            ended = i < lines_with_newline
+            if needle_line[i]:
+                collector.line(number + i + 1, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
+            else:
+                collector.plain(raw, ended)
+            if collector.year_text != year:
+                since = i + 1
+                break
+        else:
+            return number + len(starts)
 
 
 def read_launcher_log(

@@ -7,8 +7,9 @@ A run directory may have been copied, trimmed, or tampered with. Every evidence 
 - opens with O_NONBLOCK and refuses anything that is not a regular file once open (fstat), so a FIFO or a
   device never blocks and `/dev/zero` never streams;
 - refuses files larger than a per-kind limit.
-Lines are read by `bounded_lines`: chunks of fixed size, a line longer than MAX_LINE_BYTES cut there (its
-rest skipped), so memory per line is bounded and time is linear in the file size. `UnsafeFile` is an
+Lines are read by `bounded_lines` (or a block of whole lines at a time by `line_block`): chunks of fixed size,
+a line longer than MAX_LINE_BYTES cut there (its rest skipped), so memory per line is bounded and time is
+linear in the file size. `UnsafeFile` is an
 OSError: parsers that already turn OSError into "source missing" need no second path.
 """
 
@@ -136,6 +137,22 @@ def load_json_object(path: Path, *roots: Path, limit: int = MAX_JSON_BYTES) -> d
     if not isinstance(data, dict):
         raise ValueError("top level is not a JSON object")
     return data
+
+
+def line_block(handle: BinaryIO, size: int, max_line: int = MAX_LINE_BYTES) -> bytes:
+    """About `size` bytes, extended to the end of the line they stop in (b"" at the end of the file). The
+    rest of that line is cut after `max_line` bytes (the remainder skipped, its newline kept), so a line
+    longer than `max_line` still yields its first `max_line` bytes, as `bounded_lines` does."""
+    block = handle.read(size)
+    if not block or block.endswith(b"\n"):
+        return block
+    tail = handle.readline(max_line)
+    if len(tail) < max_line or tail.endswith(b"\n"):
+        return block + tail
+    while chunk := handle.readline(max_line):
+        if chunk.endswith(b"\n"):
+            return block + tail + b"\n"
+    return block + tail
 
 
 def bounded_lines(handle: BinaryIO, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from ftqual.evidence.iterations import (
 )
 from ftqual.evidence.iterations import IterationLine as IterationLine  # re-exported: the checks name it here
 from ftqual.evidence.model import Ref, ref
-from ftqual.evidence.safeio import MAX_LINE_BYTES, open_regular
+from ftqual.evidence.safeio import MAX_LINE_BYTES, line_block, open_regular
 
 MAX_ERRORS = 200
 MAX_FACTS = 200000  # per kind: a runaway or forged log must not exhaust memory
@@ -805,42 +806,27 @@ def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.
         index = np.flatnonzero(~(whole & (known_prefixes[at] == prefix)))
         if not len(index):
             return
-        starts, prefix, whole, m = starts[index], prefix[index], whole[index], len(index)
+        starts, prefix, whole = starts[index], prefix[index], whole[index]
     else:
         index = np.arange(m)
-    padded = len(block) - int(starts[-1]) < _RANK_WIDTH
-    source = (
-        np.concatenate((a[-2 * _RANK_WIDTH :], np.zeros(_RANK_WIDTH, dtype=np.uint8))) if padded else None
-    )
-    rows = np.empty((m, _RANK_WIDTH), dtype=np.uint8)
-    inside = starts + _RANK_WIDTH <= len(block)
-    if inside.any():
-        rows[inside] = canonical.windows(a, starts[inside], _RANK_WIDTH)
-    if source is not None:
-        offset = len(block) - min(len(block), 2 * _RANK_WIDTH)
-        rows[~inside] = canonical.windows(source, starts[~inside] - offset, _RANK_WIDTH)
-    columns = np.arange(_RANK_WIDTH)
-    blank = (rows == ord(" ")) | (rows == ord("\t"))
-    lead = np.where(blank.all(axis=1), _RANK_WIDTH, (~blank).argmax(axis=1))
-    digit = ((rows - np.uint8(ord("0"))) < 10) | (columns < lead[:, None])
-    end = np.where(digit.all(axis=1), _RANK_WIDTH, (~digit).argmax(axis=1))  # after the digits
-    size = end - lead
-    known = end + 2 <= _RANK_WIDTH
-    colon = rows[np.arange(m), np.minimum(end, _RANK_WIDTH - 1)] == ord(":")
-    space = rows[np.arange(m), np.minimum(end + 1, _RANK_WIDTH - 1)] == ord(" ")
-    ranked = known & (size >= 1) & colon & space
-    token_end = starts + end
-    odd = ~known | (ranked & ((size > canonical.MAX_DIGITS) | (token_end < 16) | ~inside))  # regex below
-    ranked &= ~odd
-    value = np.zeros(m, dtype=np.int64)
-    if ranked.any():
-        value[ranked] = canonical.number_before(a, token_end[ranked], size[ranked])
+    # The same holds within the block: only the first line of each 8-byte prefix is read, and the later
+    # ones too where that first line's rank prefix did not end within the 8 bytes (a second pass).
+    first = _first_of_each(prefix, whole)
+    tokens = _rank_tokens(a, len(block), starts[first])
+    undecided = whole[first] & (tokens.end + 2 > _RANK_PREFIX)
+    if undecided.any():
+        again = np.isin(prefix, prefix[first][undecided]) & whole
+        again[first] = True
+        first = np.flatnonzero(again)
+        tokens = _rank_tokens(a, len(block), starts[first])
+    starts, prefix, whole, index = starts[first], prefix[first], whole[first], index[first]
+    ranked, odd, end, value = tokens
     table = np.zeros(_RANK_TABLE_MAX, dtype=bool)
     table[[rank for rank in seen if rank < _RANK_TABLE_MAX]] = True
     new = ranked & ((value >= _RANK_TABLE_MAX) | ~table[np.minimum(value, _RANK_TABLE_MAX - 1)])
     lines = np.flatnonzero(new)
-    ranks, first = np.unique(value[lines], return_index=True)  # each new rank's first line is enough
-    found: list[tuple[int, int]] = list(zip(lines[first].tolist(), ranks.tolist(), strict=True))
+    ranks, first_line = np.unique(value[lines], return_index=True)  # each new rank's first line is enough
+    found: list[tuple[int, int]] = list(zip(lines[first_line].tolist(), ranks.tolist(), strict=True))
     for i in np.flatnonzero(odd).tolist():
         if match := _RANK_BYTES.match(block, int(starts[i])):
             found.append((i, int(match[1])))
@@ -856,15 +842,54 @@ def _new_ranks(collector: _Collector, block: bytes, a: np.ndarray, newlines: np.
         collector.rank_prefixes = np.unique(merged, return_index=True)[0]
 
 
-def _rest_of_line(handle) -> bytes:
-    """The rest of the current line, cut after MAX_LINE_BYTES (the remainder is skipped, its newline kept)."""
-    tail = handle.readline(MAX_LINE_BYTES)
-    if len(tail) < MAX_LINE_BYTES or tail.endswith(b"\n"):
-        return tail
-    while chunk := handle.readline(MAX_LINE_BYTES):
-        if chunk.endswith(b"\n"):
-            return tail + b"\n"
-    return tail
+def _first_of_each(prefix: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """Sorted indexes of the lines to read: the first line of each prefix, and every line without one."""
+    with_prefix = np.flatnonzero(whole)
+    keep = np.ones(len(prefix), dtype=bool)
+    keep[with_prefix] = False
+    keep[with_prefix[np.unique(prefix[with_prefix], return_index=True)[1]]] = True
+    return np.flatnonzero(keep)
+
+
+class _RankTokens(NamedTuple):
+    ranked: np.ndarray  # the line starts with a rank prefix read here
+    odd: np.ndarray  # left to `_RANK_BYTES`: the window cannot tell
+    end: np.ndarray  # where the digits end, from the line's start
+    value: np.ndarray  # the rank, where ranked
+
+
+def _rank_tokens(a: np.ndarray, size: int, starts: np.ndarray) -> _RankTokens:
+    """The rank prefix (`[ \\t]*digits: `) of the lines at `starts` (sorted), read in a window of _RANK_WIDTH
+    bytes at each."""
+    m = len(starts)
+    padded = m > 0 and size - int(starts[-1]) < _RANK_WIDTH
+    source = None
+    if padded:
+        source = np.concatenate((a[-2 * _RANK_WIDTH :], np.zeros(_RANK_WIDTH, dtype=np.uint8)))
+    rows = np.empty((m, _RANK_WIDTH), dtype=np.uint8)
+    inside = starts + _RANK_WIDTH <= size
+    if inside.any():
+        rows[inside] = canonical.windows(a, starts[inside], _RANK_WIDTH)
+    if source is not None:
+        offset = size - min(size, 2 * _RANK_WIDTH)
+        rows[~inside] = canonical.windows(source, starts[~inside] - offset, _RANK_WIDTH)
+    columns = np.arange(_RANK_WIDTH)
+    blank = (rows == ord(" ")) | (rows == ord("\t"))
+    lead = np.where(blank.all(axis=1), _RANK_WIDTH, (~blank).argmax(axis=1))
+    digit = ((rows - np.uint8(ord("0"))) < 10) | (columns < lead[:, None])
+    end = np.where(digit.all(axis=1), _RANK_WIDTH, (~digit).argmax(axis=1))  # after the digits
+    width = end - lead
+    known = end + 2 <= _RANK_WIDTH
+    colon = rows[np.arange(m), np.minimum(end, _RANK_WIDTH - 1)] == ord(":")
+    space = rows[np.arange(m), np.minimum(end + 1, _RANK_WIDTH - 1)] == ord(" ")
+    ranked = known & (width >= 1) & colon & space
+    token_end = starts + end
+    odd = ~known | (ranked & ((width > canonical.MAX_DIGITS) | (token_end < 16) | ~inside))  # regex below
+    ranked &= ~odd
+    value = np.zeros(m, dtype=np.int64)
+    if ranked.any():
+        value[ranked] = canonical.number_before(a, token_end[ranked], width[ranked])
+    return _RankTokens(ranked, odd, end, value)
 
 
 def _after_arguments(block: bytes, head: int) -> int | None:
@@ -896,11 +921,9 @@ def parse_train_log(path: Path, rel: str, cycle: int, clock: Clock, root: Path |
     with open_regular(path, *((root,) if root is not None else ())) as handle:
         while True:
             base = handle.tell()  # where the block starts in the file: iteration lines are read back from it
-            block = handle.read(_BLOCK_BYTES)
+            block = line_block(handle, _BLOCK_BYTES)
             if not block:
                 break
-            if not block.endswith(b"\n"):
-                block += _rest_of_line(handle)
             head = block.find(_ARGUMENTS)
             if (cut := _after_arguments(block, head)) is not None:  # the rest is read again as the next block
                 block = block[:cut]

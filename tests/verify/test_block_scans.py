@@ -76,3 +76,31 @@ def test_new_ranks_with_known_prefixes(tmp_path: Path, monkeypatch):
             got = {rank: (r.line, r.text) for rank, r in log.ranks.items()}
             assert got.keys() == expected.keys(), (trial, block)
             assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in expected.items()}, (trial, block)
+
+
+def test_new_ranks_when_lines_share_their_first_bytes(tmp_path: Path, monkeypatch):
+    """Lines sharing their first 8 bytes are read once when those bytes hold the whole rank prefix, every one
+    when they do not (long ranks, deep indentation): the ranks found are the regex's, at every block size."""
+    rng = random.Random(11)
+    for trial in range(6):
+        lines = []
+        for _ in range(rng.randrange(3000, 8000)):
+            kind = rng.random()
+            if kind < 0.4:  # the same 8 bytes, ranks that differ after them
+                line = f"{rng.choice(['', ' '])}{100_000_000 + rng.randrange(0, 500)}: x"
+            elif kind < 0.6:
+                line = f"{' ' * rng.randrange(6, 12)}{rng.randrange(0, 9000)}: y"
+            elif kind < 0.8:
+                line = f"{rng.randrange(0, 64):>4}: NCCL INFO {rng.randrange(0, 10**6)}"
+            else:
+                line = rng.choice(["        at frame", "12345678", "1234567: z", "   ", ""])
+            lines.append(line)
+        text = "\n".join(lines) + rng.choice(["", "\n"])
+        path = tmp_path / f"train_cycle{trial}.log"
+        path.write_text(text)
+        expected = _reference_ranks(text)
+        for block in (4 << 20, 50_000, 4_099):
+            monkeypatch.setattr(train_log, "_BLOCK_BYTES", block)
+            log = train_log.parse_train_log(path, path.name, 0, Clock())
+            got = {rank: (r.line, r.text) for rank, r in log.ranks.items()}
+            assert got == {k: (v[0], v[1]) for k, v in expected.items()}, (trial, block)
