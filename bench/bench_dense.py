@@ -10,8 +10,11 @@ Two shapes, each grown from 50 MB to 2 GB of training logs:
   iterations (about 3,100 per MB; the fault lands at 40 %, so from 1 GB on the cycle after the restore holds
   more than 1,500,000 iterations);
 - `1k ranks`: 1,024 ranks and 100,000 iterations, grown by per-rank chatter (`--target-mb`).
-Each run is generated (bench/make_run.py), verified once in its own `python -m ftqual verify` child pinned to
-one CPU (wall time; peak RSS from os.wait4), then deleted. Sizes run one after the other, never in parallel.
+Each run is generated (bench/make_run.py), verified `--repeat` times (default 1) in its own
+`python -m ftqual verify` child pinned to one CPU (wall time: the median, fastest and slowest; peak RSS from
+os.wait4, the largest), then deleted. On a shared VM one core's speed varies by 20-40 % from run to run
+(user time, not waiting), so small sizes are best read as the median of several. Sizes run one after the
+other, never in parallel.
 The package's bytecode is compiled first (`compileall`, as installing a wheel does), so that the children do
 not compile ftqual's modules from source at every start where PYTHONDONTWRITEBYTECODE is set (about 0.1 s a
 run); --no-compile measures without it.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -48,7 +52,10 @@ class Result:
     iters: int
     after_restore: int  # iterations of the last cycle (after the restore)
     gen_s: float
-    wall_s: float
+    wall_s: float  # the median of the repeats
+    fastest_s: float
+    slowest_s: float
+    repeats: int
     rss_mib: float
     verdict: str
 
@@ -69,7 +76,7 @@ def last_cycle_iterations(expect: dict, spec: Spec) -> int:
     return spec.iters - faults[-1] if faults else spec.iters
 
 
-def measure(shape: str, target_mb: int, work: Path, keep: bool) -> Result:
+def measure(shape: str, target_mb: int, work: Path, keep: bool, repeat: int = 1) -> Result:
     spec = spec_for(shape, target_mb)
     run = work / f"{shape.replace(' ', '')}-{target_mb}mb"
     shutil.rmtree(run, ignore_errors=True)
@@ -77,16 +84,32 @@ def measure(shape: str, target_mb: int, work: Path, keep: bool) -> Result:
     expect = generate(spec, run)
     gen_s = time.perf_counter() - t0
     size_mb = log_bytes(run) / 1e6
-    wall, rss, code = run_verify(run, work / f"verify-{run.name}.json", pin=True)
-    verdict = VERDICTS.get(code, f"exit {code}")
+    walls, peaks, codes = zip(
+        *(run_verify(run, work / f"verify-{run.name}.json", pin=True) for _ in range(repeat)), strict=True
+    )
+    wall, rss = statistics.median(walls), max(peaks)
+    verdicts = {VERDICTS.get(code, f"exit {code}") for code in codes}
+    verdict = " / ".join(sorted(verdicts))
     if not keep:
         shutil.rmtree(run, ignore_errors=True)
     result = Result(
-        shape, target_mb, size_mb, spec.iters, last_cycle_iterations(expect, spec), gen_s, wall, rss, verdict
+        shape,
+        target_mb,
+        size_mb,
+        spec.iters,
+        last_cycle_iterations(expect, spec),
+        gen_s,
+        wall,
+        min(walls),
+        max(walls),
+        repeat,
+        rss,
+        verdict,
     )
     print(
-        f"  {shape} {target_mb} MB: {size_mb:.0f} MB, {spec.iters} iterations, verify {wall:.1f} s "
-        f"({result.mbps:.0f} MB/s), {rss:.0f} MiB, {verdict}",
+        f"  {shape} {target_mb} MB: {size_mb:.0f} MB, {spec.iters} iterations, verify {wall:.2f} s "
+        f"(median of {repeat}: {', '.join(f'{w:.2f}' for w in walls)}; {result.mbps:.0f} MB/s), "
+        f"{rss:.0f} MiB, {verdict}",
         file=sys.stderr,
         flush=True,
     )
@@ -95,14 +118,15 @@ def measure(shape: str, target_mb: int, work: Path, keep: bool) -> Result:
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| shape | logs | iterations (after the restore) | verify wall (1 core) | throughput | peak RSS "
-        "| verdict |",
+        "| shape | logs | iterations (after the restore) | verify wall (1 core): median, fastest-slowest "
+        "| throughput (median) | peak RSS | verdict |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
+        spread = f" ({r.fastest_s:.2f}-{r.slowest_s:.2f} s, {r.repeats} runs)" if r.repeats > 1 else ""
         lines.append(
-            f"| {r.shape} | {r.size_mb:,.0f} MB | {r.iters:,} ({r.after_restore:,}) | {r.wall_s:.1f} s | "
-            f"{r.mbps:.0f} MB/s | {r.rss_mib:.0f} MiB | {r.verdict} |"
+            f"| {r.shape} | {r.size_mb:,.0f} MB | {r.iters:,} ({r.after_restore:,}) "
+            f"| {r.wall_s:.2f} s{spread} | {r.mbps:.0f} MB/s | {r.rss_mib:.0f} MiB | {r.verdict} |"
         )
     return "\n".join(lines)
 
@@ -115,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=REPO / "bench" / "out", help="where runs are generated")
     p.add_argument("--keep", action="store_true", help="keep the generated runs")
     p.add_argument("--no-compile", action="store_true", help="do not compile ftqual's bytecode first")
+    p.add_argument("--repeat", type=int, default=1, help="verify each run this many times (the median)")
     a = p.parse_args(argv)
     a.work.mkdir(parents=True, exist_ok=True)
     if not a.no_compile:
@@ -123,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ftqual bytecode compiled first: {not a.no_compile}", file=sys.stderr)
     sizes = [s for s in a.sizes if a.max_mb is None or s <= a.max_mb]
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
-    results = [measure(shape, size, a.work, a.keep) for shape in a.shape or SHAPES for size in sizes]
+    if a.repeat < 1:
+        p.error("--repeat must be at least 1")
+    results = [
+        measure(shape, size, a.work, a.keep, a.repeat) for shape in a.shape or SHAPES for size in sizes
+    ]
     print(f"load average after: {os.getloadavg()}", file=sys.stderr)
     print(table(results))
     return 0
