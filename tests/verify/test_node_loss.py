@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import RunEditor
 
 from ftqual.checks.node_loss import NOT_WITHOUT_SPARE
 from ftqual.verify import check_by_id
+from tests.verify.conftest import RunEditor  # by its package path: other folders have a conftest too
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "slurm-cpu-node-loss"
 LOG = "logs/launcher.log"
