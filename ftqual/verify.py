@@ -24,6 +24,7 @@ from ftqual.checks import expectations_from, run_checks, verdict
 from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.evidence.clock import iso_z
+from ftqual.evidence.spill import SpillError
 from ftqual.metrics import compute_metrics, timeline
 
 SCHEMA = "ftqual.verify/v1"
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         report = build_report(args.run_dir, args.baseline, args.replay_tolerance, args.baseline_tolerance)
-    except RunMetaError as exc:
+    except (RunMetaError, SpillError) as exc:  # the run's run.json, or this machine's temporary directory
         print(f"ftqual verify: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except (OSError, ValueError, RecursionError, MemoryError) as exc:

@@ -2,17 +2,16 @@
 
 A training log holds one iteration line per step, so a long run holds millions. Each becomes a 73-byte
 record (numbers, flags, line number, byte offset of the line in the log); a chunk of CHUNK_ROWS records stays
-in memory, full chunks go to an unlinked temporary file (page cache, not the process's RSS). Readers walk the
-chunks in log order as numpy arrays, using each chunk's iteration range to skip it. The line's text (the
-`Ref` a check cites) is read back from the log by its byte offset only for the few rows a check cites;
-lines that were parsed from decoded text (a block holding a carriage return, the line-by-line reference
-reader) keep their text beside the table.
+in memory, full chunks go to an unlinked temporary file (page cache, not the process's RSS; which directory,
+and what a full one says: `spill.py`). Readers walk the chunks in log order as numpy arrays, using each
+chunk's iteration range to skip it. The line's text (the `Ref` a check cites) is read back from the log by
+its byte offset only for the few rows a check cites; lines that were parsed from decoded text (a block
+holding a carriage return, the line-by-line reference reader) keep their text beside the table.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ import numpy as np
 
 from ftqual.evidence.model import MAX_TEXT, Ref, ref
 from ftqual.evidence.safeio import open_regular
+from ftqual.evidence.spill import open_spill, spill_failed
 
 CHUNK_ROWS = 1 << 15
 MAX_KEPT_TEXTS = 200_000  # text kept beside the table for lines without an offset (hostile CR logs)
@@ -145,10 +145,13 @@ class IterationTable:
             self._chunks.append(_Chunk(start, rows, low, high, data, ordered=ordered))
             return
         if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="ftqual-iterations-")
-        at = self._file.seek(0, os.SEEK_END)
-        for piece in pieces:
-            self._file.write(np.ascontiguousarray(piece))
+            self._file = open_spill()
+        try:
+            at = self._file.seek(0, os.SEEK_END)
+            for piece in pieces:
+                self._file.write(np.ascontiguousarray(piece))
+        except OSError as exc:  # a full disk is the machine's problem, never an unreadable log
+            raise spill_failed(exc) from exc
         self._chunks.append(_Chunk(start, rows, low, high, None, at, ordered))
 
     def close(self) -> IterationTable:
@@ -162,8 +165,14 @@ class IterationTable:
     def _load(self, chunk: _Chunk) -> np.ndarray:
         if chunk.data is not None:
             return chunk.data
-        self._file.seek(chunk.at)
-        return np.frombuffer(self._file.read(chunk.rows * DTYPE.itemsize), dtype=DTYPE)
+        try:
+            self._file.seek(chunk.at)  # flushes what is still buffered: the last write's error comes here
+            data = self._file.read(chunk.rows * DTYPE.itemsize)
+        except OSError as exc:
+            raise spill_failed(exc) from exc
+        if len(data) != chunk.rows * DTYPE.itemsize:
+            raise spill_failed(OSError(0, "the temporary file is shorter than what was written to it"))
+        return np.frombuffer(data, dtype=DTYPE)
 
     def chunks(self, low: int | None = None, high: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
         """(index of the first row, rows) in log order; with low/high only chunks holding an iteration in
