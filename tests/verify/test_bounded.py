@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
 
 from bench.make_run import Spec, generate
 from ftqual import metrics
+from ftqual.checks import resume
 from ftqual.checks.replay import _spans, relative_difference
 from ftqual.checks.series import Spans, relative
 from ftqual.evidence import derive
 from ftqual.evidence.snapshot import build_snapshot
 from ftqual.evidence.train_log import _Seen
+from ftqual.verify import build_report
+from tests.verify.conftest import RunEditor
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -82,3 +86,30 @@ def test_timeline_is_bounded_and_keeps_the_events(tmp_path, monkeypatch):
         last = max(p["iteration"] for p in full if p["cycle"] == cycle)
         assert last in have
     assert {p["iteration"] for p in kept if p["cycle"] == 1} >= set(range(k + 1, fault + 1))
+
+
+def _progress(run) -> dict:
+    report = build_report(run)
+    return next(check for check in report["checks"] if check["id"] == "progress_after_resume")
+
+
+def test_gaps_after_the_restore_are_counted_the_same_in_windows(tmp_path, monkeypatch):
+    """The gap count of progress_after_resume walks windows of wanted iterations: any window size gives the
+    count and the first gap a single window gives; more wanted iterations than it checks is inconclusive,
+    never a silent pass."""
+    run = tmp_path / "run"
+    generate(Spec(ranks=2, iters=300, chatter_per_rank=0), run)
+    whole = _progress(run)
+    assert whole["status"] == "pass", whole["detail"]
+    gaps = re.compile(r"\] iteration +(150|151|152|233)/")
+    RunEditor(run).delete_lines("logs/train_cycle1.log", lambda line: bool(gaps.search(line)))
+    one = _progress(run)
+    assert one["status"] == "fail"
+    assert "4 iteration(s) after the restore never logged at log interval 1 (first: 150)" in one["detail"]
+    monkeypatch.setattr(resume, "WANTED_WINDOW", 7)  # 180 wanted after the restore at 120: 26 windows
+    assert _progress(run) == one
+    monkeypatch.setattr(resume, "MAX_WANTED_WINDOWS", 25)
+    beyond = _progress(run)
+    assert beyond["status"] == "inconclusive"
+    assert "180 iterations wanted after the restore at log interval 1 (up to 300)" in beyond["detail"]
+    assert "more than the 175 this verifier checks for gaps" in beyond["detail"]
