@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Benchmark `ftqual verify` on iteration-dense logs: cost independent of the run's length (issue 16).
 
-    .venv/bin/python bench/bench_dense.py                 # both shapes, 50 MB to 2 GB
+    .venv/bin/python bench/bench_dense.py                 # all three shapes, 50 MB to 2 GB
     .venv/bin/python bench/bench_dense.py --max-mb 100    # a quick subset
     .venv/bin/python bench/bench_dense.py --shape dense --sizes 50 2000
 
-Two shapes, each grown from 50 MB to 2 GB of training logs:
+Three shapes, each grown from 50 MB to 2 GB of training logs:
 - `dense`: 8 ranks, one iteration line per step (`--log-interval=1`), almost no chatter: the logs grow by
   iterations (about 3,100 per MB; the fault lands at 40 %, so from 1 GB on the cycle after the restore holds
   more than 1,500,000 iterations);
-- `1k ranks`: 1,024 ranks and 100,000 iterations, grown by per-rank chatter (`--target-mb`).
+- `1k ranks`: 1,024 ranks and 100,000 iterations, grown by per-rank chatter (`--target-mb`);
+- `saves`: `dense` with a checkpoint every 1,000 iterations, as a long run saves (6,200 saves and
+  checkpoint folders at 2 GB; `dense` saves 10 times whatever its length): the logs grow by iterations and
+  by checkpoints.
 Each run is generated (bench/make_run.py), verified `--repeat` times (default 1) in its own
 `python -m ftqual verify` child pinned to one CPU (wall time: the median, fastest and slowest; peak RSS from
 os.wait4, the largest), then deleted. On a shared VM one core's speed varies by 20-40 % from run to run
@@ -41,7 +44,8 @@ from bench.make_run import Spec, chatter_for_target, generate  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SIZES_MB = (50, 100, 500, 1000, 2000)
 ITERS_PER_MB = 3_100  # dense shape: 8 ranks, one ~320-byte iteration line per step
-SHAPES = ("dense", "1k ranks")
+SHAPES = ("dense", "1k ranks", "saves")
+SAVE_INTERVAL = 1_000  # the `saves` shape
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,9 @@ class Result:
 
 
 def spec_for(shape: str, target_mb: int) -> Spec:
-    if shape == "dense":
-        return Spec(ranks=8, iters=ITERS_PER_MB * target_mb, seed=16, chatter_per_rank=1)
+    if shape in ("dense", "saves"):
+        spec = Spec(ranks=8, iters=ITERS_PER_MB * target_mb, seed=16, chatter_per_rank=1)
+        return replace(spec, save_interval=SAVE_INTERVAL) if shape == "saves" else spec
     spec = Spec(ranks=1024, iters=100_000, seed=16, chatter_per_rank=0)
     return replace(spec, chatter_per_rank=chatter_for_target(spec, target_mb))
 
@@ -133,7 +138,7 @@ def table(results: list[Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shape", choices=SHAPES, action="append", help="default: both")
+    p.add_argument("--shape", choices=SHAPES, action="append", help="default: all")
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES_MB), help="MB of logs")
     p.add_argument("--max-mb", type=int, help="leave out larger sizes")
     p.add_argument("--work", type=Path, default=REPO / "bench" / "out", help="where runs are generated")

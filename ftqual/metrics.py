@@ -38,31 +38,60 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+# A long run saves thousands of times (every 1,000 of 6 million steps: 6,200 saves). Every save enters the
+# save-time figures, but beyond MAX_SAVES_LISTED only some are listed (checkpoint_saves, the timeline's
+# checkpoint_saved events and the points kept near them): every stride-th save, each log's first and last,
+# and those at an iteration an injection or a restore names; `checkpoint_saves_total` then counts them
+# all. 5,000 saves all listed made verify.json 10.8 MB (and pairing each save with its start took seconds).
+MAX_SAVES_LISTED = 500
+
+
 def checkpoint_saves(snap: RunSnapshot) -> list[dict[str, object]]:
-    """Each completed save: `saving checkpoint` line -> `successfully saved` line of the same cycle."""
-    out = []
-    for log in snap.train_logs:
-        for done in log.saves_of("done"):
-            start = derive.save_start(log, done)
-            out.append(
-                {
-                    "cycle": log.cycle,
-                    "iteration": done.iteration,
-                    "started_at": iso_z(start.t) if start else None,
-                    "completed_at": iso_z(done.t),
-                    "save_s": seconds(start.t, done.t) if start else None,
-                }
-            )
-    return out
+    """Every completed save: `saving checkpoint` line -> `successfully saved` line of the same cycle."""
+    return [
+        {
+            "cycle": log.cycle,
+            "iteration": done.iteration,
+            "started_at": iso_z(start.t) if start else None,
+            "completed_at": iso_z(done.t),
+            "save_s": seconds(start.t, done.t) if start else None,
+        }
+        for log in snap.train_logs
+        for done, start in derive.completed_saves(log)
+    ]
 
 
-def _save_summary(saves: list[dict[str, object]]) -> dict[str, object]:
+def listed_saves(snap: RunSnapshot, saves: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The saves listed in the report (all of them up to MAX_SAVES_LISTED; `saves` in log order)."""
+    if len(saves) <= MAX_SAVES_LISTED:
+        return saves
+    named = {m.checkpoint_iteration for m in snap.markers}
+    named |= {r.iteration for m in snap.markers if (r := derive.restore(snap, m)) is not None}
+    stride = -(-len(saves) // (MAX_SAVES_LISTED // 2))
+    last = len(saves) - 1
+    return [
+        save
+        for n, save in enumerate(saves)
+        if n % stride == 0
+        or save["iteration"] in named
+        or n in (0, last)
+        or saves[n - 1]["cycle"] != save["cycle"]  # a log's first save
+        or save["cycle"] != saves[min(n + 1, last)]["cycle"]  # a log's last save
+    ]
+
+
+def _save_summary(snap: RunSnapshot) -> dict[str, object]:
+    saves = checkpoint_saves(snap)
     durations = [s["save_s"] for s in saves if isinstance(s["save_s"], float | int)]
-    return {
-        "checkpoint_saves": saves,
+    listed = listed_saves(snap, saves)
+    summary: dict[str, object] = {
+        "checkpoint_saves": listed,
         "checkpoint_save_s_max": max(durations) if durations else None,
         "checkpoint_save_s_mean": _round(sum(durations) / len(durations)) if durations else None,
     }
+    if len(listed) < len(saves):
+        summary["checkpoint_saves_total"] = len(saves)
+    return summary
 
 
 def iterations_per_s(table: IterationTable) -> float | None:
@@ -162,7 +191,7 @@ def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
         "cycles": derive.cycle_count(snap)[0],
         "wall_time_s": _wall(snap),
     }
-    metrics.update(_save_summary(checkpoint_saves(snap)))
+    metrics.update(_save_summary(snap))
     metrics["faults"] = [_one_fault(snap, marker) for marker in snap.markers] if snap.markers else []
     return metrics
 
@@ -197,7 +226,7 @@ def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
         "iterations_per_s": iterations_per_s(log.iterations) if log else None,
         "time_to_first_step_s": seconds(info.start if info else None, first.t if first else None),
     }
-    metrics.update(_save_summary(checkpoint_saves(snap)))
+    metrics.update(_save_summary(snap))
     return metrics
 
 
@@ -219,7 +248,12 @@ MAX_OVERLAP = 2_000
 
 def _event_iterations(snap: RunSnapshot) -> tuple[np.ndarray, tuple[int, int] | None]:
     """(sorted iterations the timeline keeps points near, the replayed overlap [K+1, fault] or None)."""
-    marks = {e.iteration for log in snap.train_logs for e in (*log.saves, *log.loads)}
+    saves = checkpoint_saves(snap)
+    if len(saves) <= MAX_SAVES_LISTED:
+        marks = {e.iteration for log in snap.train_logs for e in log.saves}
+    else:  # near the listed saves only: near all of them would keep every line of a long run
+        marks = {int(save["iteration"]) for save in listed_saves(snap, saves)}
+    marks |= {e.iteration for log in snap.train_logs for e in log.loads}
     restored, fault = derive.restore(snap), derive.fault_iteration(snap)
     for item in (restored, fault):
         if item is not None:
@@ -353,9 +387,12 @@ def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
                     found.ref,
                 )
             )
+    saves = checkpoint_saves(snap)
+    listed = {(save["cycle"], save["iteration"]) for save in listed_saves(snap, saves)}
     for log in snap.train_logs:
         for done in log.saves_of("done"):
-            events.append(_event("checkpoint_saved", done.t, log.cycle, done.iteration, ref=done.ref))
+            if len(saves) <= MAX_SAVES_LISTED or (log.cycle, done.iteration) in listed:
+                events.append(_event("checkpoint_saved", done.t, log.cycle, done.iteration, ref=done.ref))
         for load in log.loads_of("done"):
             built = log.milestone(MODEL_BUILT)
             t = built.t if built and built.ref.line > load.ref.line else None

@@ -16,6 +16,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ftqual.evidence.model import Ref, SourceStatus, missing
@@ -60,10 +61,16 @@ class Checkpoints:
     ft_state: Ref | None
 
     def dir_for(self, iteration: int) -> CheckpointDir | None:
+        return self._by_iteration.get(iteration)
+
+    @cached_property
+    def _by_iteration(self) -> dict[int, CheckpointDir]:
+        """The first folder of each iteration (as a scan in order finds it), indexed once: a baseline that
+        saved thousands of times asks for every one."""
+        index: dict[int, CheckpointDir] = {}
         for item in self.dirs:
-            if item.iteration == iteration:
-                return item
-        return None
+            index.setdefault(item.iteration, item)
+        return index
 
 
 def resolve_checkpoint_dir(run_dir: Path, configured: str) -> tuple[Path, str]:

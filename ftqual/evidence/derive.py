@@ -247,12 +247,18 @@ def saves_done(
     ]
 
 
-def save_start(log: TrainLog, done: SaveEvent) -> SaveEvent | None:
-    """The `saving checkpoint` line that began the save `done` completed (same iteration, earlier line)."""
-    starts = [
-        s for s in log.saves_of("start") if s.iteration == done.iteration and s.ref.line < done.ref.line
-    ]
-    return starts[-1] if starts else None
+def completed_saves(log: TrainLog) -> list[tuple[SaveEvent, SaveEvent | None]]:
+    """Each `successfully saved` line with the `saving checkpoint` line that began it (the last one of the
+    same iteration on an earlier line, or None), in one pass over the log's saves (they are in line order)."""
+    last_start: dict[int, SaveEvent] = {}
+    out: list[tuple[SaveEvent, SaveEvent | None]] = []
+    for event in log.saves:
+        if event.kind == "start":
+            last_start[event.iteration] = event
+        elif event.kind == "done":
+            start = last_start.get(event.iteration)
+            out.append((event, start if start is not None and start.ref.line < event.ref.line else None))
+    return out
 
 
 def train_iters(snap: RunSnapshot) -> int | None:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
@@ -202,7 +203,15 @@ class TrainLog:
         return None
 
     def saves_of(self, kind: str) -> tuple[SaveEvent, ...]:
-        return tuple(s for s in self.saves if s.kind == kind)
+        return self._saves_by_kind.get(kind, ())
+
+    @cached_property
+    def _saves_by_kind(self) -> dict[str, tuple[SaveEvent, ...]]:
+        """Saves grouped once: a long run saves thousands of times and every check asks for its kind."""
+        groups: dict[str, list[SaveEvent]] = {}
+        for event in self.saves:
+            groups.setdefault(event.kind, []).append(event)
+        return {kind: tuple(events) for kind, events in groups.items()}
 
     def loads_of(self, kind: str) -> tuple[LoadEvent, ...]:
         return tuple(item for item in self.loads if item.kind == kind)

@@ -113,3 +113,36 @@ def test_gaps_after_the_restore_are_counted_the_same_in_windows(tmp_path, monkey
     assert beyond["status"] == "inconclusive"
     assert "180 iterations wanted after the restore at log interval 1 (up to 300)" in beyond["detail"]
     assert "more than the 175 this verifier checks for gaps" in beyond["detail"]
+
+
+def test_saves_beyond_the_listed_bound_are_counted_and_the_named_ones_kept(tmp_path, monkeypatch):
+    """A long run's thousands of saves: all enter the save-time figures, only a bounded selection is
+    listed (each log's first and last, the injection's and the restore's checkpoint), and the total says
+    how many there were; the checks do not change."""
+    run = tmp_path / "run"
+    generate(Spec(ranks=2, iters=3_000, save_interval=10, chatter_per_rank=0), run)
+    whole = build_report(run)
+    saves = whole["metrics"]["checkpoint_saves"]
+    assert len(saves) == 300 and "checkpoint_saves_total" not in whole["metrics"]
+    monkeypatch.setattr(metrics, "MAX_SAVES_LISTED", 40)
+    monkeypatch.setattr(metrics, "ALL_POINTS", 100)  # so that the timeline keeps points near saves only
+    bounded = build_report(run)
+    m = bounded["metrics"]
+    assert bounded["checks"] == whole["checks"] and bounded["verdict"] == whole["verdict"] == "pass"
+    assert m["checkpoint_saves_total"] == 300 and 20 <= len(m["checkpoint_saves"]) <= 45
+    assert all(save in saves for save in m["checkpoint_saves"])  # the same records, in the same order
+    assert [s for s in saves if s in m["checkpoint_saves"]] == m["checkpoint_saves"]
+    for key in ("checkpoint_save_s_max", "checkpoint_save_s_mean"):  # figures of every save
+        assert m[key] == whole["metrics"][key]
+    listed = {(s["cycle"], s["iteration"]) for s in m["checkpoint_saves"]}
+    k = whole["metrics"]["restored_iteration"]
+    assert (0, k) in listed  # the checkpoint the injection followed, which the replacement restored
+    for cycle in (0, 1):
+        of_cycle = [s["iteration"] for s in saves if s["cycle"] == cycle]
+        assert {(cycle, of_cycle[0]), (cycle, of_cycle[-1])} <= listed
+    events = [e for e in bounded["timeline"]["events"] if e["kind"] == "checkpoint_saved"]
+    assert {(e["cycle"], e["iteration"]) for e in events} == listed
+    near = {p["iteration"] for p in bounded["timeline"]["iterations"]}
+    unlisted = sorted({s["iteration"] for s in saves} - {i for _, i in listed})
+    assert all(i in near for _, i in listed if i <= 3_000)
+    assert sum(i in near for i in unlisted) < len(unlisted) // 2  # points near unlisted saves not kept
