@@ -9,6 +9,16 @@ from ftqual.evidence import derive
 from ftqual.evidence.snapshot import RunSnapshot
 
 UNINTERRUPTED = "uninterrupted_completion"
+MAX_WANTED_SAVES = 10_000_000
+LISTED = 20  # iterations named in a detail; a long baseline saves thousands of times
+
+
+def _iterations(numbers: list[int]) -> str:
+    """`numbers` as a list, the middle left out beyond LISTED (a detail stays one readable line)."""
+    if len(numbers) <= LISTED:
+        return str(numbers)
+    head, tail = ", ".join(map(str, numbers[:10])), ", ".join(map(str, numbers[-3:]))
+    return f"[{head}, ..., {tail}] ({len(numbers)} in all)"
 
 
 def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResult:
@@ -61,6 +71,9 @@ def _all_saves(
         f.note("save_interval unknown: checkpoints at each interval not checked")
         return
     initial = snap.meta.initial_checkpoint_iteration  # saves up to it were an earlier run's
+    if (total - initial) // interval > MAX_WANTED_SAVES:  # a forged train_iters, never a real run
+        f.unknown(f"{(total - initial) // interval} checkpoints wanted: more than this verifier checks")
+        return
     wanted = sorted(k for k in {*range(interval, total + 1, interval), total} if k > initial)
     if not wanted:
         return
@@ -70,12 +83,18 @@ def _all_saves(
             done.setdefault(e.iteration, e)
     lacking = [k for k in wanted if k not in done]
     if lacking:
-        f.missing_fact(f"no 'successfully saved checkpoint' line for iteration(s) {lacking}", complete)
+        f.missing_fact(
+            f"no 'successfully saved checkpoint' line for iteration(s) {_iterations(lacking)}", complete
+        )
     if snap.checkpoints is None:
         f.unknown(snap.reason("checkpoints"))
         return
     unfinished = [k for k in wanted if not (d := snap.checkpoints.dir_for(k)) or not d.has_metadata]
     if unfinished:
-        f.problem(f"iter folder or .metadata missing for iteration(s) {unfinished}")
+        f.problem(f"iter folder or .metadata missing for iteration(s) {_iterations(unfinished)}")
     if not lacking and not unfinished:
-        f.fact(f"checkpoints {wanted} completed", *(done[k].ref for k in wanted[:1]), done[wanted[-1]].ref)
+        f.fact(
+            f"checkpoints {_iterations(wanted)} completed",
+            *(done[k].ref for k in wanted[:1]),
+            done[wanted[-1]].ref,
+        )

@@ -146,3 +146,25 @@ def test_saves_beyond_the_listed_bound_are_counted_and_the_named_ones_kept(tmp_p
     unlisted = sorted({s["iteration"] for s in saves} - {i for _, i in listed})
     assert all(i in near for _, i in listed if i <= 3_000)
     assert sum(i in near for i in unlisted) < len(unlisted) // 2  # points near unlisted saves not kept
+
+
+def test_a_baseline_that_saved_hundreds_of_times_is_named_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    generate(Spec(ranks=2, iters=3_000, restarts=0, save_interval=10, chatter_per_rank=0), run)
+    check = build_report(run)["checks"][0]
+    assert check["id"] == "uninterrupted_completion" and check["status"] == "pass", check["detail"]
+    assert (
+        "checkpoints [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, ..., 2980, 2990, 3000] (300 in all) completed"
+        in (check["detail"])
+    )
+    dropped = re.compile(r"successfully saved checkpoint .* iteration +(1[0-9][0-9]0)\b")
+    assert (
+        RunEditor(run).delete_lines("logs/train_cycle0.log", lambda line: bool(dropped.search(line))) == 100
+    )
+    check = build_report(run)["checks"][0]
+    assert check["status"] == "fail"
+    assert (
+        "no 'successfully saved checkpoint' line for iteration(s) "
+        "[1000, 1010, 1020, 1030, 1040, 1050, 1060, 1070, 1080, 1090, ..., 1970, 1980, 1990] (100 in all)"
+    ) in check["detail"]
+    assert len(check["detail"]) < 1000
