@@ -3,7 +3,9 @@
 tests/verify/parity/ holds the report (without `verifier`) the previous implementation (commit e7bf56c) wrote
 for every recorded run under tests/data and the shared fixtures (alone, and with its sibling baseline as
 --baseline) and for generated runs (bench/make_run.py, every planted defect): verdicts, checks, evidence,
-metrics and timeline must be identical.
+metrics and timeline must be identical. The runs recorded after that commit (the extended scenarios, node
+loss, Transformer Engine, resume_existing) have the report of the flat-memory verifier as it landed (commit
+e0c42aa, itself identical to e7bf56c on every older run), so that every later change is held to it too.
 """
 
 from __future__ import annotations
