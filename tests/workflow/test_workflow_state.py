@@ -8,7 +8,7 @@ results/junit.xml and which run IDs the summary cites. One module-scoped workspa
 (c) change one scenario's setting: only it reruns
 (b) change a shared setting (train_iters): every scenario reruns
 (e) a passed scenario's run directory deleted: it reruns, never a PASS citing a missing run
-(f) --forcerun verify re-verifies every scenario and runs nothing
+(f) --forcerun verify re-verifies every scenario and runs nothing; a run it cannot read fails with that cause
 (g) --config nnodes=2 on the local profile, after runs exist: refused with one clear line
 A failed preflight and an attempt that never launched are covered at the end.
 SIGINT, SIGHUP and SIGKILL in the middle of a scenario are in test_workflow_interrupt.py.
@@ -184,6 +184,42 @@ def test_f_forcerun_verify_reverifies_every_scenario(project):
     for scenario, run_id in before.items():
         archived = sorted((project / "results" / scenario / "attempts").glob(f"{run_id}.verify*.json"))
         assert len(archived) == 2, archived  # the first verification is kept beside the new one
+
+
+def test_f2_a_run_the_verifier_cannot_read_fails_with_its_cause_everywhere(project):
+    """A run directory that cannot be verified (here run.json made unreadable after the run; a full
+    TMPDIR on a long run ends the same way: ftqual verify exits 2 with one line) is a FAIL naming that line
+    in the exit code, summary.md and junit.xml, never a PASS or a missing verdict. Like every failed
+    attempt it is kept, and the next run makes a fresh attempt."""
+    before = cited(project)
+    run_json = project / "runs" / before["kill"] / "run.json"
+    good = run_json.read_bytes()
+    run_json.write_text('{"schema": "ftqual.run/v1", "run_id": ')  # cut short, as a full disk leaves it
+    try:
+        plan = run(project, "-n", "--forcerun", "verify")
+        assert "run_scenario" not in job_stats(plan.stdout), plan.stdout  # evidence is judged, not redone
+        proc = run(project, "--forcerun", "verify")
+        assert proc.returncode == 1, proc.stdout
+        assert verdict_line(project).startswith("# ftqual: FAIL — kill"), verdict_line(project)
+        assert junit_failures(project) >= 1
+        summary = read_json(project / "results" / "summary.json")
+        [kill] = [sc for sc in summary["scenarios"] if sc["name"] == "kill"]
+        assert kill["verdict"] == "fail" and kill["run_id"] == before["kill"]
+        assert "the run directory could not be verified: ftqual verify:" in kill["cause"], kill["cause"]
+        assert "run.json" in kill["cause"], kill["cause"]
+        junit = (project / "results" / "junit.xml").read_text()
+        assert "could not be verified" in junit
+        assert "could not be verified" in (project / "results" / "summary.md").read_text()
+    finally:
+        run_json.write_bytes(good)
+    proc = run(project)
+    assert proc.returncode == 0, proc.stdout
+    assert verdict_line(project).startswith("# ftqual: PASS")
+    now = cited(project)
+    assert now["baseline"] == before["baseline"] and now["kill"] != before["kill"]
+    assert run_json.is_file()  # the failed attempt's evidence stays
+    archived = (project / "results" / "kill" / "attempts").glob(f"{before['kill']}.verify*.json")
+    assert any(read_json(path)["verdict"] == "fail" for path in archived)
 
 
 def test_g_multinode_refused_on_the_local_profile(project):
