@@ -37,7 +37,7 @@ class Tracker:
     ref: Ref
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CheckpointDir:
     iteration: int
     has_metadata: (

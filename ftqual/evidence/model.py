@@ -17,7 +17,7 @@ def clean(text: str) -> str:
     return _CONTROL.sub("?", _ANSI.sub("", text))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ref:
     """Where a fact was read: a path relative to the run directory, a 1-based line (0: whole file)."""
 

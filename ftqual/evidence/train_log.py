@@ -132,7 +132,7 @@ class FtInit:
     ref: Ref
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SaveEvent:
     kind: str  # "start" | "scheduled" | "done"
     iteration: int
@@ -140,14 +140,14 @@ class SaveEvent:
     ref: Ref
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LoadEvent:
     kind: str  # "start" | "done"
     iteration: int
     ref: Ref
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Timer:
     name: str
     max_ms: float
