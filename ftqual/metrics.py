@@ -61,35 +61,35 @@ def checkpoint_saves(snap: RunSnapshot) -> list[dict[str, object]]:
     ]
 
 
-def listed_saves(snap: RunSnapshot, saves: list[dict[str, object]]) -> list[dict[str, object]]:
-    """The saves listed in the report (all of them up to MAX_SAVES_LISTED; `saves` in log order)."""
-    if len(saves) <= MAX_SAVES_LISTED:
-        return saves
+def listed_saves(snap: RunSnapshot) -> list[bool] | None:
+    """Which completed saves (every log's `successfully saved` lines, in log order, as `checkpoint_saves`
+    lists them) the report lists; None: all of them (up to MAX_SAVES_LISTED)."""
+    done = [(log.cycle, event.iteration) for log in snap.train_logs for event in log.saves_of("done")]
+    if len(done) <= MAX_SAVES_LISTED:
+        return None
     named = {m.checkpoint_iteration for m in snap.markers}
     named |= {r.iteration for m in snap.markers if (r := derive.restore(snap, m)) is not None}
-    stride = -(-len(saves) // (MAX_SAVES_LISTED // 2))
-    last = len(saves) - 1
-    return [
-        save
-        for n, save in enumerate(saves)
-        if n % stride == 0
-        or save["iteration"] in named
-        or n in (0, last)
-        or saves[n - 1]["cycle"] != save["cycle"]  # a log's first save
-        or save["cycle"] != saves[min(n + 1, last)]["cycle"]  # a log's last save
-    ]
+    stride = -(-len(done) // (MAX_SAVES_LISTED // 2))
+    keep = [n % stride == 0 or iteration in named for n, (_, iteration) in enumerate(done)]
+    ends: dict[int, list[int]] = {}  # cycle -> [index of its first save, of its last]
+    for n, (cycle, _) in enumerate(done):
+        ends.setdefault(cycle, [n, n])[1] = n
+    for first, last in ends.values():
+        keep[first] = keep[last] = True
+    return keep
 
 
 def _save_summary(snap: RunSnapshot) -> dict[str, object]:
     saves = checkpoint_saves(snap)
     durations = [s["save_s"] for s in saves if isinstance(s["save_s"], float | int)]
-    listed = listed_saves(snap, saves)
+    keep = listed_saves(snap)
+    listed = saves if keep is None else [save for save, kept in zip(saves, keep, strict=True) if kept]
     summary: dict[str, object] = {
         "checkpoint_saves": listed,
         "checkpoint_save_s_max": max(durations) if durations else None,
         "checkpoint_save_s_mean": _round(sum(durations) / len(durations)) if durations else None,
     }
-    if len(listed) < len(saves):
+    if keep is not None:
         summary["checkpoint_saves_total"] = len(saves)
     return summary
 
@@ -248,11 +248,12 @@ MAX_OVERLAP = 2_000
 
 def _event_iterations(snap: RunSnapshot) -> tuple[np.ndarray, tuple[int, int] | None]:
     """(sorted iterations the timeline keeps points near, the replayed overlap [K+1, fault] or None)."""
-    saves = checkpoint_saves(snap)
-    if len(saves) <= MAX_SAVES_LISTED:
+    keep = listed_saves(snap)
+    if keep is None:
         marks = {e.iteration for log in snap.train_logs for e in log.saves}
     else:  # near the listed saves only: near all of them would keep every line of a long run
-        marks = {int(save["iteration"]) for save in listed_saves(snap, saves)}
+        done = (e.iteration for log in snap.train_logs for e in log.saves_of("done"))
+        marks = {iteration for iteration, kept in zip(done, keep, strict=True) if kept}
     marks |= {e.iteration for log in snap.train_logs for e in log.loads}
     restored, fault = derive.restore(snap), derive.fault_iteration(snap)
     for item in (restored, fault):
@@ -387,11 +388,10 @@ def timeline(snap: RunSnapshot) -> dict[str, list[dict[str, object]]]:
                     found.ref,
                 )
             )
-    saves = checkpoint_saves(snap)
-    listed = {(save["cycle"], save["iteration"]) for save in listed_saves(snap, saves)}
+    keep = iter(listed_saves(snap) or ())
     for log in snap.train_logs:
         for done in log.saves_of("done"):
-            if len(saves) <= MAX_SAVES_LISTED or (log.cycle, done.iteration) in listed:
+            if next(keep, True):  # every save where all are listed
                 events.append(_event("checkpoint_saved", done.t, log.cycle, done.iteration, ref=done.ref))
         for load in log.loads_of("done"):
             built = log.milestone(MODEL_BUILT)

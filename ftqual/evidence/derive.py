@@ -249,15 +249,15 @@ def saves_done(
 
 def completed_saves(log: TrainLog) -> list[tuple[SaveEvent, SaveEvent | None]]:
     """Each `successfully saved` line with the `saving checkpoint` line that began it (the last one of the
-    same iteration on an earlier line, or None), in one pass over the log's saves (they are in line order)."""
+    same iteration on an earlier line, or None), in one pass over the log's saves: they are in line order,
+    so every start seen before a line is on an earlier one."""
     last_start: dict[int, SaveEvent] = {}
     out: list[tuple[SaveEvent, SaveEvent | None]] = []
     for event in log.saves:
         if event.kind == "start":
             last_start[event.iteration] = event
         elif event.kind == "done":
-            start = last_start.get(event.iteration)
-            out.append((event, start if start is not None and start.ref.line < event.ref.line else None))
+            out.append((event, last_start.get(event.iteration)))
     return out
 
 

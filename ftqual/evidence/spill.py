@@ -98,11 +98,10 @@ def _directory() -> str:
 
 def open_spill() -> BinaryIO:
     """An unlinked temporary file for spilled records (gone with the process, whatever its end)."""
-    directory = _directory()
     try:
-        return tempfile.TemporaryFile(prefix="ftqual-iterations-", dir=directory)
+        return tempfile.TemporaryFile(prefix="ftqual-iterations-", dir=_directory())
     except OSError as exc:
-        raise SpillError(directory, exc.strerror or str(exc)) from exc
+        raise spill_failed(exc) from exc
 
 
 def spill_failed(exc: OSError) -> SpillError:
