@@ -32,6 +32,12 @@ include: "rules/verify.smk"
 include: "rules/report.smk"
 
 
+# The stack identity's digest (rules/common.smk): every job, a Slurm job on its node included, keys its
+# attempts by the stack the main process probed instead of probing again.
+envvars:
+    "FTQUAL_STACK",
+
+
 # preflight is local too unless it must probe a training node (rules/preflight.smk: localrule).
 localrules:
     gate,

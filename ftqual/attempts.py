@@ -1,12 +1,15 @@
 """Which attempt of each scenario the workflow works on: the workflow's state rules, as pure functions.
 
-Every scenario attempt has a slot `results/<scenario>/<fingerprint>-<n>/` (run.json, verify.json), and the
-preflight has `results/preflight/<fingerprint>-<n>/preflight.json`. The fingerprint is the hash of the
-resolved settings that shape the run (ftqual.scenarios), so a run made under other settings lives in another
-slot and can never be verified or summarised as the current config's. The rules, decided before Snakemake
-plans anything (so `snakemake -n` plans exactly what a real run does):
+Every scenario attempt has a slot `results/<scenario>/<key>-<n>/` (run.json, verify.json), and the
+preflight has `results/preflight/<key>-<n>/preflight.json`. The key (`attempt_key`) hashes the resolved
+settings that shape the run (ftqual.scenarios) together with the identity of the stack under test
+(ftqual.stackid), so a run made under other settings, or on another stack (an upgraded torch, NVRx or
+Megatron tree, another driver, GPU, machine or executor), lives in another slot and can never be verified
+or summarised as the current one's. The rules, decided before Snakemake plans anything (so `snakemake -n`
+plans exactly what a real run does):
 
-- no slot for the fingerprint yet: slot 1 (the settings are new or changed: the scenario runs);
+- no slot for the key yet: slot 1 (the settings or the stack are new or changed: the scenario runs; the
+  reason names the stack parts that changed since the scenario's previous attempt under these settings);
 - the latest slot has no verdict yet (never run, interrupted): that slot (Snakemake redoes what is missing);
 - the latest outcome is pass (the verdict the scenario expects: pass, or fail as a negative control expects)
   and its run directory still exists: that slot (nothing reruns);
@@ -25,10 +28,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual import stackid
 from ftqual.expectation import judge_report
+from ftqual.stackid import StackIdentity
 
 RESULTS = "results"
 PASS = "pass"
+SLOT_NAME = re.compile(r"[0-9a-f]{12}-[1-9][0-9]{0,5}")
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,12 @@ class Slot:
     @property
     def number(self) -> int:
         return int(self.name.rsplit("-", 1)[1])
+
+
+def attempt_key(settings_fingerprint: str, stack_digest: str) -> str:
+    """The slot key: the settings' fingerprint and the stack's digest, hashed together (12 hex digits)."""
+    text = f"{settings_fingerprint}:{stack_digest}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _slot_numbers(folder: Path, fingerprint: str) -> list[int]:
@@ -73,11 +85,53 @@ def _run_dir_exists(run: dict | None, workdir: Path) -> bool:
     return (path if path.is_absolute() else workdir / path).is_dir()
 
 
-def scenario_slot(workdir: Path, scenario: str, fingerprint: str, rerun_failed: bool = True) -> Slot:
+def why_new(folder: Path, settings_fingerprint: str | None, stack: StackIdentity | None) -> str:
+    """Why a scenario has no slot under its key: new settings, or the stack changed (and how) since the
+    scenario's latest attempt under the same settings."""
+    if settings_fingerprint is None or stack is None:
+        return "no attempt under these settings yet"
+    latest: tuple[float, str, dict] | None = None
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not SLOT_NAME.fullmatch(entry.name):
+            continue
+        run = _read_json(Path(entry.path) / "run.json")
+        if run is None or run.get("settings_fingerprint") != settings_fingerprint:
+            continue
+        try:
+            when = (Path(entry.path) / "run.json").stat().st_mtime
+        except OSError:
+            continue
+        if latest is None or when > latest[0]:
+            latest = (when, entry.name, run)
+    if latest is None:
+        return "no attempt under these settings yet"
+    _, name, run = latest
+    before = stackid.from_json(run.get("stack"))
+    if before is None:
+        return f"the stack of attempt {name} (same settings) was not recorded: requalifying on this stack"
+    return (
+        f"the stack changed since attempt {name} (same settings): {stackid.describe_changes(before, stack)}"
+    )
+
+
+def scenario_slot(
+    workdir: Path,
+    scenario: str,
+    fingerprint: str,
+    rerun_failed: bool = True,
+    settings_fingerprint: str | None = None,
+    stack: StackIdentity | None = None,
+) -> Slot:
+    """`fingerprint` is the slot key (attempt_key); with the settings' own fingerprint and the current
+    stack, a new slot's reason says what changed."""
     folder = workdir / RESULTS / scenario
     numbers = _slot_numbers(folder, fingerprint)
     if not numbers:
-        return Slot(f"{fingerprint}-1", "no attempt under these settings yet")
+        return Slot(f"{fingerprint}-1", why_new(folder, settings_fingerprint, stack))
     latest = f"{fingerprint}-{numbers[-1]}"
     report = _read_json(folder / latest / "verify.json")
     if report is None:
@@ -99,7 +153,7 @@ def preflight_slot(workdir: Path, fingerprint: str) -> Slot:
     folder = workdir / RESULTS / "preflight"
     numbers = _slot_numbers(folder, fingerprint)
     if not numbers:
-        return Slot(f"{fingerprint}-1", "no preflight for this config yet")
+        return Slot(f"{fingerprint}-1", "no preflight for this config on this stack yet")
     latest = f"{fingerprint}-{numbers[-1]}"
     report = _read_json(folder / latest / "preflight.json")
     if report is None:

@@ -181,20 +181,49 @@ def _read_small(path: Path, root: Path) -> str | None:
 
 def scenario_states(work_dir: Path) -> list[tuple[str, str]]:
     """(scenario, one line) for every scenario under WORK_DIR/results: its latest attempt and where it is."""
-    results = work_dir / "results"
+    return [(name, _state_line(work_dir, slot.parent, slot)) for name, slot in latest_slots(work_dir)]
+
+
+def stack_line(work_dir: Path) -> str | None:
+    """Whether the stack now differs from the one the latest attempts ran on (ftqual.stackid): probed again
+    as they were, without a job; None when no attempt records a stack."""
+    from ftqual import stack_current, stackid
+
+    recorded: dict[str, stackid.StackIdentity] = {}
+    for name, slot in latest_slots(work_dir):
+        ident = stackid.from_json((_json(slot / "run.json") or {}).get("stack"))
+        if ident is not None:
+            recorded[name] = ident
+    if not recorded:
+        return None
+    newest = max(recorded.values(), key=lambda i: list(recorded.values()).count(i))
+    now, kept = stack_current.reprobe(newest)
+    kept_note = f"; {', '.join(kept)} as the last node probe saw them (a rerun probes a node)" if kept else ""
+    stale = [name for name, ident in recorded.items() if ident.digest != now.digest]
+    if not stale:
+        return f"stack {now.digest}: unchanged since the latest attempts{kept_note}"
+    old = recorded[stale[0]]
+    return (
+        f"stack {now.digest}: CHANGED since the latest attempts of {', '.join(stale)} (stack {old.digest}): "
+        f"{stackid.describe_changes(old, now)}; a rerun requalifies them{kept_note}"
+    )
+
+
+def latest_slots(work_dir: Path) -> list[tuple[str, Path]]:
+    """(scenario, its latest slot folder) under WORK_DIR/results."""
     out = []
     try:
         folders = sorted(
-            p for p in results.iterdir() if p.is_dir() and p.name not in ("preflight", "reports")
+            p
+            for p in (work_dir / "results").iterdir()
+            if p.is_dir() and p.name not in ("preflight", "reports", "stack")
         )
     except OSError:
         return []
     for folder in folders:
         slots = sorted((p for p in folder.iterdir() if p.is_dir() and p.name != "attempts"), key=_mtime)
-        if not slots:
-            continue
-        slot = slots[-1]
-        out.append((folder.name, _state_line(work_dir, folder, slot)))
+        if slots:
+            out.append((folder.name, slots[-1]))
     return out
 
 
@@ -267,8 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.follow and sys.stdout.isatty():
             return _follow_live(args.work_dir, max(args.interval, 1.0))
+        stack = stack_line(args.work_dir)
         while True:
             stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
+            if stack:
+                print(f"{stamp} {stack}", flush=True)
             for name, line in scenario_states(args.work_dir):
                 print(f"{stamp} {name}: {line}", flush=True)
             if not args.follow:

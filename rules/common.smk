@@ -12,7 +12,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual import attempts, scenarios
+from ftqual import attempts, scenarios, stack_current
 
 try:
     CFG = scenarios.in_config_order(
@@ -29,19 +29,74 @@ except scenarios.ConfigError as exc:
 SCENARIOS = CFG.by_name
 BASELINE = CFG.baseline_scenario
 WORKDIR = Path.cwd()
-FINGERPRINTS = {name: CFG.fingerprint(s) for name, s in SCENARIOS.items()}
-SLOTS = {
-    name: attempts.scenario_slot(
-        WORKDIR, name, FINGERPRINTS[name], CFG.rerun_failed_verification
-    )
-    for name in SCENARIOS
-}
-PREFLIGHT = attempts.preflight_slot(WORKDIR, CFG.preflight_fingerprint())
-# The report of exactly these attempts has its own folder: when any attempt changes, the summary is a new
-# file, which Snakemake builds (it never rebuilds an existing output whose inputs merely went missing).
-REPORT_DIR = attempts.report_dir(
-    PREFLIGHT.name, {n: s.name for n, s in SLOTS.items()}, BASELINE
-)
+
+
+def _stack_identity():
+    """The stack under test (ftqual.stack_current): probed by the main process, inherited by its jobs."""
+    try:
+        if not workflow.is_main_process:
+            found = stack_current.inherited(WORKDIR)
+            if found is not None:
+                return found
+        executor, dry_run = intended_executor(), invocation_is_dry_run()
+        slurm = None
+        if executor == "slurm":
+            slurm = stack_current.SlurmTarget(
+                partition=default_resource("slurm_partition"),
+                account=default_resource("slurm_account"),
+                gpus=preflight_gpus(on_node=True),
+                probe_node=bool(config.get("node_stack_probe", True)),
+            )
+        say = lambda line: print(f"ftqual: {line}", file=sys.stderr)
+        return stack_current.current(
+            WORKDIR,
+            workload=CFG.workload,
+            megatron_path=CFG.megatron_path,
+            executor=executor,
+            python=sys.executable,
+            dry_run=dry_run,
+            slurm=slurm,
+            say=say if workflow.is_main_process else (lambda line: None),
+        )
+    except stack_current.StackProbeError as exc:
+        raise WorkflowError(f"ftqual: {exc}") from None
+
+
+def default_resource(name):
+    """A default resource's value as the profile or --default-resources wrote it (text), or None."""
+    found = workflow.resource_settings._parsed_default_resources.get(name)
+    raw = getattr(found, "raw", None)
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return text or None
+
+
+STACK = None  # set below, once the helpers it needs are defined
+
+
+def settings_fingerprint(name):
+    return CFG.fingerprint(SCENARIOS[name])
+
+
+def _slots():
+    keys = {
+        name: attempts.attempt_key(settings_fingerprint(name), STACK.digest)
+        for name in SCENARIOS
+    }
+    return {
+        name: attempts.scenario_slot(
+            WORKDIR,
+            name,
+            keys[name],
+            CFG.rerun_failed_verification,
+            settings_fingerprint=settings_fingerprint(name),
+            stack=STACK,
+        )
+        for name in SCENARIOS
+    }
 
 
 def _say_plan():
@@ -49,9 +104,6 @@ def _say_plan():
         return
     for name, slot in SLOTS.items():
         print(f"ftqual: {name}: attempt {slot.name} ({slot.reason})", file=sys.stderr)
-
-
-_say_plan()
 
 
 wildcard_constraints:
@@ -136,26 +188,26 @@ def preflight_on_node():
     return CFG.workload == "megatron" if setting == "auto" else bool(setting)
 
 
-def preflight_gpus():
-    """GPUs a node-side preflight asks for: those of the largest enabled scenario's node."""
-    if not preflight_on_node():
+def preflight_gpus(on_node=None):
+    """GPUs a node-side preflight (or stack probe) asks for: those of the largest enabled scenario's node."""
+    if (
+        not (preflight_on_node() if on_node is None else on_node)
+        or CFG.workload != "megatron"
+    ):
         return None
-    return max(s.gpus_per_node for s in CFG.scenarios)
+    return max((s.gpus_per_node for s in CFG.scenarios), default=None)
 
 
 # ---------------------------------------------------------------------------------------------
 # run_scenario
 
 
-_EXECUTOR = []
+_INVOCATION = []
 
 
-def intended_executor():
-    """The executor this command runs jobs with; under -n (a stand-in executor), the one it would use."""
-    plugin = workflow.executor_plugin
-    if plugin is not None and plugin.name not in ("dryrun", "touch"):
-        return plugin.name
-    if not _EXECUTOR:
+def _invocation():
+    """(executor, dry run) of this command line; (None, False) where it is not one (the API)."""
+    if not _INVOCATION:
         import contextlib
         import io
 
@@ -165,10 +217,25 @@ def intended_executor():
             quiet = io.StringIO()
             with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
                 _, args = parse_args(sys.argv[1:])
-            _EXECUTOR.append(args.executor or "local")
+            _INVOCATION.append((args.executor or "local", bool(args.dryrun)))
         except (Exception, SystemExit):  # not our command line (the API): do not guess
-            _EXECUTOR.append(None)
-    return _EXECUTOR[0]
+            _INVOCATION.append((None, False))
+    return _INVOCATION[0]
+
+
+def intended_executor():
+    """The executor this command runs jobs with; under -n (a stand-in executor), the one it would use."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and plugin.name not in ("dryrun", "touch"):
+        return plugin.name
+    return _invocation()[0]
+
+
+def invocation_is_dry_run():
+    plugin = workflow.executor_plugin
+    if plugin is not None and plugin.name in ("dryrun", "touch"):
+        return True
+    return workflow.dryrun or _invocation()[1]
 
 
 def refuse_multinode_on_local():
@@ -184,6 +251,19 @@ def refuse_multinode_on_local():
 
 
 refuse_multinode_on_local()
+
+# The attempts of this invocation: keyed by the settings and the stack under test (ftqual.attempts).
+STACK = _stack_identity()
+SLOTS = _slots()
+PREFLIGHT = attempts.preflight_slot(
+    WORKDIR, attempts.attempt_key(CFG.preflight_fingerprint(), STACK.digest)
+)
+# The report of exactly these attempts has its own folder: when any attempt changes, the summary is a new
+# file, which Snakemake builds (it never rebuilds an existing output whose inputs merely went missing).
+REPORT_DIR = attempts.report_dir(
+    PREFLIGHT.name, {n: s.name for n, s in SLOTS.items()}, BASELINE
+)
+_say_plan()
 
 
 def _exists(path):

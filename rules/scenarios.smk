@@ -19,5 +19,9 @@ rule run_scenario:
         nodes=nodes_resource,
         mpi=mpi_resource,
         tasks_per_node=tasks_per_node_resource,
+    params:
+        # The stack this attempt is keyed by (ftqual.stack_current) and why this slot (shown in the report).
+        stack=STACK.to_json(),
+        slot_reason=lambda wildcards: SLOTS[wildcards.scenario].reason,
     script:
         "../scripts/rule_run_scenario.py"

@@ -40,10 +40,12 @@ log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 
 from ftqual import procs, progress, scenarios  # noqa: E402 - installed (tools/bootstrap.sh); errors go to the log
+from ftqual.attempts import attempt_key  # noqa: E402
 from ftqual.contract import TRACKER_NAME  # noqa: E402
 from ftqual.launch import gpu_turn, logport  # noqa: E402
 from ftqual.launch.runstate import read_tracker  # noqa: E402
 from ftqual.launch.settings import SettingsError  # noqa: E402
+from ftqual.stackid import probe_machine  # noqa: E402
 
 SCENARIO = sm.wildcards.scenario
 SLOT = sm.wildcards.slot
@@ -291,8 +293,10 @@ def main():
     cfg = scenarios.resolve(sm.config)
     s = cfg.by_name[SCENARIO]
     fingerprint = cfg.fingerprint(s)
-    if SLOT.rsplit("-", 1)[0] != fingerprint:
-        say(f"slot {SLOT} does not match the current settings ({fingerprint}); refusing to run")
+    stack = dict(sm.params.stack)
+    key = attempt_key(fingerprint, stack["digest"])
+    if SLOT.rsplit("-", 1)[0] != key:
+        say(f"slot {SLOT} does not match the current settings and stack ({key}); refusing to run")
         return 2
     out_run = Path(sm.output.run)
     out_run.parent.mkdir(parents=True, exist_ok=True)
@@ -302,6 +306,15 @@ def main():
         "slot": SLOT,
         "settings_fingerprint": fingerprint,
         "settings": cfg.shaping_settings(s),
+        # The stack this attempt was keyed by, and the machine this job ran on (recorded, for Slurm).
+        "stack": stack,
+        "stack_digest": stack["digest"],
+        "slot_reason": str(sm.params.slot_reason),
+        "machine": {
+            **probe_machine(keyed_host=False),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },  # fmt: skip
     }
 
     preflight = verdict_of(sm.input.preflight)

@@ -137,7 +137,13 @@ def main():
         "launcher_exit": run.get("launcher_exit"),
         "duration_s": run.get("duration_s"),
         "launcher_tail": run.get("launcher_tail", []),
+        "stack_digest": run.get("stack_digest"),
+        "slot_reason": run.get("slot_reason"),
+        "machine": run.get("machine"),
     }
+    # The stack this verdict was earned on (ftqual.stackid), for the summary and junit.xml.
+    if run.get("stack") is not None:
+        report["stack"] = run["stack"]
     # What this scenario expects (pass, or fail for a negative control) travels with its verdict, so the
     # slots, the summary and the gate judge the outcome with ftqual.expectation.
     report["expectation"] = dict(sm.params.expectation)

@@ -6,7 +6,9 @@ must show as red, never as green. Each failure is counted once: the scenario's `
 when no check carries the failure (nothing launched, no usable verify report, a negative control that did
 not fail), with the cause as message; a negative control that failed as expected is all green;
 otherwise it passes and names the cause in its output. A failed preflight is a suite of its own. Times are
-the attempt's real duration. Text is made XML-safe (no control characters, no terminal colour codes).
+the attempt's real duration. Each scenario's properties name the stack its verdict was earned on
+(`stack` = the identity's digest, `stack.<part>` its readable parts). Text is made XML-safe (no control
+characters, no terminal colour codes).
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ def render_junit(summary: dict) -> str:
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
             for key in ("expect", "raw_verdict", "expectation"):
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
+            # The stack this verdict was earned on, readable (ftqual.stackid): stack.<part> per part.
+            stack = sc.get("stack") or {}
+            ET.SubElement(
+                props, "property", name="stack", value=xml_text(stack.get("digest") or "not recorded")
+            )
+            for part, value in (stack.get("parts") or {}).items():
+                ET.SubElement(props, "property", name=f"stack.{part}", value=xml_text(value))
+            if stack.get("reason"):
+                ET.SubElement(props, "property", name="attempt_reason", value=xml_text(stack["reason"]))
             # The scenario's one-line cause leads the message of the first check that carries its verdict.
             first = next((c for c in sc["checks"] if c["status"] == sc["verdict"] != "pass"), None)
             # A negative control that failed as expected passes: its failed checks are what it proves.

@@ -123,6 +123,32 @@ def stack_section(summary: dict) -> list[str]:
     return out
 
 
+def identity_section(summary: dict) -> list[str]:
+    """The stack identity the verdicts were earned on (ftqual.stackid); what a stack change requalified."""
+    ident = summary.get("stack_identity") or {}
+    by_scenario = ident.get("by_scenario") or {}
+    if not ident.get("parts"):
+        if any(by_scenario.values()):
+            mixed = ", ".join(f"{name} {digest or 'unrecorded'}" for name, digest in by_scenario.items())
+            return [f"The verdicts were earned on different stacks: {cell(mixed)}."]
+        return ["No verify report records the stack it was earned on."]
+    labels = ident.get("labels") or {}
+    digest = ident.get("digest")
+    head = (
+        f"Every verdict above was earned on stack {code(digest)}:"
+        if digest
+        else "Some verdicts record no stack; the others were earned on:"
+    )
+    out = [head, "", "| part | value |", "|---|---|"]
+    out += [f"| {cell(labels.get(k, k))} | {cell(v)} |" for k, v in ident["parts"].items()]
+    unrecorded = [name for name, d in by_scenario.items() if not d]
+    if unrecorded:
+        out += ["", f"No stack recorded by: {cell(', '.join(unrecorded))}."]
+    for name, reason in (ident.get("requalified") or {}).items():
+        out += ["", f"Requalified **{cell(name)}**: {cell(reason)}."]
+    return out
+
+
 def check_table(summary: dict) -> list[str]:
     scenarios = summary["scenarios"]
     ids = list(summary["legend"])
@@ -363,6 +389,10 @@ def render_markdown(summary: dict) -> str:
         "## Stack",
         "",
         *stack_section(summary),
+        "",
+        "### Stack identity",
+        "",
+        *identity_section(summary),
         "",
         "## Checks",
         "",

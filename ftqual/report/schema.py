@@ -99,6 +99,11 @@ _SCENARIO = {
         "budgets": {"type": "array", "items": _BUDGET},
         "replay": {"type": ["object", "null"]},
         "goodput": _SCENARIO_GOODPUT,
+        "stack": {
+            "type": ["object", "null"],
+            "required": ["digest", "parts", "reason"],
+            "properties": {"digest": _STR, "parts": {"type": "object"}},
+        },
     },
 }
 _STACK_KEYS = [
@@ -146,6 +151,10 @@ SUMMARY_SCHEMA = {
             "additionalProperties": {"type": "integer", "minimum": 0},
         },
         "stack": {"type": "object", "required": _STACK_KEYS},
+        "stack_identity": {
+            "type": "object",
+            "required": ["digest", "parts", "labels", "by_scenario", "requalified"],
+        },
         "preflight": {"type": "object", "required": ["source", "verdict", "error"]},
         "resolved": {"type": "object"},
         "baseline": _STR,

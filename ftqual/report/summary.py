@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftqual import stackid
 from ftqual.contract import FAULTS
 from ftqual.expectation import Expectation, judge
 from ftqual.report import budgets as budgets_mod
@@ -146,6 +147,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "budgets": [],
             "replay": None,
             "goodput": None,
+            "stack": None,
         }
     checks = [_check(c) for c in doc.get("checks") or []]
     verify_verdict = doc.get("verdict")
@@ -217,6 +219,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "budgets": [],
         "replay": None,
         "goodput": None,
+        "stack": scenario_stack(doc),
     }
     if fault in ("kill", "hang"):
         scenario["budgets"] = [b.to_dict() for b in budgets_mod.budgets_for(fault, metrics, expected)]
@@ -305,6 +308,42 @@ def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
             }
             for p in points
         ],
+    }
+
+
+def scenario_stack(doc: dict) -> dict | None:
+    """The stack a verdict was earned on (the verify report's `stack`, ftqual.stackid), and why its attempt
+    was made (a stack change names the parts that changed); None for a report that records no stack."""
+    ident = stackid.from_json(doc.get("stack"))
+    if ident is None:
+        return None
+    attempt = doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {}
+    reason = attempt.get("slot_reason")
+    return {
+        "digest": ident.digest,
+        "parts": ident.parts,
+        "reason": reason if isinstance(reason, str) else None,
+    }
+
+
+def build_stack_identity(scenarios: list[dict]) -> dict:
+    """Which stacks the reported verdicts were earned on: one identity when they share it (the workflow's
+    own attempts always do), each scenario's digest, and the requalifications a stack change caused."""
+    by_scenario = {sc["name"]: (sc["stack"] or {}).get("digest") for sc in scenarios}
+    digests = sorted({d for d in by_scenario.values() if d})
+    first = next((sc["stack"] for sc in scenarios if sc["stack"]), None)
+    requalified = {
+        sc["name"]: sc["stack"]["reason"]
+        for sc in scenarios
+        if sc["stack"]
+        and (sc["stack"]["reason"] or "").startswith(("the stack changed", "the stack of attempt"))
+    }
+    return {
+        "digest": digests[0] if len(digests) == 1 and all(by_scenario.values()) else None,
+        "parts": first["parts"] if first and len(digests) == 1 else {},
+        "labels": {key: stackid.label(key) for key in (first["parts"] if first else {})},
+        "by_scenario": by_scenario,
+        "requalified": requalified,
     }
 
 
@@ -432,6 +471,7 @@ def build_summary(
         "headline": headline(verdict, scenarios, items),
         "scenario_counts": {v: sum(sc["verdict"] == v for sc in scenarios) for v in VERDICTS},
         "stack": build_stack(preflight),
+        "stack_identity": build_stack_identity(scenarios),
         "preflight": {"source": preflight.path, "verdict": pf.get("verdict"), "error": preflight.error},
         "resolved": pf.get("resolved") if isinstance(pf.get("resolved"), dict) else {},
         "baseline": baseline_name,
