@@ -1,4 +1,4 @@
-"""The stack identity (ftqual.stackid, ftqual.stack_current) and the attempt keys it joins (ftqual.attempts)."""
+"""The stack identity (ftqual.stackid, ftqual.stack_current) and the attempt keys it joins (attempts)."""
 
 from __future__ import annotations
 
@@ -115,14 +115,15 @@ def test_stack_command_prints_the_identity():
     assert set(json.loads(machine.stdout)) == {"gpus", "driver", "node"}
 
 
-# ------------------------------------------------------------------------------------------------ the workflow's
+# ---------------------------------------------------------------------------------------- the workflow
 
 
 def test_local_identity_is_recorded_and_exported(tmp_path, monkeypatch):
     monkeypatch.delenv(stack_current.ENV_VAR, raising=False)
     ident = stack_current.current(
-        tmp_path, workload="smoke", megatron_path=None, executor="local", python=sys.executable, dry_run=False
-    )
+        tmp_path, workload="smoke", megatron_path=None, executor="local", python=sys.executable,
+        dry_run=False,
+    )  # fmt: skip
     assert ident.parts["executor"] == "local" and "host" in ident.parts
     assert stack_current.inherited(tmp_path) == ident  # what a job reads back
     record = json.loads((tmp_path / "results" / "stack" / f"{ident.digest}.json").read_text())
@@ -212,7 +213,7 @@ def test_executor_change_is_another_identity(tmp_path):
     assert "executor local -> slurm" in stackid.changes(local, slurm)
 
 
-# ------------------------------------------------------------------------------------------------ attempt keys
+# ---------------------------------------------------------------------------------------- attempt keys
 
 
 def write_attempt(results, scenario, slot, settings_fp, stack, verdict="pass"):

@@ -19,25 +19,13 @@ import subprocess
 import time
 
 import pytest
-import yaml
-from wfutil import copy_project, current_attempt, read_json, run_snakemake, write_yaml
+from wfutil import ci_slurm_profile, copy_project, current_attempt, read_json, run_snakemake, write_yaml
 
 pytestmark = pytest.mark.slurm
 
 SCENARIOS = ("baseline", "kill", "kill2n", "hang2n", "node_loss", "node_spare")
 TWO_NODE = ("kill2n", "hang2n", "node_loss")
 JOIN_TIMEOUT = 20
-
-
-def ci_profile(project):
-    path = project / "profiles" / "slurm" / "config.yaml"
-    profile = yaml.safe_load(path.read_text())
-    profile["slurm-status-command"] = "squeue"  # no slurmdbd in CI
-    profile["latency-wait"] = 5
-    profile["jobs"] = 4
-    profile["default-resources"] = {**profile["default-resources"], "mem_mb": 1000, "runtime": 20}
-    profile["set-resources"] = {"run_scenario": {"cpus_per_gpu": 1, "runtime": 20}}
-    write_yaml(path, profile)
 
 
 def slurm_job(job_id: str) -> dict[str, str]:
@@ -57,7 +45,7 @@ def job_hosts(project, scenario: str) -> list[str]:
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster, tmp_path_factory):
     project = copy_project(tmp_path_factory.mktemp("slurm") / "project")
-    ci_profile(project)
+    ci_slurm_profile(project)
     write_yaml(
         project / "ci.yaml",
         {

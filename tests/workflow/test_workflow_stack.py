@@ -3,8 +3,8 @@ of the stack under test.
 
 The steps run in the order written, on one module-scoped workspace:
 (1) pass; the summary and junit.xml name the stack; a rerun on the same stack runs only the gate;
-(2) a second install of NVRx on the path (the real package, its version raised): `ftqual status` says the stack
-    changed, the plan requalifies every scenario naming the change, the run passes on the new stack with
+(2) a second install of NVRx on the path (the real package, its version raised): `ftqual status` says the
+    stack changed, the plan requalifies every scenario naming the change, the run passes on the new stack with
     fresh run IDs, and the report names the change; a rerun there runs only the gate;
 (3) back on the first stack: its passed attempts are reused (settings and stack that passed).
 A changed Megatron tree under the same path is a dry-run test below (its key, without training Megatron).
@@ -145,7 +145,7 @@ def test_2_another_nvrx_requalifies_every_scenario_naming_the_change(project, al
     assert ident["parts"]["nvrx"] == ALT_VERSION
     assert set(ident["requalified"]) == {"baseline", "kill"}
     md = (project / "results" / "summary.md").read_text()
-    assert f"Requalified **kill**: the stack changed since attempt" in md and ALT_VERSION in md
+    assert "Requalified **kill**: the stack changed since attempt" in md and ALT_VERSION in md
     props = junit_properties(project)
     assert props["kill"]["stack.nvrx"] == ALT_VERSION and ALT_VERSION in props["kill"]["attempt_reason"]
     # the old attempts and their run directories are kept

@@ -34,6 +34,19 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def ci_slurm_profile(project: Path) -> None:
+    """The project's Slurm profile with the adjustments a site makes, for the CI cluster: squeue as status
+    command (no accounting database), small memory and CPU requests."""
+    path = project / "profiles" / "slurm" / "config.yaml"
+    profile = yaml.safe_load(path.read_text())
+    profile["slurm-status-command"] = "squeue"
+    profile["latency-wait"] = 5
+    profile["jobs"] = 4
+    profile["default-resources"] = {**profile["default-resources"], "mem_mb": 1000, "runtime": 20}
+    profile["set-resources"] = {"run_scenario": {"cpus_per_gpu": 1, "runtime": 20}}
+    write_yaml(path, profile)
+
+
 def write_yaml(path: Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,84 @@
+"""Switching profiles never reuses another executor's runs, and under Slurm the training node's side of the
+stack is read by a Slurm step before planning (the real CI cluster: three nodes on one host, fake GPUs).
+
+Sequence on one workspace: pass with profiles/local; the same command with profiles/slurm requalifies every
+scenario through sbatch, naming the executor change, with the node's GPUs and driver read by `srun`; the same
+Slurm command again runs only the gate (no job submitted); back on profiles/local its passed attempts stand.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+from wfutil import ci_slurm_profile, copy_project, job_stats, read_json, run_snakemake
+
+pytestmark = pytest.mark.slurm
+
+FAST = {
+    "train_iters": 12,
+    "save_interval": 4,
+    "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
+    "scenarios": {
+        "baseline": {"fault": "none"},
+        "kill": {"fault": "kill", "rank": 1},
+        "hang": {"fault": "hang", "rank": 1, "enabled": False},
+    },
+}
+SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
+
+
+@pytest.fixture(scope="module")
+def project(slurm_cluster, tmp_path_factory):
+    project = copy_project(tmp_path_factory.mktemp("slurm-stack") / "project")
+    ci_slurm_profile(project)
+    config_path = project / "config" / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config.update(FAST)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return project
+
+
+def cluster_nodes() -> set[str]:
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_profile_switch_requalifies_and_reads_the_node(project):
+    local = run_snakemake(project, "--profile", "profiles/local", timeout=900)
+    assert local.returncode == 0, local.stdout
+    local_runs = {
+        sc["name"]: sc["run_id"] for sc in read_json(project / "results" / "summary.json")["scenarios"]
+    }
+
+    slurm = run_snakemake(project, "--profile", "profiles/slurm", timeout=1200)
+    assert slurm.returncode == 0, slurm.stdout
+    for name in ("baseline", "kill"):
+        assert re.search(
+            rf"ftqual: {name}: attempt \w+-1 \(the stack changed since attempt \w+-1 \(same settings\): "
+            r"executor local -> slurm",
+            slurm.stdout,
+        ), slurm.stdout
+    assert "ftqual: stack: probing a training node (srun --nodes=1" in slurm.stdout
+    assert len(set(SUBMITTED.findall(slurm.stdout))) == 2, slurm.stdout  # both scenarios went through sbatch
+    summary = read_json(project / "results" / "summary.json")
+    assert summary["verdict"] == "pass"
+    now = {sc["name"]: sc["run_id"] for sc in summary["scenarios"]}
+    assert all(now[name] != local_runs[name] for name in now)
+    parts = summary["stack_identity"]["parts"]
+    assert parts["executor"] == "slurm" and parts["slurm_partition"] == "gpu"
+    assert parts["node"] in cluster_nodes() and "gpus" in parts and "driver" in parts
+    assert "host" not in parts  # the submitting host does not train
+    assert set(summary["stack_identity"]["requalified"]) == {"baseline", "kill"}
+    record = read_json(project / "results" / "kill" / summary["attempts"]["kill"] / "run.json")
+    assert record["machine"]["slurm_job_id"] == record["slurm_job_id"]
+    assert record["machine"]["node"] in cluster_nodes()
+
+    again = run_snakemake(project, "--profile", "profiles/slurm", timeout=600)
+    assert again.returncode == 0, again.stdout
+    assert not SUBMITTED.findall(again.stdout) and job_stats(again.stdout) == {"gate": 1}, again.stdout
+
+    back = run_snakemake(project, "--profile", "profiles/local", "-n", timeout=300)
+    assert job_stats(back.stdout) == {"gate": 1}, back.stdout
