@@ -213,3 +213,30 @@ def test_resolved_section_lists_version_adaptations_with_their_reason():
     assert not any("adaptations" in ln for ln in lines)  # not dumped into the settings table
     (line,) = [ln for ln in lines if ln.startswith("- adapted")]
     assert "`--ft-num-warmup-iters` (omitted)" in line and "0.14.0" in line
+
+
+def _summary_of(docs: dict[str, dict | None]) -> dict:
+    inputs = [
+        ScenarioInput(name, f"{name}.json", doc, None if doc else f"verify report missing ({name}.json)")
+        for name, doc in docs.items()
+    ]
+    return build_summary(inputs, PreflightInput(None, None, "none"), ReportOptions(), "2026-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize("scenarios", ["baseline only", "none"])
+def test_junit_is_never_green_unless_the_verdict_is_pass(scenarios):
+    passed = {
+        "schema": "ftqual.verify/v1",
+        "run_id": "b",
+        "verdict": "pass",
+        "fault": "none",
+        "checks": [{"id": "uninterrupted_completion", "status": "pass", "detail": "ok", "evidence": []}],
+    }
+    summary = _summary_of({"baseline": passed} if scenarios == "baseline only" else {})
+    assert summary["verdict"] == "inconclusive"
+    root = ET.fromstring(render_junit(summary))
+    assert int(root.get("failures")) + int(root.get("errors")) == 1
+    [case] = [c for c in root.iter("testcase") if c.find("error") is not None]
+    assert case.get("classname") == "ftqual.qualification"
+    assert case.find("error").get("message") == summary["headline"]
+    assert "INCONCLUSIVE" in summary["headline"]
