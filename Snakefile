@@ -51,6 +51,10 @@ onerror:
     salvage_summary()
 
 
+onsuccess:
+    workflow_lock.forget_self(WORKDIR)
+
+
 rule gate:
     """Publishes the current attempts' report as results/summary.{json,md}, junit.xml and plots/, and makes
     the verdict the workflow's exit code. No output, so it runs after every workflow run.

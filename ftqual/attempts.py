@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual import stackid
+from ftqual import stackid, verify_schema
 from ftqual.expectation import judge_report
 from ftqual.stackid import StackIdentity
 
@@ -140,7 +140,9 @@ def scenario_slot(
     # done); the expectation is part of the fingerprint, so the one the report carries is the current one.
     outcome = judge_report(report)
     verdict = outcome.verdict
-    if outcome.met:
+    if verify_schema.problems(report) or (verdict == PASS and verify_schema.missing_checks(report)):
+        verdict = "malformed"  # never a reason to keep an attempt (ftqual.verify_schema)
+    elif outcome.met:
         if _run_dir_exists(_read_json(folder / latest / "run.json"), workdir):
             return Slot(latest, "latest attempt passed")
         return Slot(f"{fingerprint}-{numbers[-1] + 1}", f"run directory of attempt {latest} is gone")

@@ -12,7 +12,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual import attempts, scenarios, stack_current
+from ftqual import attempts, scenarios, stack_current, workflow_lock
 
 try:
     CFG = scenarios.in_config_order(
@@ -266,6 +266,21 @@ REPORT_DIR = attempts.report_dir(
 _say_plan()
 
 
+def take_directory():
+    """Before Snakemake locks the directory (ftqual.workflow_lock): a closed terminal stops this run as
+    Ctrl-C does, a lock left by a workflow that is provably gone is released, and this run is recorded as
+    the lock's holder until it ends (onsuccess/onerror forget it)."""
+    if not workflow.is_main_process or invocation_is_dry_run():
+        return
+    workflow_lock.hangup_as_interrupt()
+    say = lambda line: print(line, file=sys.stderr)
+    workflow_lock.release_stale(WORKDIR, say)
+    workflow_lock.record_self(WORKDIR)
+
+
+take_directory()
+
+
 def _exists(path):
     return Path(path).exists()
 
@@ -358,6 +373,7 @@ def salvage_summary():
     """
     import subprocess
 
+    workflow_lock.forget_self(WORKDIR)
     if not workflow.is_main_process or summary_is_current():
         return
     Path("logs").mkdir(exist_ok=True)

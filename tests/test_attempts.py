@@ -9,12 +9,19 @@ from ftqual.attempts import preflight_slot, report_dir, scenario_slot
 FP = "0123456789ab"
 
 
+def report(verdict, **more):
+    """A well-formed verify report (ftqual.verify_schema) of a baseline with this verdict."""
+    status = verdict if verdict in ("pass", "fail", "inconclusive") else "inconclusive"
+    check = {"id": "uninterrupted_completion", "status": status, "detail": "", "evidence": []}
+    return {"schema": "ftqual.verify/v1", "verdict": verdict, "fault": "none", "checks": [check], **more}
+
+
 def attempt(workdir, n, verdict=None, run_dir="runs/r", launched=True, fp=FP, scenario="kill"):
     slot = workdir / "results" / scenario / f"{fp}-{n}"
     slot.mkdir(parents=True)
     (slot / "run.json").write_text(json.dumps({"run_dir": run_dir, "launched": launched}))
     if verdict:
-        (slot / "verify.json").write_text(json.dumps({"verdict": verdict}))
+        (slot / "verify.json").write_text(json.dumps(report(verdict)))
     if run_dir and launched:
         (workdir / run_dir).mkdir(parents=True, exist_ok=True)
     return slot
@@ -86,6 +93,7 @@ def control_report(slot, raw: str, failed: str) -> None:
     (slot / "verify.json").write_text(
         json.dumps(
             {
+                "schema": "ftqual.verify/v1",
                 "verdict": raw,
                 "checks": [{"id": "clean_finish", "status": failed}],
                 "expectation": {"expect": "fail", "failing": ["clean_finish"]},
@@ -104,3 +112,15 @@ def test_a_negative_control_that_did_not_fail_is_redone(tmp_path):
     control_report(attempt(tmp_path, 1), "pass", "pass")
     slot = scenario_slot(tmp_path, "kill", FP)
     assert slot.name == f"{FP}-2" and "fail" in slot.reason
+
+
+def test_a_malformed_or_incomplete_passing_report_is_never_kept(tmp_path):
+    slot = attempt(tmp_path, 1, "pass")
+    (slot / "verify.json").write_text(json.dumps({"verdict": "pass", "checks": []}))  # hand-edited
+    assert scenario_slot(tmp_path, "kill", FP).reason == f"latest attempt {FP}-1 was malformed"
+    (slot / "verify.json").write_text(json.dumps(report("pass", checks=[])))  # no required check
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"
+    (slot / "verify.json").write_text(json.dumps(report("pass", metrics=[1])))  # not an object
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"
+    (slot / "verify.json").write_text("[" * 100000 + "]" * 100000)  # nested too deeply: unfinished, no crash
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-1"

@@ -10,9 +10,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual import verify_schema
 from ftqual.evidence import safeio
 
-VERIFY_SCHEMA = "ftqual.verify/v1"
+VERIFY_SCHEMA = verify_schema.SCHEMA
 PREFLIGHT_SCHEMA = "ftqual.preflight/v1"
 SCENARIO_ORDER = ("baseline", "kill", "hang")
 EXCERPT_MAX = 240  # characters of a log line quoted as evidence
@@ -41,6 +42,8 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, f"unreadable ({path}: {exc})"
+    except RecursionError:
+        return None, f"unreadable ({path}: nested too deeply)"
     if not isinstance(data, dict):
         return None, f"unreadable ({path}: not a JSON object)"
     return data, None
@@ -52,6 +55,10 @@ def load_verify(name: str, path: str | Path) -> ScenarioInput:
         doc, error = None, f"not an {VERIFY_SCHEMA} report ({path}: schema {doc.get('schema')!r})"
     if doc is None:
         return ScenarioInput(name, str(path), None, f"verify report {error}")
+    found = verify_schema.problems(doc)
+    if found:
+        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+        return ScenarioInput(name, str(path), None, f"verify report {path} is malformed: {found[0]}{more}")
     run_dir = _run_dir(doc, Path(path))
     if run_dir is not None:
         doc = attach_excerpts(doc, run_dir)

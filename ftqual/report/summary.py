@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual import stackid
+from ftqual import stackid, verify_schema
 from ftqual.contract import FAULTS
 from ftqual.expectation import Expectation, judge
 from ftqual.report import budgets as budgets_mod
@@ -151,6 +151,18 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         }
     checks = [_check(c) for c in doc.get("checks") or []]
     verify_verdict = doc.get("verdict")
+    if verify_verdict != "fail":
+        # A report that lacks a check its fault requires proves nothing about that point: inconclusive.
+        checks += [
+            {
+                "id": cid,
+                "status": "inconclusive",
+                "detail": f"missing from the verify report: a {fault} scenario's report must carry it",
+                "evidence": [],
+                "gates": True,
+            }
+            for cid in verify_schema.missing_checks(doc)
+        ]
     # The verifier's verdict, never better than its own gating checks say (a report that says pass next
     # to a failed gating check is inconsistent, so it is not trusted). Nothing is judged again here.
     verdict = worst(

@@ -119,21 +119,66 @@ def test_inconclusive_check_never_looks_green(report_main, write_docs, docs, jun
     assert counts["kill"]["errors"] == 1 and counts["kill"]["failures"] == 0  # each finding once
 
 
-def test_the_report_presents_the_verifier_and_only_gating_checks_can_lower_its_verdict(
-    report_main, write_docs, docs
-):
-    """Which checks a scenario needs is the verifier's rule (it reports a missing one as inconclusive);
-    the report keeps no list of its own. A check that says it does not gate never lowers the verdict."""
-    docs["hang"]["checks"] = [c for c in docs["hang"]["checks"] if c["id"] != "progress_after_resume"]
+def test_only_gating_checks_can_lower_the_verdict(report_main, write_docs, docs):
+    """A check that says it does not gate never lowers the verdict; one that gates does."""
     informative = _check(docs["hang"], "clean_finish")
     informative.update(status="fail", gates=False, detail="informative only")
     summary, _ = _report(report_main, write_docs(docs))
-    hang = summary["scenarios"][2]
-    assert hang["verdict"] == "pass"
-    assert "progress_after_resume" not in {c["id"] for c in hang["checks"]}
+    assert summary["scenarios"][2]["verdict"] == "pass"
     _check(docs["hang"], "clean_finish")["gates"] = True
     summary, _ = _report(report_main, write_docs(docs))
     assert summary["scenarios"][2]["verdict"] == "fail"
+
+
+def test_a_report_lacking_a_check_its_fault_requires_is_inconclusive(
+    report_main, write_docs, docs, junit_counts
+):
+    """The contract's checks (ftqual.verify_schema.REQUIRED_CHECKS) must all be in a fault scenario's report:
+    one that lost progress_after_resume (an old or broken verifier, a hand edit) proves nothing about it."""
+    docs["hang"]["checks"] = [c for c in docs["hang"]["checks"] if c["id"] != "progress_after_resume"]
+    results = write_docs(docs)
+    summary, lines = _report(report_main, results)
+    hang = summary["scenarios"][2]
+    assert hang["verdict"] == "inconclusive"
+    [missing] = [c for c in hang["checks"] if c["id"] == "progress_after_resume"]
+    assert missing["status"] == "inconclusive" and "missing from the verify report" in missing["detail"]
+    assert lines[0] == "# ftqual: INCONCLUSIVE — hang: progress_after_resume inconclusive"
+    assert junit_counts(results / "junit.xml")["hang"]["errors"] == 1
+    docs["hang"]["checks"] = []  # no checks at all
+    summary, _ = _report(report_main, write_docs(docs))
+    assert summary["scenarios"][2]["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("checks", {"a": 1}, "checks is not a list"),
+        ("checks", [1], "checks[0] is not an object"),
+        ("metrics", [1, 2], "metrics is not an object"),
+        ("attempt", "x", "attempt is not an object"),
+        ("fault", "meteor", "fault 'meteor' is not one of"),
+        ("verdict", "great", "verdict 'great' is not one of"),
+    ],
+)
+def test_a_malformed_report_is_inconclusive_naming_the_field(
+    report_main, write_docs, docs, field, value, named
+):
+    docs["kill"][field] = value
+    if field == "fault":
+        docs["kill"].pop("expected", None)
+    summary, lines = _report(report_main, write_docs(docs))
+    kill = summary["scenarios"][1]
+    assert kill["verdict"] == "inconclusive" and named in kill["reason"], kill["reason"]
+    assert summary["verdict"] == "inconclusive"
+
+
+def test_a_deeply_nested_report_is_inconclusive_not_a_traceback(report_main, write_docs, docs):
+    results = write_docs(docs)
+    [kill] = [p for p in results.rglob("verify.json") if "kill" in str(p)]
+    kill.write_text('{"schema": "ftqual.verify/v1", "checks": ' + "[" * 100000 + "]" * 100000 + "}")
+    summary, _ = _report(report_main, results)
+    assert summary["scenarios"][1]["verdict"] == "inconclusive"
+    assert "nested too deeply" in summary["scenarios"][1]["reason"]
 
 
 def test_verdict_pass_with_failed_check_is_fail(report_main, write_docs, docs):

@@ -1,0 +1,90 @@
+"""The verify report's schema (`ftqual.verify/v1`), checked by every reader of verify.json.
+
+The report (`ftqual report`), the attempt rules (ftqual.attempts) and the workflow read verify reports that
+a broken version, a partial write or a hand edit may have made. `problems` lists what is wrong, each naming
+the field; a reader turns a report with problems into an inconclusive scenario (never a PASS, never a
+traceback). `missing_checks` names the checks a scenario's fault requires (docs/architecture.md, the
+contract's list) that the report lacks: a report without them cannot be a PASS either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ftqual.contract import FAULTS
+
+SCHEMA = "ftqual.verify/v1"
+VERDICTS = ("pass", "fail", "inconclusive")
+STATUSES = ("pass", "fail", "inconclusive", "skip")
+RECOVERY_CHECKS = (
+    "checkpoint_before_failure",
+    "failure_detected_and_restarted",
+    "resumed_from_checkpoint",
+    "progress_after_resume",
+    "clean_finish",
+)
+# The checks each fault's report must carry (a check that does not apply says skip, it is never absent).
+REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
+    "none": ("uninterrupted_completion",),
+    "kill": RECOVERY_CHECKS,
+    "hang": RECOVERY_CHECKS,
+    "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
+}
+OBJECT_FIELDS = ("metrics", "expected", "attempt", "expectation", "stack", "derived")
+
+
+def _check_problems(index: int, check: object) -> list[str]:
+    where = f"checks[{index}]"
+    if not isinstance(check, Mapping):
+        return [f"{where} is not an object"]
+    out = []
+    if not isinstance(check.get("id"), str) or not check.get("id"):
+        out.append(f"{where}.id is not a non-empty string")
+    if check.get("status") not in STATUSES:
+        out.append(f"{where}.status {check.get('status')!r} is not one of {', '.join(STATUSES)}")
+    if "detail" in check and not isinstance(check["detail"], str):
+        out.append(f"{where}.detail is not a string")
+    evidence = check.get("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(ev, Mapping) for ev in evidence):
+        out.append(f"{where}.evidence is not a list of objects")
+    return out
+
+
+def problems(doc: object) -> list[str]:
+    """What makes `doc` not a usable verify report, each naming its field; empty when it is one."""
+    if not isinstance(doc, Mapping):
+        return ["the report is not a JSON object"]
+    out = []
+    if doc.get("schema") != SCHEMA:
+        out.append(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
+    if doc.get("verdict") not in VERDICTS:
+        out.append(f"verdict {doc.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
+    checks = doc.get("checks")
+    if not isinstance(checks, list):
+        out.append("checks is not a list")
+    else:
+        for index, check in enumerate(checks):
+            out += _check_problems(index, check)
+    for field in OBJECT_FIELDS:
+        if field in doc and doc[field] is not None and not isinstance(doc[field], Mapping):
+            out.append(f"{field} is not an object")
+    fault = fault_of(doc)
+    if fault is not None and fault not in FAULTS:
+        out.append(f"fault {fault!r} is not one of {', '.join(FAULTS)}")
+    return out
+
+
+def fault_of(doc: Mapping[str, Any]) -> object:
+    expected = doc.get("expected")
+    if isinstance(expected, Mapping) and "fault" in expected:
+        return expected["fault"]
+    return doc.get("fault")
+
+
+def missing_checks(doc: Mapping[str, Any]) -> list[str]:
+    """The required checks of the report's fault that it does not carry (none for an unknown fault)."""
+    required = REQUIRED_CHECKS.get(str(fault_of(doc)), ())
+    checks = doc.get("checks") if isinstance(doc.get("checks"), list) else []
+    present = {c.get("id") for c in checks if isinstance(c, Mapping)}
+    return [cid for cid in required if cid not in present]
