@@ -129,6 +129,16 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
     scans = {rel: _scan_cycle(run_dir, rel) for rel in cycles}
     crash = _same_crash(scans)
 
+    # A fault that never came is the root cause whatever NVRx did after it: the wrapper fails the fault
+    # rank when it never came, so every cycle "fails" and NVRx may stop with exit 93 (no progress).
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
+        said = next(
+            ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
+        )
+        if said:
+            return Cause("not_injected", NOT_INJECTED.format(fault=fault), said[0], said[1])
+
     # the restarts (every cycle after the first, which the fault ended) failing alike
     restarted = _same_crash({rel: scans[rel] for rel in cycles[1:]}) if len(cycles) > 1 else None
     for number, text in launcher_lines:
@@ -154,15 +164,6 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
             f"the '{section}' timeout ({seconds:g} s) fired in every cycle ({len(timeouts)} of {len(cycles)})"
         )
         return Cause("section_timeout", text + pace, launcher, number)
-
-    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
-    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
-        # The wrapper fails the fault rank when the fault never came, so every cycle "fails": say why.
-        said = next(
-            ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
-        )
-        if said:
-            return Cause("not_injected", NOT_INJECTED.format(fault=fault), said[0], said[1])
 
     arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
     if cycles and len(arg_errors) == len(cycles):

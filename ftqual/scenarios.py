@@ -314,14 +314,16 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
 
 
 def _resume_lengths(scenarios: tuple[Scenario, ...], raw: Mapping[str, Any]) -> tuple[Scenario, ...]:
-    """A resume_from scenario that sets no train_iters of its own runs two save intervals past its source's
-    final checkpoint: one new checkpoint before the fault, one after the restore."""
+    """A resume_from scenario that sets no train_iters of its own runs three save intervals past its
+    source's final checkpoint: a new checkpoint before the fault even where a save completes only when the
+    next one begins (ftqual.sizing: one H200 finalizes an async save a whole interval late), one after the
+    restore. The minimum stays two intervals; the baseline's measured lag may ask for more before launch."""
     by_name = {s.name: s for s in scenarios}
     out = []
     for s in scenarios:
         source = by_name.get(s.resume_from) if s.resume_from else None
         if source is not None and "train_iters" not in raw[s.name]:
-            s = dataclasses.replace(s, train_iters=source.train_iters + 2 * s.save_interval)
+            s = dataclasses.replace(s, train_iters=source.train_iters + 3 * s.save_interval)
         out.append(s)
     return tuple(out)
 

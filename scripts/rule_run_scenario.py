@@ -246,6 +246,19 @@ def baseline_says_no(baseline_verify, s):
     )
 
 
+def too_short(baseline_verify, s):
+    """Fail fast: a length with which the fault is not certain to come on this stack (ftqual.sizing)."""
+    from ftqual.sizing import scenario_problem
+
+    try:
+        pointer = json.loads(baseline_verify.with_name("run.json").read_text())
+        run_dir = Path(pointer["run_dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    problem = scenario_problem(run_dir, s)
+    return f"{problem} (baseline run {pointer.get('run_id')})" if problem else None
+
+
 def seed_checkpoint(baseline_verify, dest):
     """Copy the baseline run's last completed checkpoint (its tracker and iter_<K> folder) to `dest`, a
     folder of this run's own: the walkthrough's resume of an existing run through NVRX_CHECKPOINT_DIR.
@@ -329,7 +342,7 @@ def main():
                 f"the baseline's attempt ({sm.input.baseline}) is {baseline or 'missing'}: "
                 "fault scenarios run after the baseline passes",
             )
-        refused = baseline_says_no(Path(sm.input.baseline), s)
+        refused = baseline_says_no(Path(sm.input.baseline), s) or too_short(Path(sm.input.baseline), s)
         if refused:
             return not_launched(out_run, record, refused)
     invalidate_summary()

@@ -105,6 +105,19 @@ def test_a_fault_that_never_came(tmp_path):
     assert cause.kind == "not_injected" and "never injected" in cause.text
 
 
+def test_a_fault_that_never_came_is_the_cause_even_when_nvrx_stopped_with_93(tmp_path):
+    """resume_existing on one H200: the save after the copied checkpoint was finalized only at the end, the
+    fault never armed, every cycle failed with the wrapper's line, NVRx stopped with exit 93."""
+    never = (
+        "0: [ftqual-worker] the requested kill fault (injection 1 of 1) was never injected (tracker stayed "
+        "at or below 30 while a step could follow, or no save was in flight at a checkpointing section's end)"
+    )
+    stop = f"{T} launcher.py:1 Stopping: no progress across restarts (exit 93)"
+    cause = classify(*make_run(tmp_path, [stop], [[never]] * 4), 93)
+    assert cause.kind == "not_injected" and cause.path == "logs/train_cycle0.log" and cause.line == 1
+    assert cause.text.startswith("the kill was never injected")
+
+
 def test_missing_evidence(tmp_path):
     cause = classify(*make_run(tmp_path, None, []), 1)
     assert cause.kind == "evidence_missing"

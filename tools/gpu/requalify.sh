@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Requalify after an upgrade of the Megatron-LM tree at the same MEGATRON_PATH, on the GPU machine:
 #   tools/gpu/requalify.sh FIRST_TARBALL SECOND_TARBALL      (names in .megatron/, e.g. mlm.tar.gz mlm-v0.16.tar.gz)
-# 1. qualifies on FIRST (the walkthrough's GPU config on one GPU, tools/gpu/matrix.yaml's 30 s step timeout);
+# 1. qualifies on FIRST (the walkthrough's GPU config on one GPU, shortened by tools/gpu/requalify.yaml);
 # 2. replaces the tree at the same path by SECOND and runs the same command: every scenario must be
 #    requalified (the plan and the report naming the Megatron tree's change);
 # 3. runs the same command once more: on an unchanged stack only the gate runs.
@@ -14,7 +14,7 @@ mkdir -p "$out"
 source tools/gpu/env.sh || { echo "requalify: the stack could not be set up" >&2; exit 1; }
 export TZ=UTC
 cmd=(snakemake --profile profiles/local --configfile config/megatron-h200.yaml config/megatron-h200-1gpu.yaml
-     tools/gpu/matrix.yaml --resources gpu=1)
+     tools/gpu/requalify.yaml --resources gpu=1)
 tree() {  # unpack a release over the one path the config names
     rm -rf /tmp/mlm && mkdir -p /tmp/mlm && tar xzf ".megatron/$1" -C /tmp/mlm &&
         make -s -C /tmp/mlm/megatron/core/datasets >/dev/null
@@ -31,11 +31,11 @@ step() {  # n timeout
 }
 [ "$first" = mlm.tar.gz ] || tree "$first" || exit 1
 python3 -m ftqual stack --workload megatron >"$out/stack1.json"
-step 1 "${LIMIT1:-290}"
+step 1 "${LIMIT1:-250}"
 tree "$second" || exit 1
 python3 -m ftqual status . >"$out/status2.txt" 2>&1
 python3 -m ftqual stack --workload megatron >"$out/stack2.json"
-step 2 "${LIMIT2:-290}"
-step 3 60
+step 2 "${LIMIT2:-250}"
+step 3 40
 tar czf "$out/requalify.tar.gz" --exclude='*.distcp' --exclude='*.pt' --exclude=__pycache__ \
     results logs runs 2>/dev/null
