@@ -211,10 +211,10 @@ def test_extended_config_adds_the_new_scenarios_after_the_walkthroughs_three():
     assert by["no_resume"].checkpoint_load is False and by["no_resume"].expect_failing == (
         "resumed_from_checkpoint",
     )
-    # resume_existing runs two save intervals past the baseline's final checkpoint unless told otherwise
-    assert by["resume_existing"].train_iters == by["baseline"].train_iters + 2 * by["baseline"].save_interval
+    # resume_existing runs three save intervals past the baseline's final checkpoint unless told otherwise
+    assert by["resume_existing"].train_iters == by["baseline"].train_iters + 3 * by["baseline"].save_interval
     gpu = resolve(merged("config.yaml", "megatron-h200.yaml", "extended.yaml"), env={})
-    assert gpu.by_name["resume_existing"].train_iters == 110
+    assert gpu.by_name["resume_existing"].train_iters == 115
 
 
 def test_the_default_scenario_set_stays_the_walkthroughs_three():
