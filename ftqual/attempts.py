@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual import stackid, verify_schema
-from ftqual.expectation import judge_report
 from ftqual.stackid import StackIdentity
+from ftqual.verdict import judged
 
 RESULTS = "results"
 PASS = "pass"
@@ -138,9 +138,9 @@ def scenario_slot(
         return Slot(latest, "latest attempt unfinished")
     # The outcome judged against the scenario's expectation (a negative control that failed as expected is
     # done); the expectation is part of the fingerprint, so the one the report carries is the current one.
-    outcome = judge_report(report)
+    outcome = judged(report).outcome  # as the report will judge it (ftqual.verdict)
     verdict = outcome.verdict
-    if verify_schema.problems(report) or (verdict == PASS and verify_schema.missing_checks(report)):
+    if verify_schema.problems(report):
         verdict = "malformed"  # never a reason to keep an attempt (ftqual.verify_schema)
     elif outcome.met:
         if _run_dir_exists(_read_json(folder / latest / "run.json"), workdir):

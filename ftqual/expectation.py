@@ -84,9 +84,3 @@ def judge(expectation: Expectation, raw_verdict: object, checks: Iterable[object
             "inconclusive", False, raw, f"expected {wanted} to fail; the run was inconclusive ({got})", unmet
         )
     return Outcome("fail", False, raw, f"expected {wanted} to fail; it failed otherwise ({got})", unmet)
-
-
-def judge_report(report: Mapping[str, Any]) -> Outcome:
-    """`judge` for a verify report that carries its scenario's `expectation` (the workflow adds it)."""
-    checks = report.get("checks") if isinstance(report.get("checks"), list) else []
-    return judge(Expectation.from_json(report.get("expectation")), report.get("verdict"), checks)

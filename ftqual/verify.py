@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ftqual import __version__
+from ftqual import verdict as verdict_mod
 from ftqual.checks import expectations_from, run_checks, verdict
 from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
@@ -63,13 +64,16 @@ def build_report(
         notes.append(
             f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
         )
-    return {
+    checks = [r.as_dict() for r in results]
+    # The verdict and its one-line cause, composed where every other reader composes them (ftqual.verdict)
+    decision = verdict_mod.decide(checks, _launcher_outcome(snap), lambda: _root_cause(snap))
+    report = {
         "schema": SCHEMA,
         "run_id": snap.meta.run_id,
         "scenario": snap.meta.scenario,
         "fault": snap.meta.fault,
         "verdict": verdict(results),
-        "checks": [r.as_dict() for r in results],
+        "checks": checks,
         "metrics": compute_metrics(snap),
         "timeline": timeline(snap),
         "expected": exp.as_dict(),
@@ -79,6 +83,36 @@ def build_report(
         "notes": notes,
         "verifier": {"version": __version__, "generated_at": iso_z(datetime.now(UTC))},
     }
+    return verdict_mod.apply(report, decision)
+
+
+def _run_record(snap: RunSnapshot) -> dict:
+    try:
+        data = json.loads((snap.run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _launcher_outcome(snap: RunSnapshot) -> verdict_mod.LauncherOutcome:
+    """ft_launcher's exit and the launcher's own finding, as the run directory's run.json records them."""
+    record = _run_record(snap)
+    error = record.get("launcher_error")
+    return verdict_mod.LauncherOutcome(
+        exit_code=snap.meta.exit_code,
+        error=error if isinstance(error, str) and error else None,
+        fault=snap.meta.fault,
+    )
+
+
+def _root_cause(snap: RunSnapshot) -> dict | None:
+    """The root cause the run's logs name (ftqual.causes), for a run that did not pass."""
+    from ftqual.causes import classify
+
+    injected = (snap.run_dir / "fault_injected.json").exists()
+    if snap.meta.exit_code in (0, None) and (snap.meta.fault in (None, "none") or injected):
+        return None  # the launcher ended cleanly after its fault: the failed check says it better
+    return classify(snap.run_dir, _run_record(snap), snap.meta.exit_code).to_json()
 
 
 def _baseline_info(baseline: RunSnapshot | None) -> dict[str, object] | None:
@@ -115,6 +149,8 @@ def summary_lines(report: dict[str, object]) -> list[str]:
             first = check["evidence"][0]
             where = f" [{first['path']}:{first['line']}]" if first["line"] else f" [{first['path']}]"
         lines.append(f"  {check['status'].upper():<12} {check['id']:<31} {_cut(check['detail'], 150)}{where}")
+    if report.get("cause"):
+        lines.append(f"  cause: {report['cause']}")
     metrics = report.get("metrics") or {}
     shown = [f"{k}={metrics[k]}" for k in SUMMARY_METRICS if metrics.get(k) is not None]  # type: ignore[union-attr]
     if shown:

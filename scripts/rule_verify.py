@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ftqual.expectation import judge_report
+from ftqual import verdict
 
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
@@ -82,53 +82,35 @@ def verify_launched():
     return report
 
 
-def classified_cause(exit_code):
-    """The one-line cause from the run's own logs (ftqual.causes), for a launcher that failed or a fault
-    that never came; None when the checks say it better."""
+def root_cause(exit_code):
+    """The logs' root cause (ftqual.causes) for a launcher that failed or a fault that never came."""
     from ftqual.causes import classify
 
     fault = (run.get("settings") or {}).get("fault")
     run_dir = Path(run["run_dir"])
-    if run.get("launcher_error"):  # the launcher's own finding (e.g. the log server could not bind)
-        return {"kind": "launcher_error", "text": f"the launcher exited {exit_code}: {run['launcher_error']}",
-                "path": None, "line": None}  # fmt: skip
-    injected = (run_dir / "fault_injected.json").exists()
-    if exit_code in (0, None) and (fault in (None, "none") or injected):
+    if exit_code in (0, None) and (fault in (None, "none") or (run_dir / "fault_injected.json").exists()):
         return None
-    cause = classify(run_dir, run, exit_code)
-    where = f" [{cause.path}:{cause.line}]" if cause.path and cause.line else ""
-    prefix = f"the launcher exited {exit_code}: " if exit_code not in (0, None) else ""
-    return {**cause.to_json(), "text": f"{prefix}{cause.text}{where}"}
+    return classify(run_dir, run, exit_code).to_json()
 
 
 def main():
-    if not run.get("launched", True):
-        report = failed_report("launched", f"not launched: {run.get('cause')}")
+    # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
+    # what `ftqual verify` composed from the run directory: the same composition (ftqual.verdict).
+    outcome = verdict.outcome_of(run)
+    if not outcome.launched:
+        report = failed_report("launched", verdict.decide([], outcome).cause)
     else:
         report = verify_launched()
-        exit_code = run.get("launcher_exit")
-        cause = classified_cause(exit_code)
-        if cause is not None and report.get("verdict") != "pass":
-            report["cause"] = cause["text"]
-            report["cause_evidence"] = cause
-        # node_loss: every node's launcher ends non-zero by design (the lost one killed, the survivors when
-        # the rendezvous gives up); the verifier's node_loss_outcome judges each node's exit, not this one.
-        ends_nonzero = (run.get("settings") or {}).get("fault") == "node_loss"
-        if exit_code not in (0, None) and not ends_nonzero:
-            if report.get("verdict") == "pass":
-                report["verdict"] = "fail"
-                report.setdefault("checks", []).append(
-                    {
-                        "id": "launcher_exit",
-                        "status": "fail",
-                        "gates": True,
-                        "detail": f"the launcher exited {exit_code}",
-                        "evidence": [],
-                    }
-                )
-            report.setdefault("cause", run.get("cause") or f"the launcher exited {exit_code}")
-        elif run.get("cause"):
-            report.setdefault("cause", run["cause"])
+        unverifiable = any(c.get("id") == "evidence_readable" for c in report.get("checks") or [])
+        if not unverifiable:
+            known = report.get("cause_evidence")
+            decision = verdict.decide(
+                report.get("checks") or [],
+                outcome,
+                lambda: known or root_cause(outcome.exit_code),
+                report.get("cause") or run.get("cause"),
+            )
+            report = verdict.apply(report, decision)
     report["attempt"] = {
         "slot": slot,
         "settings_fingerprint": run.get("settings_fingerprint"),
@@ -151,7 +133,7 @@ def main():
     out.write_text(json.dumps(report, indent=2) + "\n")
     line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
     if report["expectation"]["expect"] == "fail":
-        line += f" [negative control: {judge_report(report).detail}]"
+        line += f" [negative control: {verdict.judged(report).outcome.detail}]"
     if report.get("cause"):
         line += f" ({report['cause']})"
     print(line + f"; report {out}, archived as {archived}", file=log)

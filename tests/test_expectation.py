@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ftqual.expectation import Expectation, judge, judge_report
+from ftqual.expectation import Expectation, judge
+from ftqual.verdict import judged
 
 CONTROL = Expectation("fail", ("clean_finish",))
 
@@ -53,8 +54,8 @@ def test_every_named_check_must_fail():
 
 
 def test_a_report_without_an_expectation_expects_pass():
-    assert judge_report({"verdict": "fail", "checks": []}).met is False
-    assert judge_report({"verdict": "pass", "checks": []}).met is True
+    assert judged({"verdict": "fail", "checks": []}).outcome.met is False
+    assert judged({"verdict": "pass", "checks": []}).outcome.met is True
     report = {"verdict": "fail", "checks": checks(clean_finish="fail"), "expectation": CONTROL.to_json()}
-    assert judge_report(report).met is True
+    assert judged(report).outcome.met is True
     assert Expectation.from_json({"expect": "weird", "failing": "x"}) == Expectation()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual import stackid, verify_schema
+from ftqual import stackid
+from ftqual import verdict as verdict_mod
 from ftqual.contract import FAULTS
-from ftqual.expectation import Expectation, judge
+from ftqual.expectation import Expectation
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
@@ -84,12 +85,7 @@ class ReportOptions:
     attempts: dict[str, str] = field(default_factory=dict)  # scenario -> the workflow's attempt slot
 
 
-def worst(statuses: list[str]) -> str:
-    verdict = "pass"
-    for status in statuses:
-        if SEVERITY.get(status, 1) > SEVERITY[verdict]:
-            verdict = "fail" if SEVERITY.get(status, 1) == 2 else "inconclusive"
-    return verdict
+worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verdict)
 
 
 def _check(raw: object) -> dict:
@@ -149,41 +145,24 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "goodput": None,
             "stack": None,
         }
-    checks = [_check(c) for c in doc.get("checks") or []]
+    # The verdict as every reader sees it (ftqual.verdict.judged): the verifier's, never better than its
+    # gating checks (a report that says pass next to a failed gating check is not trusted), a required
+    # check it lacks counted as inconclusive; then judged against the scenario's expectation.
+    seen = verdict_mod.judged(doc)
+    checks = [_check(c) for c in seen.checks]
     verify_verdict = doc.get("verdict")
-    if verify_verdict != "fail":
-        # A report that lacks a check its fault requires proves nothing about that point: inconclusive.
-        checks += [
-            {
-                "id": cid,
-                "status": "inconclusive",
-                "detail": f"missing from the verify report: a {fault} scenario's report must carry it",
-                "evidence": [],
-                "gates": True,
-            }
-            for cid in verify_schema.missing_checks(doc)
-        ]
-    # The verifier's verdict, never better than its own gating checks say (a report that says pass next
-    # to a failed gating check is inconsistent, so it is not trusted). Nothing is judged again here.
-    verdict = worst(
-        [
-            verify_verdict if verify_verdict in VERDICTS else "inconclusive",
-            *(c["status"] for c in checks if c["gates"]),
-        ]
-    )
+    verdict = seen.raw
     reason = None
     if verify_verdict not in VERDICTS:
         reason = f"verify report has no valid verdict ({verify_verdict!r})"
     elif verdict != verify_verdict:
         reason = f"the verifier said {verify_verdict}, but its checks say {verdict}"
-    # The verify report's own cause (the workflow's: a launcher failure, nothing launched) comes first;
+    # The verify report's own cause (the launcher's, the logs' root cause, nothing launched) comes first;
     # otherwise the first check with the scenario's verdict is the cause.
     given = doc.get("cause") if isinstance(doc.get("cause"), str) and doc.get("cause") else None
-    cause = given
-    if cause is None and verdict != "pass":
-        cause = reason or _first_cause(checks, verdict)
+    cause = given if given is not None else (reason or seen.cause)
     expectation = Expectation.from_json(doc.get("expectation"))
-    outcome = judge(expectation, verdict, checks)
+    outcome = seen.outcome
     raw_verdict, verdict = verdict, outcome.verdict
     if expectation.expect == "fail":
         # A negative control's own failure is its point, not the cause of anything; an unmet one's cause
@@ -275,14 +254,6 @@ def _replay(doc: dict) -> dict | None:
         **{key: values.get(key) for key in REPLAY_VALUES},
         "differences": differences[:10],
     }
-
-
-def _first_cause(checks: list[dict], verdict: str) -> str | None:
-    """The first check with the scenario's verdict, as the one-line cause."""
-    for check in checks:
-        if check["status"] == verdict:
-            return f"{check['id']}: {check['detail']}"
-    return None
 
 
 def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:

@@ -1,0 +1,88 @@
+"""ftqual.verdict: one place composes an attempt's verdict and one-line cause; `ftqual verify` prints it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ftqual import verdict
+from ftqual.verdict import LauncherOutcome
+
+DATA = Path(__file__).parent / "data"
+
+
+def check(cid, status, gates=True, detail="d"):
+    return {"id": cid, "status": status, "gates": gates, "detail": detail, "evidence": []}
+
+
+def test_not_launched_is_a_fail_naming_why():
+    d = verdict.decide([], verdict.outcome_of({"launched": False, "cause": "the preflight failed (p.json)"}))
+    assert d.verdict == "fail" and d.cause == "not launched: the preflight failed (p.json)"
+    assert [c["id"] for c in d.added_checks] == ["launched"]
+
+
+def test_a_failed_launcher_never_passes_and_its_finding_comes_first():
+    passing = [check("clean_finish", "pass")]
+    d = verdict.decide(passing, LauncherOutcome(exit_code=1, error="the log server could not bind 50051"))
+    assert d.verdict == "fail" and d.cause == "the launcher exited 1: the log server could not bind 50051"
+    assert [c["id"] for c in d.added_checks] == ["launcher_exit"]
+    # once added, applying the attempt's outcome again adds nothing (ftqual verify, then the workflow)
+    again = verdict.decide([*passing, *d.added_checks], LauncherOutcome(exit_code=1))
+    assert again.added_checks == () and again.cause == "the launcher exited 1"
+
+
+def test_the_logs_root_cause_with_its_evidence():
+    root = {"kind": "not_injected", "text": "the kill was never injected", "path": "logs/x.log", "line": 3}
+    d = verdict.decide([check("clean_finish", "fail")], LauncherOutcome(exit_code=93), lambda: root)
+    assert d.cause == "the launcher exited 93: the kill was never injected [logs/x.log:3]"
+    assert d.cause_evidence == root
+
+
+def test_node_loss_ends_nonzero_by_design():
+    d = verdict.decide([check("node_loss_outcome", "pass")], LauncherOutcome(exit_code=1, fault="node_loss"))
+    assert d.verdict == "pass" and d.cause is None
+
+
+def test_a_check_that_does_not_gate_never_decides():
+    checks = [check("informative", "fail", gates=False), check("clean_finish", "inconclusive")]
+    d = verdict.decide(checks, LauncherOutcome(exit_code=0))
+    assert d.verdict == "inconclusive" and d.cause == "clean_finish: d"
+
+
+def test_judged_never_better_than_the_checks_and_missing_required_checks():
+    report = {"schema": "ftqual.verify/v1", "verdict": "pass", "fault": "kill", "checks": []}
+    seen = verdict.judged(report)
+    assert seen.raw == "inconclusive" and not seen.outcome.met
+    assert {c["id"] for c in seen.checks} >= {"checkpoint_before_failure", "clean_finish"}
+    report["checks"] = [check("uninterrupted_completion", "fail")]
+    report["fault"] = "none"
+    assert verdict.judged(report).raw == "fail"
+
+
+def verify_cli(run_dir: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "verify.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ftqual", "verify", str(run_dir), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc, json.loads(out.read_text())
+
+
+def test_ftqual_verify_prints_and_writes_the_cause(tmp_path):
+    """As the README tells users to run it: the distributed-optimizer negative control on one H200 loops
+    until NVRx stops it with exit 93; the verifier names that, with the error every restart ended with."""
+    proc, report = verify_cli(DATA / "megatron-h200-1gpu" / "negative-distopt-kill", tmp_path)
+    assert proc.returncode == 1
+    assert report["cause"].startswith("the launcher exited 93: NVRx stopped restarting: no progress")
+    assert "assert len(steps) == 1" in report["cause"]
+    assert report["cause_evidence"]["kind"] == "no_progress"
+    assert f"  cause: {report['cause']}" in proc.stdout.splitlines()
+
+
+def test_ftqual_verify_of_a_passing_run_names_no_cause(tmp_path):
+    proc, report = verify_cli(DATA / "megatron-h200-1gpu" / "kill", tmp_path)
+    assert proc.returncode == 0 and "cause" not in report and "cause:" not in proc.stdout
