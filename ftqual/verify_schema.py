@@ -31,7 +31,12 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "hang": RECOVERY_CHECKS,
     "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
 }
-OBJECT_FIELDS = ("metrics", "expected", "attempt", "expectation", "stack", "derived")
+OBJECT_FIELDS = (
+    "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
+    "baseline", "cause_evidence", "verifier",
+)  # fmt: skip
+LIST_FIELDS = ("notes",)
+TEXT_FIELDS = ("run_id", "scenario", "cause")
 
 
 def _check_problems(index: int, check: object) -> list[str]:
@@ -45,6 +50,12 @@ def _check_problems(index: int, check: object) -> list[str]:
         out.append(f"{where}.status {check.get('status')!r} is not one of {', '.join(STATUSES)}")
     if "detail" in check and not isinstance(check["detail"], str):
         out.append(f"{where}.detail is not a string")
+    if "notes" in check and not isinstance(check["notes"], list):
+        out.append(f"{where}.notes is not a list")
+    if "values" in check and check["values"] is not None and not isinstance(check["values"], Mapping):
+        out.append(f"{where}.values is not an object")
+    if "gates" in check and not isinstance(check["gates"], bool):
+        out.append(f"{where}.gates is not true or false")
     evidence = check.get("evidence", [])
     if not isinstance(evidence, list) or not all(isinstance(ev, Mapping) for ev in evidence):
         out.append(f"{where}.evidence is not a list of objects")
@@ -69,6 +80,12 @@ def problems(doc: object) -> list[str]:
     for field in OBJECT_FIELDS:
         if field in doc and doc[field] is not None and not isinstance(doc[field], Mapping):
             out.append(f"{field} is not an object")
+    for field in LIST_FIELDS:
+        if field in doc and doc[field] is not None and not isinstance(doc[field], list):
+            out.append(f"{field} is not a list")
+    for field in TEXT_FIELDS:
+        if field in doc and doc[field] is not None and not isinstance(doc[field], str):
+            out.append(f"{field} is not a string")
     fault = fault_of(doc)
     if fault is not None and fault not in FAULTS:
         out.append(f"fault {fault!r} is not one of {', '.join(FAULTS)}")

@@ -100,6 +100,12 @@ class FaultMarker:
     node: dict | None = None  # node_loss: {"host", "launcher_pid", "processes"} the wrapper killed
 
 
+RUN_SCHEMA = "ftqual.run/v1"
+# run.json's counts and the least value each can take (absent: unknown, judged by the checks that need it)
+COUNTS = {"train_iters": 1, "save_interval": 1, "world_size": 1, "max_restarts": 0, "nnodes": 1,
+          "gpus_per_node": 1}  # fmt: skip
+
+
 def _int(value: object) -> int | None:
     """An integer, or a string of ASCII digits (`"²"` and `"٣"` are not run.json integers)."""
     if isinstance(value, bool):
@@ -152,6 +158,14 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         data = _load_json(path, run_dir)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunMetaError(f"{path}: unreadable run.json ({exc})") from exc
+    schema = data.get("schema", RUN_SCHEMA)
+    if schema != RUN_SCHEMA:
+        raise RunMetaError(f"{path}: 'schema' must be {RUN_SCHEMA!r} (the run.json this verifier reads), "
+                           f"got {_short(schema)}")  # fmt: skip
+    for key, least in COUNTS.items():
+        value = data.get(key)
+        if value is not None and (_int(value) is None or _int(value) < least):
+            raise RunMetaError(f"{path}: {key!r} must be an integer of at least {least}, got {_short(value)}")
     fault = data.get("fault")
     if fault not in FAULTS:
         raise RunMetaError(f"{path}: 'fault' must be one of {', '.join(FAULTS)}, got {_short(fault)}")

@@ -98,6 +98,11 @@ def test_hostlists_are_bounded():
         ("fault_rank", "²", "fault_rank"),
         ("fault_rank", [1], "fault_rank"),
         ("fault", "KILL", "'fault'"),
+        ("schema", "ftqual.run/v9", "'schema' must be 'ftqual.run/v1'"),
+        ("save_interval", -5, "'save_interval' must be an integer of at least 1"),
+        ("train_iters", 0, "'train_iters' must be an integer of at least 1"),
+        ("world_size", "two", "'world_size'"),
+        ("max_restarts", -1, "'max_restarts' must be an integer of at least 0"),
     ],
 )
 def test_malformed_run_json_values_are_one_clear_error(tmp_path, key, value, message):

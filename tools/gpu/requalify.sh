@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Requalify after an upgrade of the Megatron-LM tree at the same MEGATRON_PATH, on the GPU machine:
 #   tools/gpu/requalify.sh FIRST_TARBALL SECOND_TARBALL      (names in .megatron/, e.g. mlm.tar.gz mlm-v0.16.tar.gz)
+#   tools/gpu/requalify.sh - SECOND_TARBALL                    (go on where a call ran out of time: carry
+#                                                               results, runs and logs back)
 # 1. qualifies on FIRST (the walkthrough's GPU config on one GPU, shortened by tools/gpu/requalify.yaml);
 # 2. replaces the tree at the same path by SECOND and runs the same command: every scenario must be
 #    requalified (the plan and the report naming the Megatron tree's change);
@@ -29,13 +31,16 @@ step() {  # n timeout
     cp results/summary.md "$out/summary$n.md" 2>/dev/null
     cp results/junit.xml "$out/junit$n.xml" 2>/dev/null
 }
-[ "$first" = mlm.tar.gz ] || tree "$first" || exit 1
-python3 -m ftqual stack --workload megatron >"$out/stack1.json"
-step 1 "${LIMIT1:-250}"
+if [ "$first" != - ]; then  # FIRST = -: go on in a workspace carried back (results, runs, logs) on SECOND
+    [ "$first" = mlm.tar.gz ] || tree "$first" || exit 1
+    python3 -m ftqual stack --workload megatron >"$out/stack1.json"
+    step 1 "${LIMIT1:-250}"
+fi
 tree "$second" || exit 1
 python3 -m ftqual status . >"$out/status2.txt" 2>&1
 python3 -m ftqual stack --workload megatron >"$out/stack2.json"
 step 2 "${LIMIT2:-250}"
-step 3 40
+step 3 "${LIMIT3:-40}"
+python3 -m ftqual status . >"$out/status3.txt" 2>&1
 tar czf "$out/requalify.tar.gz" --exclude='*.distcp' --exclude='*.pt' --exclude=__pycache__ \
     results logs runs 2>/dev/null
