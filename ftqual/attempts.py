@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual import stackid, verify_schema
+from ftqual.preflight import report_schema as preflight_schema
 from ftqual.stackid import StackIdentity
 from ftqual.verdict import judged
 
@@ -160,8 +161,11 @@ def preflight_slot(workdir: Path, fingerprint: str) -> Slot:
     report = _read_json(folder / latest / "preflight.json")
     if report is None:
         return Slot(latest, "latest preflight unfinished")
-    if report.get("verdict") == "fail":
-        return Slot(f"{fingerprint}-{numbers[-1] + 1}", f"preflight {latest} failed")
+    verdict = preflight_schema.verdict_of(report)
+    if verdict in ("fail", "malformed"):
+        return Slot(
+            f"{fingerprint}-{numbers[-1] + 1}", f"preflight {latest} {verdict.replace('fail', 'failed')}"
+        )
     return Slot(latest, "preflight done for this config")
 
 

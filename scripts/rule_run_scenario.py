@@ -210,6 +210,16 @@ def telling_line(lines):
     return None
 
 
+def preflight_verdict(path):
+    """The preflight's verdict, 'malformed' for a report that is not one (ftqual.preflight.report_schema)."""
+    from ftqual.preflight.report_schema import verdict_of as judged
+
+    try:
+        return judged(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def verdict_of(path):
     try:
         return json.loads(Path(path).read_text()).get("verdict")
@@ -330,9 +340,10 @@ def main():
         },  # fmt: skip
     }
 
-    preflight = verdict_of(sm.input.preflight)
+    preflight = preflight_verdict(sm.input.preflight)
     if preflight not in ("pass", "warn"):
-        return not_launched(out_run, record, f"the preflight failed ({sm.input.preflight})")
+        what = "report is malformed" if preflight == "malformed" else "failed"
+        return not_launched(out_run, record, f"the preflight {what} ({sm.input.preflight})")
     if SCENARIO != cfg.baseline_scenario:
         baseline = verdict_of(sm.input.baseline)
         if baseline != "pass":

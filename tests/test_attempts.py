@@ -75,10 +75,18 @@ def test_preflight_slots(tmp_path):
     assert preflight_slot(tmp_path, FP).name == f"{FP}-1"
     folder = tmp_path / "results" / "preflight" / f"{FP}-1"
     folder.mkdir(parents=True)
-    (folder / "preflight.json").write_text(json.dumps({"verdict": "warn"}))
+
+    def write(verdict, **more):
+        doc = {"schema": "ftqual.preflight/v1", "verdict": verdict, "checks": [], **more}
+        (folder / "preflight.json").write_text(json.dumps(doc))
+
+    write("warn")
     assert preflight_slot(tmp_path, FP).name == f"{FP}-1"
-    (folder / "preflight.json").write_text(json.dumps({"verdict": "fail"}))
+    write("fail")
     assert preflight_slot(tmp_path, FP).name == f"{FP}-2"
+    write("pass", checks={"python": "ok"})  # malformed: never a preflight that passed
+    slot = preflight_slot(tmp_path, FP)
+    assert slot.name == f"{FP}-2" and slot.reason == f"preflight {FP}-1 malformed"
 
 
 def test_the_report_folder_changes_with_any_attempt():

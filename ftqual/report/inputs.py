@@ -12,9 +12,10 @@ from pathlib import Path
 
 from ftqual import verify_schema
 from ftqual.evidence import safeio
+from ftqual.preflight import report_schema as preflight_schema
 
 VERIFY_SCHEMA = verify_schema.SCHEMA
-PREFLIGHT_SCHEMA = "ftqual.preflight/v1"
+PREFLIGHT_SCHEMA = preflight_schema.SCHEMA
 SCENARIO_ORDER = ("baseline", "kill", "hang")
 EXCERPT_MAX = 240  # characters of a log line quoted as evidence
 EXCERPTS_PER_CHECK = 6
@@ -71,6 +72,10 @@ def load_preflight(path: str | Path | None) -> PreflightInput:
     doc, error = _read_json(Path(path))
     if doc is not None and doc.get("schema") != PREFLIGHT_SCHEMA:
         doc, error = None, f"not an {PREFLIGHT_SCHEMA} report (schema {doc.get('schema')!r})"
+    elif doc is not None and (found := preflight_schema.problems(doc)):
+        # present but malformed: judged as a preflight that did not pass (never a PASS on it)
+        return PreflightInput(str(path), {"verdict": "fail", "checks": [{"id": "preflight_report",
+                              "status": "fail", "detail": f"{path} is malformed: {found[0]}"}]})  # fmt: skip
     return PreflightInput(str(path), doc, None if doc is not None else f"preflight report {error}")
 
 

@@ -289,3 +289,12 @@ def test_workflow_style_call_with_an_unreadable_custom_fault_scenario(
     for plot in ("timeline_kill", "timeline_kill-rank0", "loss_comparison"):
         assert png_size(out / "plots" / f"{plot}.png") == (1200, 600)
     assert not (out / "plots" / "timeline_baseline.png").exists()
+
+
+def test_a_malformed_preflight_report_is_never_a_pass(report_main, write_docs, docs, tmp_path):
+    results = write_docs(docs)
+    bad = {"schema": "ftqual.preflight/v1", "verdict": "pass", "checks": "all fine", "stack": {}}
+    (tmp_path / "preflight.json").write_text(json.dumps(bad))
+    summary, lines = _report(report_main, results, "--preflight", str(tmp_path / "preflight.json"))
+    assert summary["verdict"] == "fail"
+    assert "preflight.json is malformed: checks is not a list" in "\n".join(lines)
