@@ -19,6 +19,8 @@ def cases() -> list[tuple[str, Path, Path | None]]:
             continue
         for meta in sorted(root.rglob("run.json")):
             run = meta.parent
+            if not (run / "logs").is_dir():
+                continue  # a workflow's attempt record (results/<scenario>/<slot>/run.json), not a run
             name = f"{root.parent.name}/{run.relative_to(root)}".replace("/", "__")
             out.append((name, run, None))
             sibling = run.parent / "baseline"
