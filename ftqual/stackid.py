@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -33,6 +32,8 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ftqual.stackinfo import TE_DISTS, dist_version, megatron_version, package_version, probe_nvidia_smi
 
 SCHEMA = "ftqual.stack/v1"
 
@@ -67,7 +68,6 @@ SOURCE_SUFFIXES = frozenset({".py", ".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".
 SOURCE_NAMES = frozenset({"Makefile"})
 SKIP_DIRS = frozenset({"__pycache__", ".git", "build", ".pytest_cache"})
 NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
-TE_DISTS = ("transformer_engine", "transformer-engine", "transformer_engine_torch")
 NVRX_DIST = "nvidia-resiliency-ext"
 
 
@@ -142,15 +142,6 @@ def describe_changes(old: StackIdentity, new: StackIdentity, limit: int = 4) -> 
 # ------------------------------------------------------------------------------------------------ probes
 
 
-def dist_version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def _package_dir(module: str) -> Path | None:
     """Where a top-level package lies, found without importing it."""
     try:
@@ -165,9 +156,7 @@ def _package_dir(module: str) -> Path | None:
 
 
 def _module_version(module: str, dists: tuple[str, ...]) -> str:
-    if _package_dir(module) is None:
-        return ABSENT
-    return dist_version(*dists) or "present (version unknown)"
+    return package_version(module, dists) or ABSENT
 
 
 def _torch_cuda(torch_dir: Path | None) -> str:
@@ -246,8 +235,6 @@ def _git_commit(root: Path) -> str | None:
 
 
 def megatron_parts(megatron_path: str | os.PathLike | None) -> dict[str, str]:
-    from ftqual.stackinfo import megatron_version
-
     if not megatron_path:
         return {"megatron": "no tree configured"}
     root = Path(megatron_path).resolve()
@@ -296,28 +283,17 @@ def software_parts(workload: str, megatron_path: str | None, python: str = sys.e
     return parts
 
 
-def probe_gpus(timeout_s: float = 20.0) -> dict[str, str]:
+def probe_gpus() -> dict[str, str]:
     """GPU models and count, and the driver, from nvidia-smi (no CUDA context, no GPU time)."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return {"gpus": "none (no nvidia-smi)", "driver": ABSENT}
-    try:
-        proc = subprocess.run(
-            [exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (subprocess.TimeoutExpired, OSError) as exc:
-        return {"gpus": f"unknown (nvidia-smi: {type(exc).__name__})", "driver": "unknown"}
-    if proc.returncode != 0:
-        return {"gpus": f"unknown (nvidia-smi exited {proc.returncode})", "driver": "unknown"}
-    rows = [[c.strip() for c in ln.split(",")] for ln in proc.stdout.splitlines() if ln.strip()]
+    smi = probe_nvidia_smi()
+    if "error" in smi:
+        absent = smi["error"] == "nvidia-smi not found"
+        return {"gpus": "none (no nvidia-smi)" if absent else f"unknown ({smi['error']})",
+                "driver": ABSENT if absent else "unknown"}  # fmt: skip
     models: dict[str, int] = {}
-    for row in rows:
+    for row in smi["rows"]:
         models[row[0]] = models.get(row[0], 0) + 1
-    drivers = sorted({row[1] for row in rows if len(row) > 1})
+    drivers = sorted({row[1] for row in smi["rows"] if len(row) > 1})
     return {
         "gpus": ", ".join(f"{n} x {m}" for m, n in models.items()) or "none",
         "driver": ", ".join(drivers) or ABSENT,
@@ -356,10 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--megatron-path", default=os.environ.get("MEGATRON_PATH"))
     args = p.parse_args(argv)
     if args.machine:
-        print(json.dumps(probe_machine(keyed_host=False), sort_keys=True))
-        return 0
-    ident = StackIdentity({**software_parts(args.workload, args.megatron_path), **probe_machine()})
-    print(json.dumps(ident.to_json(), indent=2))
+        text = json.dumps(probe_machine(keyed_host=False), sort_keys=True)
+    else:
+        ident = StackIdentity({**software_parts(args.workload, args.megatron_path), **probe_machine()})
+        text = json.dumps(ident.to_json(), indent=2)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `ftqual stack | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -181,6 +181,7 @@ def probe_nvidia_smi(timeout_s: float = 20.0) -> dict:
         "gpu_count": len(rows),
         "gpu_model": rows[0][0] if rows else None,
         "driver": rows[0][1] if rows and len(rows[0]) > 1 else None,
+        "rows": rows,  # [name, driver] per GPU
     }
 
 

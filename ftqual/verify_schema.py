@@ -62,21 +62,28 @@ def _check_problems(index: int, check: object) -> list[str]:
     return out
 
 
-def problems(doc: object) -> list[str]:
-    """What makes `doc` not a usable verify report, each naming its field; empty when it is one."""
-    if not isinstance(doc, Mapping):
-        return ["the report is not a JSON object"]
+def envelope_problems(doc: Mapping, schema: str, verdicts: tuple[str, ...], check_problems) -> list[str]:
+    """The parts every report of ours shares: its schema string, its verdict, its list of checks (each
+    judged by `check_problems(index, check)`). Also used for preflight reports."""
     out = []
-    if doc.get("schema") != SCHEMA:
-        out.append(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
-    if doc.get("verdict") not in VERDICTS:
-        out.append(f"verdict {doc.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
+    if doc.get("schema") != schema:
+        out.append(f"schema {doc.get('schema')!r} is not {schema!r}")
+    if doc.get("verdict") not in verdicts:
+        out.append(f"verdict {doc.get('verdict')!r} is not one of {', '.join(verdicts)}")
     checks = doc.get("checks")
     if not isinstance(checks, list):
         out.append("checks is not a list")
     else:
         for index, check in enumerate(checks):
-            out += _check_problems(index, check)
+            out += check_problems(index, check)
+    return out
+
+
+def problems(doc: object) -> list[str]:
+    """What makes `doc` not a usable verify report, each naming its field; empty when it is one."""
+    if not isinstance(doc, Mapping):
+        return ["the report is not a JSON object"]
+    out = envelope_problems(doc, SCHEMA, VERDICTS, _check_problems)
     for field in OBJECT_FIELDS:
         if field in doc and doc[field] is not None and not isinstance(doc[field], Mapping):
             out.append(f"{field} is not an object")

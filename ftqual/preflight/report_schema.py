@@ -9,28 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ftqual.verify_schema import envelope_problems
+
 SCHEMA = "ftqual.preflight/v1"
 VERDICTS = ("pass", "warn", "fail")
 STATUSES = ("pass", "warn", "fail", "skip")
 
 
+def _check_problems(index: int, check: object) -> list[str]:
+    if not isinstance(check, Mapping):
+        return [f"checks[{index}] is not an object"]
+    if not isinstance(check.get("id"), str) or check.get("status") not in STATUSES:
+        return [f"checks[{index}] has no string id or no status among {', '.join(STATUSES)}"]
+    return []
+
+
 def problems(doc: object) -> list[str]:
     if not isinstance(doc, Mapping):
         return ["the report is not a JSON object"]
-    out = []
-    if doc.get("schema") != SCHEMA:
-        out.append(f"schema {doc.get('schema')!r} is not {SCHEMA!r}")
-    if doc.get("verdict") not in VERDICTS:
-        out.append(f"verdict {doc.get('verdict')!r} is not one of {', '.join(VERDICTS)}")
-    checks = doc.get("checks")
-    if not isinstance(checks, list):
-        out.append("checks is not a list")
-    else:
-        for index, check in enumerate(checks):
-            if not isinstance(check, Mapping):
-                out.append(f"checks[{index}] is not an object")
-            elif not isinstance(check.get("id"), str) or check.get("status") not in STATUSES:
-                out.append(f"checks[{index}] has no string id or no status among {', '.join(STATUSES)}")
+    out = envelope_problems(doc, SCHEMA, VERDICTS, _check_problems)
     for field in ("stack", "resolved"):
         if field in doc and not isinstance(doc[field], Mapping):
             out.append(f"{field} is not an object")

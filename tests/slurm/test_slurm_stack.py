@@ -12,32 +12,18 @@ import re
 import subprocess
 
 import pytest
-import yaml
-from wfutil import ci_slurm_profile, copy_project, job_stats, read_json, run_snakemake
+from wfutil import FAST_KILL, ci_slurm_profile, job_stats, project_with, read_json, requalified, run_snakemake
 
 pytestmark = pytest.mark.slurm
 
-FAST = {
-    "train_iters": 12,
-    "save_interval": 4,
-    "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
-    "scenarios": {
-        "baseline": {"fault": "none"},
-        "kill": {"fault": "kill", "rank": 1},
-        "hang": {"fault": "hang", "rank": 1, "enabled": False},
-    },
-}
+FAST = FAST_KILL
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+)")
 
 
 @pytest.fixture(scope="module")
 def project(slurm_cluster, tmp_path_factory):
-    project = copy_project(tmp_path_factory.mktemp("slurm-stack") / "project")
+    project = project_with(tmp_path_factory.mktemp("slurm-stack") / "project", FAST)
     ci_slurm_profile(project)
-    config_path = project / "config" / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config.update(FAST)
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     return project
 
 
@@ -55,12 +41,7 @@ def test_profile_switch_requalifies_and_reads_the_node(project):
 
     slurm = run_snakemake(project, "--profile", "profiles/slurm", timeout=1200)
     assert slurm.returncode == 0, slurm.stdout
-    for name in ("baseline", "kill"):
-        assert re.search(
-            rf"ftqual: {name}: attempt \w+-1 \(the stack changed since attempt \w+-1 \(same settings\): "
-            r"executor local -> slurm",
-            slurm.stdout,
-        ), slurm.stdout
+    assert requalified(slurm.stdout, ("baseline", "kill"), "executor local -> slurm"), slurm.stdout
     assert "ftqual: stack: probing a training node (srun --nodes=1" in slurm.stdout
     assert len(set(SUBMITTED.findall(slurm.stdout))) == 2, slurm.stdout  # both scenarios went through sbatch
     summary = read_json(project / "results" / "summary.json")

@@ -9,8 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-import yaml
-from wfutil import copy_project, read_json, run_snakemake, scenario_jobs
+from wfutil import project_with, read_json, run_snakemake, scenario_jobs
 
 pytestmark = pytest.mark.workflow
 
@@ -21,11 +20,7 @@ ADDED = ("kill_in_save", "double_fault", "restarts_exhausted", "no_resume", "res
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    project = copy_project(tmp_path_factory.mktemp("extended") / "project")
-    config_path = project / "config" / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config.update(FAST)
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    project = project_with(tmp_path_factory.mktemp("extended") / "project", FAST)
     return project
 
 

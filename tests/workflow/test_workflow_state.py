@@ -20,23 +20,13 @@ import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
-import yaml
-from wfutil import copy_project, job_stats, read_json, run_snakemake, scenario_jobs, write_yaml
+from wfutil import FAST_KILL, job_stats, project_with, read_json, run_snakemake, scenario_jobs, write_yaml
 
 pytestmark = pytest.mark.workflow
 
 PROFILE = ("--profile", "profiles/local")
 # Short runs: the state rules are the subject here, not training.
-FAST = {
-    "train_iters": 12,
-    "save_interval": 4,
-    "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
-    "scenarios": {
-        "baseline": {"fault": "none"},
-        "kill": {"fault": "kill", "rank": 1},
-        "hang": {"fault": "hang", "rank": 1, "enabled": False},
-    },
-}
+FAST = FAST_KILL
 BROKEN = {"scenarios": {"kill": {"fault": "kill", "rank": 1, "max_restarts": 1,
                                  "smoke": {"step_seconds": 3}, "timeouts": {"step": 1}}}}  # fmt: skip
 
@@ -66,11 +56,7 @@ def run(project, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    project = copy_project(tmp_path_factory.mktemp("state") / "project")
-    config_path = project / "config" / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config.update(FAST)
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    project = project_with(tmp_path_factory.mktemp("state") / "project", FAST)
     write_yaml(project / "broken.yaml", BROKEN)
     return project
 

@@ -47,6 +47,42 @@ def ci_slurm_profile(project: Path) -> None:
     write_yaml(path, profile)
 
 
+# Short runs of the baseline and the kill (hang off): for tests whose subject is the workflow's state rules,
+# not training.
+FAST_KILL = {
+    "train_iters": 12,
+    "save_interval": 4,
+    "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
+    "scenarios": {
+        "baseline": {"fault": "none"},
+        "kill": {"fault": "kill", "rank": 1},
+        "hang": {"fault": "hang", "rank": 1, "enabled": False},
+    },
+}
+
+
+def project_with(dest: Path, overrides: dict) -> Path:
+    """copy_project, with `overrides` merged into its config/config.yaml (top-level keys replaced)."""
+    project = copy_project(dest)
+    config_path = project / "config" / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config.update(overrides)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return project
+
+
+def requalified(stdout: str, names: tuple[str, ...], change: str) -> bool:
+    """Whether the plan gave each scenario its first attempt on a changed stack, naming `change` (a regex)."""
+    return all(
+        re.search(
+            rf"ftqual: {name}: attempt \w+-1 \(the stack changed since attempt \w+-1 \(same settings\): "
+            rf".*{change}",
+            stdout,
+        )  # fmt: skip
+        for name in names
+    )
+
+
 def write_yaml(path: Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
