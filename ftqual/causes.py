@@ -132,12 +132,17 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
     # A fault that never came is the root cause whatever NVRx did after it: the wrapper fails the fault
     # rank when it never came, so every cycle "fails" and NVRx may stop with exit 93 (no progress).
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
-    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
+    wanted = run.get("injections") or (run.get("settings") or {}).get("injections") or 1
+    made = len(list(run_dir.glob("fault_injected*.json")))
+    if fault in FAULTS[1:] and isinstance(wanted, int) and made < wanted:
         said = next(
             ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
         )
         if said:
-            return Cause("not_injected", NOT_INJECTED.format(fault=fault), said[0], said[1])
+            text = NOT_INJECTED.format(fault=fault)
+            if made:  # the first came; a later one did not
+                text = f"injection {made + 1} of {wanted}: " + text
+            return Cause("not_injected", text, said[0], said[1])
 
     # the restarts (every cycle after the first, which the fault ended) failing alike
     restarted = _same_crash({rel: scans[rel] for rel in cycles[1:]}) if len(cycles) > 1 else None

@@ -118,6 +118,18 @@ def test_a_fault_that_never_came_is_the_cause_even_when_nvrx_stopped_with_93(tmp
     assert cause.text.startswith("the kill was never injected")
 
 
+def test_a_later_injection_that_never_came_is_named(tmp_path):
+    never = "0: [ftqual-worker] the requested kill fault (injection 2 of 2) was never injected (tracker ...)"
+    stop = f"{T} launcher.py:1 Stopping: no progress across restarts (exit 93)"
+    run_dir, run = make_run(tmp_path, [stop], [["0: step"], [never], [never]], marker=True)
+    run["injections"] = 2
+    cause = classify(run_dir, run, 93)
+    assert cause.kind == "not_injected" and cause.text.startswith(
+        "injection 2 of 2: the kill was never injected"
+    )
+    assert cause.path == "logs/train_cycle1.log"
+
+
 def test_missing_evidence(tmp_path):
     cause = classify(*make_run(tmp_path, None, []), 1)
     assert cause.kind == "evidence_missing"
