@@ -61,3 +61,11 @@ def test_a_kill_that_never_comes(repo_root, tmp_path):
     cause = classify(run_dir, run, run["exit_code"])
     assert not (run_dir / "fault_injected.json").exists()
     assert cause.kind == "not_injected" and cause.path.startswith("logs/train_cycle"), cause
+    # the verifier, as a user runs it, names that root cause whatever NVRx did after it (ftqual.verdict)
+    from ftqual.verify import build_report
+
+    report = build_report(run_dir)
+    assert report["verdict"] == "fail" and "the kill was never injected" in report["cause"], report.get(
+        "cause"
+    )
+    assert report["cause_evidence"]["kind"] == "not_injected"
