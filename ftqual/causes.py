@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ftqual.contract import FAULTS
 from ftqual.evidence import safeio
+from ftqual.evidence.run_meta import marker_names
 
 CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
 NO_PROGRESS = re.compile(r"no progress across restarts", re.I)
@@ -114,6 +115,17 @@ def _cycle_logs(run_dir: Path) -> list[str]:
     return [f"logs/{name}" for _, name in found]
 
 
+def root_cause(run_dir: Path, run: dict, launcher_exit: int | None) -> dict | None:
+    """The cause the logs name for a run that did not pass (`classify`, as JSON), or None where the failed
+    check says it better: the launcher ended cleanly after its fault (or the run had none)."""
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    if launcher_exit in (0, None) and (
+        fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
+    ):
+        return None
+    return classify(Path(run_dir), run, launcher_exit).to_json()
+
+
 def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Cause:
     """The cause of a failed run, from its evidence; `run` is its run.json (settings: fault, timeouts...)."""
     run_dir = Path(run_dir)
@@ -133,7 +145,7 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
     # rank when it never came, so every cycle "fails" and NVRx may stop with exit 93 (no progress).
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     wanted = run.get("injections") or (run.get("settings") or {}).get("injections") or 1
-    made = len(list(run_dir.glob("fault_injected*.json")))
+    made = len(marker_names(run_dir))
     if fault in FAULTS[1:] and isinstance(wanted, int) and made < wanted:
         said = next(
             ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None

@@ -17,6 +17,7 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -196,8 +197,9 @@ def stack_line(work_dir: Path) -> str | None:
             recorded[name] = ident
     if not recorded:
         return None
-    newest = max(recorded.values(), key=lambda i: list(recorded.values()).count(i))
-    now, kept = stack_current.reprobe(newest)
+    # probed as the identity most of the latest attempts share was (they all are, unless rerun by hand)
+    [(common, _)] = Counter(ident.digest for ident in recorded.values()).most_common(1)
+    now, kept = stack_current.reprobe(next(i for i in recorded.values() if i.digest == common))
     kept_note = f"; {', '.join(kept)} as the last node probe saw them (a rerun probes a node)" if kept else ""
     stale = [name for name, ident in recorded.items() if ident.digest != now.digest]
     if not stale:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual import stackid
+from ftqual.launch.run import write_json_atomic
 from ftqual.stackid import StackIdentity
 
 ENV_VAR = "FTQUAL_STACK"
@@ -116,9 +117,7 @@ def _cached_node(workdir: Path) -> dict[str, str] | None:
 
 def _write(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, data)
 
 
 def current(

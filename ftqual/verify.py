@@ -21,6 +21,7 @@ from typing import TextIO
 
 from ftqual import __version__
 from ftqual import verdict as verdict_mod
+from ftqual.causes import root_cause
 from ftqual.checks import expectations_from, run_checks, verdict
 from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
@@ -66,7 +67,10 @@ def build_report(
         )
     checks = [r.as_dict() for r in results]
     # The verdict and its one-line cause, composed where every other reader composes them (ftqual.verdict)
-    decision = verdict_mod.decide(checks, _launcher_outcome(snap), lambda: _root_cause(snap))
+    record = _run_record(snap)
+    decision = verdict_mod.decide(
+        checks, _launcher_outcome(snap, record), lambda: root_cause(snap.run_dir, record, snap.meta.exit_code)
+    )
     report = {
         "schema": SCHEMA,
         "run_id": snap.meta.run_id,
@@ -94,25 +98,14 @@ def _run_record(snap: RunSnapshot) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _launcher_outcome(snap: RunSnapshot) -> verdict_mod.LauncherOutcome:
+def _launcher_outcome(snap: RunSnapshot, record: dict) -> verdict_mod.LauncherOutcome:
     """ft_launcher's exit and the launcher's own finding, as the run directory's run.json records them."""
-    record = _run_record(snap)
     error = record.get("launcher_error")
     return verdict_mod.LauncherOutcome(
         exit_code=snap.meta.exit_code,
         error=error if isinstance(error, str) and error else None,
         fault=snap.meta.fault,
     )
-
-
-def _root_cause(snap: RunSnapshot) -> dict | None:
-    """The root cause the run's logs name (ftqual.causes), for a run that did not pass."""
-    from ftqual.causes import classify
-
-    injected = (snap.run_dir / "fault_injected.json").exists()
-    if snap.meta.exit_code in (0, None) and (snap.meta.fault in (None, "none") or injected):
-        return None  # the launcher ended cleanly after its fault: the failed check says it better
-    return classify(snap.run_dir, _run_record(snap), snap.meta.exit_code).to_json()
 
 
 def _baseline_info(baseline: RunSnapshot | None) -> dict[str, object] | None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual import procs
+from ftqual.launch.run import write_json_atomic
 
 OWNERS = Path(".snakemake") / "ftqual-owners"
 LOCKS = Path(".snakemake") / "locks"
@@ -103,9 +104,7 @@ def record_self(workdir: Path) -> Path:
         "host": socket.gethostname(),
         "argv": " ".join(sys.argv),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, data)
     return path
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ftqual import verdict
+from ftqual.causes import root_cause
 
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
@@ -82,17 +83,6 @@ def verify_launched():
     return report
 
 
-def root_cause(exit_code):
-    """The logs' root cause (ftqual.causes) for a launcher that failed or a fault that never came."""
-    from ftqual.causes import classify
-
-    fault = (run.get("settings") or {}).get("fault")
-    run_dir = Path(run["run_dir"])
-    if exit_code in (0, None) and (fault in (None, "none") or (run_dir / "fault_injected.json").exists()):
-        return None
-    return classify(run_dir, run, exit_code).to_json()
-
-
 def main():
     # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
     # what `ftqual verify` composed from the run directory: the same composition (ftqual.verdict).
@@ -107,7 +97,7 @@ def main():
             decision = verdict.decide(
                 report.get("checks") or [],
                 outcome,
-                lambda: known or root_cause(outcome.exit_code),
+                lambda: known or root_cause(Path(run["run_dir"]), run, outcome.exit_code),
                 report.get("cause") or run.get("cause"),
             )
             report = verdict.apply(report, decision)

@@ -268,7 +268,7 @@ def read_marker(run_dir: Path) -> tuple[FaultMarker | None, SourceStatus]:
     return (markers[0] if markers and markers[0].number == 1 else None), status
 
 
-def _marker_names(run_dir: Path) -> list[tuple[int, str]]:
+def marker_names(run_dir: Path) -> list[tuple[int, str]]:
     """(k, name) of every marker file present, in order of k (fault_injected.json is k = 1)."""
     try:
         names = os.listdir(run_dir)
@@ -285,7 +285,7 @@ def read_markers(run_dir: Path) -> tuple[tuple[FaultMarker, ...], SourceStatus]:
     there is none; any unreadable marker, or one without a valid injected_at, makes the source not ok (the
     readable markers are still returned). A `fault_injected.1.json`, or a k-th marker without the first,
     is no marker of the contract: the source is not ok."""
-    found = _marker_names(run_dir)
+    found = marker_names(run_dir)
     if not found:
         return (), SourceStatus("marker", ok=True, reason="no fault_injected.json (no injection recorded)")
     if len(found) > MAX_MARKERS:
