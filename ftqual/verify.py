@@ -22,7 +22,7 @@ from typing import TextIO
 from ftqual import __version__
 from ftqual import verdict as verdict_mod
 from ftqual.causes import root_cause
-from ftqual.checks import expectations_from, run_checks, verdict
+from ftqual.checks import expectations_from, run_checks
 from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.evidence.clock import iso_z
@@ -76,7 +76,7 @@ def build_report(
         "run_id": snap.meta.run_id,
         "scenario": snap.meta.scenario,
         "fault": snap.meta.fault,
-        "verdict": verdict(results),
+        "verdict": decision.verdict,
         "checks": checks,
         "metrics": compute_metrics(snap),
         "timeline": timeline(snap),

@@ -74,29 +74,20 @@ def default_resource(name):
     return text or None
 
 
-STACK = None  # set below, once the helpers it needs are defined
-
-
-def settings_fingerprint(name):
-    return CFG.fingerprint(SCENARIOS[name])
-
-
-def _slots():
-    keys = {
-        name: attempts.attempt_key(settings_fingerprint(name), STACK.digest)
-        for name in SCENARIOS
-    }
-    return {
-        name: attempts.scenario_slot(
+def _slots(stack):
+    """Each scenario's slot, keyed by its settings and the stack (ftqual.attempts)."""
+    slots = {}
+    for name, scenario in SCENARIOS.items():
+        settings = CFG.fingerprint(scenario)
+        slots[name] = attempts.scenario_slot(
             WORKDIR,
             name,
-            keys[name],
+            attempts.attempt_key(settings, stack.digest),
             CFG.rerun_failed_verification,
-            settings_fingerprint=settings_fingerprint(name),
-            stack=STACK,
+            settings_fingerprint=settings,
+            stack=stack,
         )
-        for name in SCENARIOS
-    }
+    return slots
 
 
 def _say_plan():
@@ -254,7 +245,7 @@ refuse_multinode_on_local()
 
 # The attempts of this invocation: keyed by the settings and the stack under test (ftqual.attempts).
 STACK = _stack_identity()
-SLOTS = _slots()
+SLOTS = _slots(STACK)
 PREFLIGHT = attempts.preflight_slot(
     WORKDIR, attempts.attempt_key(CFG.preflight_fingerprint(), STACK.digest)
 )

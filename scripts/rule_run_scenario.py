@@ -45,6 +45,7 @@ from ftqual.contract import TRACKER_NAME  # noqa: E402
 from ftqual.launch import gpu_turn, logport  # noqa: E402
 from ftqual.launch.runstate import read_tracker  # noqa: E402
 from ftqual.launch.settings import SettingsError  # noqa: E402
+from ftqual.preflight import report_schema as preflight_schema  # noqa: E402
 from ftqual.stackid import probe_machine  # noqa: E402
 
 SCENARIO = sm.wildcards.scenario
@@ -210,20 +211,11 @@ def telling_line(lines):
     return None
 
 
-def preflight_verdict(path):
-    """The preflight's verdict, 'malformed' for a report that is not one (ftqual.preflight.report_schema)."""
-    from ftqual.preflight.report_schema import verdict_of as judged
-
+def verdict_of(path, judge=lambda doc: doc.get("verdict")):
+    """The verdict of a report, as `judge` reads it; None when the file cannot be read."""
     try:
-        return judged(json.loads(Path(path).read_text()))
-    except (OSError, ValueError, RecursionError):
-        return None
-
-
-def verdict_of(path):
-    try:
-        return json.loads(Path(path).read_text()).get("verdict")
-    except (OSError, ValueError):
+        return judge(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, RecursionError, AttributeError):
         return None
 
 
@@ -340,7 +332,8 @@ def main():
         },  # fmt: skip
     }
 
-    preflight = preflight_verdict(sm.input.preflight)
+    # 'malformed' for a preflight.json that is not one (ftqual.preflight.report_schema)
+    preflight = verdict_of(sm.input.preflight, preflight_schema.verdict_of)
     if preflight not in ("pass", "warn"):
         what = "report is malformed" if preflight == "malformed" else "failed"
         return not_launched(out_run, record, f"the preflight {what} ({sm.input.preflight})")
