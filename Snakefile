@@ -4,7 +4,6 @@
 #   snakemake --profile profiles/slurm  a Slurm cluster
 # Stages: preflight -> run_scenario (baseline first) -> verify -> summary -> gate. See config/README.md.
 
-from snakemake.settings.types import RerunTrigger
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -14,12 +13,6 @@ configfile: "config/config.yaml"
 
 
 validate(config, "config/schema.yaml")
-
-# What reruns is decided by the attempt slots (rules/common.smk): changed settings are a new slot, a
-# verdict other than pass moves to the next one. Snakemake's params/input/code triggers would rerun
-# attempts that passed (after an update of ftqual, or when another scenario's change gives the preflight a
-# new slot), so only file times count here, whatever the command line asks.
-type(workflow).rerun_triggers = property(lambda self: frozenset({RerunTrigger.MTIME}))
 
 
 report: "report/workflow.rst"
@@ -49,6 +42,12 @@ localrules:
 # then rebuilt from what exists, the missing verdict as inconclusive with its cause.
 onerror:
     salvage_summary()
+
+
+# profiles/default sets rerun-triggers: mtime (why: there); a command line that overrides it is refused
+# before any job starts.
+onstart:
+    refuse_other_rerun_triggers()
 
 
 onsuccess:

@@ -44,11 +44,18 @@ def snakemake_user_config_dir() -> Path:
     return Path(AppDirs("snakemake", "snakemake").user_config_dir)
 
 
+# Snakemake's default --workflow-profile: never installed as a user profile.
+WORKFLOW_PROFILE = "default"
+
+
 def project_profiles(profiles_dir: Path) -> dict[str, Path]:
-    """name -> absolute profile directory, for every folder holding a Snakemake profile file."""
+    """name -> absolute profile directory, for every folder holding a Snakemake profile file, except the
+    workflow's own profile (profiles/default), which Snakemake reads beside the Snakefile by itself."""
     found = {}
     if profiles_dir.is_dir():
         for d in sorted(profiles_dir.iterdir()):
+            if d.name == WORKFLOW_PROFILE:
+                continue
             if d.is_dir() and any(PROFILE_FILE.fullmatch(f.name) for f in d.iterdir()):
                 found[d.name] = d.resolve()
     return found

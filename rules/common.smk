@@ -64,8 +64,8 @@ def _stack_identity():
 
 def default_resource(name):
     """A default resource's value as the profile or --default-resources wrote it (text), or None."""
-    found = workflow.resource_settings._parsed_default_resources.get(name)
-    raw = getattr(found, "raw", None)
+    found = (workflow.resource_settings.default_resources or {}).get(name)
+    raw = getattr(found, "raw", found)
     if raw is None:
         return None
     text = str(raw).strip()
@@ -193,40 +193,48 @@ def preflight_gpus(on_node=None):
 # run_scenario
 
 
-_INVOCATION = []
-
-
-def _invocation():
-    """(executor, dry run) of this command line; (None, False) where it is not one (the API)."""
-    if not _INVOCATION:
-        import contextlib
-        import io
-
-        from snakemake.cli import parse_args
-
-        try:
-            quiet = io.StringIO()
-            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-                _, args = parse_args(sys.argv[1:])
-            _INVOCATION.append((args.executor or "local", bool(args.dryrun)))
-        except (Exception, SystemExit):  # not our command line (the API): do not guess
-            _INVOCATION.append((None, False))
-    return _INVOCATION[0]
+# While the Snakefile is parsed Snakemake has not chosen its executor yet (and under -n it stands a dry-run
+# executor in for the real one): the profiles tell them apart by a documented setting instead. A Slurm profile
+# names the partition (or the account) its jobs go to in `default-resources`, which the plugin needs and
+# nothing local sets.
+SLURM_DEFAULT_RESOURCES = ("slurm_partition", "slurm_account")
+STAND_IN_EXECUTORS = ("dryrun", "touch")
 
 
 def intended_executor():
-    """The executor this command runs jobs with; under -n (a stand-in executor), the one it would use."""
+    """The executor this command runs jobs with: slurm where the default resources name a Slurm partition or
+    account (profiles/slurm), else local; inside a job, the executor Snakemake runs it with.
+    """
     plugin = workflow.executor_plugin
-    if plugin is not None and plugin.name not in ("dryrun", "touch"):
+    if plugin is not None and plugin.name not in STAND_IN_EXECUTORS:
         return plugin.name
-    return _invocation()[0]
+    if any(default_resource(name) for name in SLURM_DEFAULT_RESOURCES):
+        return "slurm"
+    return "local"
 
 
 def invocation_is_dry_run():
     plugin = workflow.executor_plugin
-    if plugin is not None and plugin.name in ("dryrun", "touch"):
+    if plugin is not None and plugin.name in STAND_IN_EXECUTORS:
         return True
-    return workflow.dryrun or _invocation()[1]
+    return bool(getattr(workflow.output_settings, "dryrun", False))
+
+
+def refuse_other_rerun_triggers():
+    """The attempt slots decide what reruns; only file times may add to that (profiles/default says why).
+    Called from onstart, where the main process knows its settings and no job has started yet.
+    """
+    triggers = (
+        getattr(getattr(workflow, "dag_settings", None), "rerun_triggers", None) or ()
+    )
+    others = sorted(str(getattr(t, "name", t)).lower() for t in triggers)
+    others = [name for name in others if name != "mtime"]
+    if others:
+        raise WorkflowError(
+            f"ftqual: --rerun-triggers {' '.join(others)} would rerun attempts that passed, but ftqual's "
+            "attempts decide what reruns: leave --rerun-triggers to profiles/default (mtime) and keep that "
+            "workflow profile (no --workflow-profile none)"
+        )
 
 
 def refuse_multinode_on_local():

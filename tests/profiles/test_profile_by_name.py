@@ -83,7 +83,8 @@ def test_local_profile_by_name(installed):
     proc = snakemake(root, env, "--profile", "local", "-n")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    assert "Using profile local for setting default command line arguments." in out
+    # and the workflow's own profile (profiles/default: rerun-triggers), whatever profile is named
+    assert "Using profiles local and workflow specific profile profiles/default for setting" in out
     assert "Assuming unrestricted shared filesystem usage." in out  # the local executor is the intended one
     assert "Shell command:" in out  # printshellcmds: true, set by our local profile only
     plain = snakemake(root, env, "-n")
@@ -96,7 +97,8 @@ def test_slurm_profile_by_name(installed):
     proc = snakemake(root, env, "--profile", "slurm", "-n")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    assert "Using profile slurm for setting default command line arguments." in out
+    # and the workflow's own profile (profiles/default: rerun-triggers), whatever profile is named
+    assert "Using profiles slurm and workflow specific profile profiles/default for setting" in out
     assert "Assuming unrestricted shared filesystem usage." not in out  # a remote executor is intended
     assert "slurm_partition=gpu" in out  # our default-resources
     assert "cpus_per_gpu=8" in out  # our set-resources for run_scenario

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-OUR_PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
+# The user profiles; profiles/default is the workflow's own (Snakemake reads it beside the Snakefile).
+OUR_PROFILES = sorted(
+    p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file() and p.name != "default"
+)
 
 
 def install(home: Path, *args: str, xdg: Path | None = None) -> subprocess.CompletedProcess:
@@ -48,6 +51,7 @@ def test_install_links_every_profile_and_is_idempotent(home):
         assert link.is_symlink() and link.resolve() == (REPO / "profiles" / name).resolve()
         assert os.path.isabs(os.readlink(link))
         assert f"installed     {link}" in first.stdout
+    assert not (config_dir / "default").exists()  # the workflow profile is never a user profile
     second = install(home)
     assert second.returncode == 0
     assert "installed" not in second.stdout and second.stdout.count("unchanged") == len(OUR_PROFILES)
