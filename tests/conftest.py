@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.workflow import failed_runs_digest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The first recorded 2 x H200 runs (baseline-2gpu, kill-2gpu); every recorded run lives in tests/data.
 SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
@@ -20,9 +22,8 @@ def pytest_configure(config):
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
     """Why the session's failed workflow runs failed, from their rule logs, last (what CI keeps)."""
-    wfutil = sys.modules.get("wfutil")
-    if exitstatus != 0 and wfutil is not None:
-        lines = wfutil.failed_runs_digest()
+    if exitstatus != 0:
+        lines = failed_runs_digest()
         if lines:
             terminalreporter.section("failed workflow runs: telling lines of their rule logs")
             for line in lines[-80:]:

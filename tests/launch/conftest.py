@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-from launch_helpers import LaunchResult
 
 from ftqual import launch
+from tests.support.launch import LaunchResult
+from tests.support.scripts import load_script
 
 
 @pytest.fixture
@@ -45,8 +45,4 @@ def megatron_checkout(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def worker_module(repo_root):
     """scripts/megatron_gpt_worker.py imported as a module (its helpers are unit-tested)."""
-    path = repo_root / "scripts" / "megatron_gpt_worker.py"
-    spec = importlib.util.spec_from_file_location("megatron_gpt_worker", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("megatron_gpt_worker")

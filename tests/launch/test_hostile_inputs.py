@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch_helpers import tree
 
 from ftqual.launch import command, settings
+from tests.support.launch import tree
 
 
 def corpus(sentinel: Path, work: Path) -> dict[str, str]:

@@ -9,8 +9,9 @@ import shutil
 import subprocess
 
 import pytest
-from launch_helpers import tree
-from test_launch_validation import assert_refused
+
+from tests.launch.test_launch_validation import assert_refused
+from tests.support.launch import tree
 
 
 def test_work_dir_that_is_a_file_is_reported_as_such(base_env, work, run_launch):

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from launch_helpers import tree
 
 from ftqual.launch import command, settings, stack
+from tests.support.launch import tree
 
 SEED_MEGATRON_ARGS = [
     "--enable-ft-package",

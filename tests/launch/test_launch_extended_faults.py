@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from launch_helpers import checkpoint_dir, tree
 
 from ftqual.launch import command, run, settings, stack
+from tests.support.launch import checkpoint_dir, tree
 
 TWO_NODES = {"NNODES": "2", "GPUS_PER_NODE": "2", "RDZV_ENDPOINT": "n1:29400", "NVRX_RUN_ID": "r1"}
 

@@ -6,9 +6,9 @@ import json
 import os
 
 import pytest
-from launch_helpers import checkpoint_dir, tree
 
 from ftqual import procs
+from tests.support.launch import checkpoint_dir, tree
 
 
 def assert_refused(result, fragment: str) -> None:

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import tree
-from test_launch_validation import assert_refused
 
 from ftqual import cleanup
 from ftqual.launch import command, logport, run, settings
+from tests.launch.test_launch_validation import assert_refused
+from tests.support.launch import tree
 
 
 def plain_bind(port: int, family=socket.AF_INET) -> socket.socket:

@@ -10,15 +10,14 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 from ftqual import procs
+from tests.support.scripts import load_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import megatron_gpt_worker as wrapper  # noqa: E402 - the stdlib wrapper records the same ticks
+wrapper = load_script("megatron_gpt_worker")  # the stdlib wrapper records the same ticks
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ import sys
 import time
 
 import pytest
-from test_worker_wrapper import child_files
+
+from tests.launch.test_worker_wrapper import child_files
 
 LAUNCHER = """
 import json, os, subprocess, sys, time

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from preflight_fakes import good_facts
 
 from ftqual.preflight.checks import Context
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.preflight.probes import Facts
 from ftqual.scenarios import resolve
 from ftqual.stackinfo import resolve_for_stack
+from tests.support.preflight import good_facts
 
 # The walkthrough's GPU settings: what the preflight judges on a real run.
 GPU_RUN = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from preflight_fakes import GIB, H200_STACK, good_facts, good_tools
 
 from ftqual.contract import MODEL
 from ftqual.preflight import checks as C
@@ -15,6 +14,7 @@ from ftqual.preflight import checks_stack as S
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.preflight.probes import LauncherArgs, PortFacts
 from ftqual.scenarios import ConfigError
+from tests.support.preflight import GIB, H200_STACK, good_facts, good_tools
 
 SEED_TIMEOUTS = {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}
 WITH_TE = replace(H200_STACK, transformer_engine="2.8.0")

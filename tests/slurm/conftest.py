@@ -6,12 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))  # wfutil
 
 
 def slurm_problem() -> str | None:

@@ -12,7 +12,16 @@ import re
 import subprocess
 
 import pytest
-from wfutil import FAST_KILL, ci_slurm_profile, job_stats, project_with, read_json, requalified, run_snakemake
+
+from tests.support.workflow import (
+    FAST_KILL,
+    ci_slurm_profile,
+    job_stats,
+    project_with,
+    read_json,
+    requalified,
+    run_snakemake,
+)
 
 pytestmark = pytest.mark.slurm
 

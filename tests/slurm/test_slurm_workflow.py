@@ -19,7 +19,15 @@ import subprocess
 import time
 
 import pytest
-from wfutil import ci_slurm_profile, copy_project, current_attempt, read_json, run_snakemake, write_yaml
+
+from tests.support.workflow import (
+    ci_slurm_profile,
+    copy_project,
+    current_attempt,
+    read_json,
+    run_snakemake,
+    write_yaml,
+)
 
 pytestmark = pytest.mark.slurm
 

@@ -12,8 +12,9 @@ import subprocess
 from collections import Counter
 from functools import cache
 
-import mutations as mut
 import pytest
+
+from tests.verify import mutations as mut
 
 CORPUS = mut.corpus()
 FULL = mut.corpus(stride=1)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from wfutil import copy_project
+
+from tests.support.workflow import copy_project
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from wfutil import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
+
+from tests.support.workflow import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
 
 pytestmark = pytest.mark.workflow
 

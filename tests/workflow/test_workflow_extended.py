@@ -9,7 +9,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from wfutil import project_with, read_json, run_snakemake, scenario_jobs
+
+from tests.support.workflow import project_with, read_json, run_snakemake, scenario_jobs
 
 pytestmark = pytest.mark.workflow
 

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from wfutil import copy_project, read_json, snakemake_cmd, snakemake_env, write_yaml
 
 from ftqual.launch import gpu_turn
+from tests.support.workflow import copy_project, read_json, snakemake_cmd, snakemake_env, write_yaml
 
 pytestmark = pytest.mark.workflow
 

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from wfutil import (
+
+from tests.support.workflow import (
     copy_project,
     job_stats,
     processes_mentioning,

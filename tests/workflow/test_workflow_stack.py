@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from wfutil import (
+
+from tests.support.workflow import (
     FAST_KILL,
     copy_project,
     job_stats,

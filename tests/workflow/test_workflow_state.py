@@ -20,7 +20,16 @@ import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
-from wfutil import FAST_KILL, job_stats, project_with, read_json, run_snakemake, scenario_jobs, write_yaml
+
+from tests.support.workflow import (
+    FAST_KILL,
+    job_stats,
+    project_with,
+    read_json,
+    run_snakemake,
+    scenario_jobs,
+    write_yaml,
+)
 
 pytestmark = pytest.mark.workflow
 
