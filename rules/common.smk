@@ -245,7 +245,9 @@ def refuse_multinode_on_local():
         names = ", ".join(f"{s.name} (nnodes={s.nnodes})" for s in multinode)
         raise WorkflowError(
             f"the local executor cannot run multi-node scenarios: {names}; use --profile profiles/slurm "
-            "(one ft_launcher per node through srun), or set nnodes: 1 or enabled: false for them"
+            "(one ft_launcher per node through srun; a profile of your own must name slurm_partition or "
+            "slurm_account in default-resources, which is how ftqual knows it plans for Slurm), or set "
+            "nnodes: 1 or enabled: false for them"
         )
 
 
