@@ -14,7 +14,6 @@ rank and node count) is attributed to the cycle of that node's latest `Event: re
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,48 +21,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
-from ftqual.evidence import canonical
 from ftqual.evidence.clock import Clock, parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing, ref
-from ftqual.evidence.safeio import MAX_LINE_BYTES, bounded_lines, line_block, open_regular
+from ftqual.evidence.patterns import launcher as patterns
+from ftqual.evidence.safeio import line_block, open_regular
+from ftqual.evidence.scan.launcher_blocks import read_block
 
 LAUNCHER_LOG = "logs/launcher.log"
 MAX_FACTS = 10000  # per kind: a runaway log must not exhaust memory
 
-_NVRX = re.compile(
-    r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>\w+)\] \[(?P<host>[^\]]*)\] "
-    r"\[workload:(?P<rank>[^(\s]*)\((?P<local>[^)]*)\)"
-)
-_GLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+(\d+) ")
-_NUM = r"(\d+(?:\.\d+)?)"
-_EXIT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
-_RESTART = re.compile(r"Worker group (UNHEALTHY|FAILED)\. (\d+)/(\d+) attempts left")
-_TIMEOUT_IS = r" seconds\. Timeout is " + _NUM + " seconds"
-_SECTION = re.compile(r"\[Cycle (\d+)\] Section '([^']+)' has been open for " + _NUM + _TIMEOUT_IS)
-_OUT_OF_SECTION = re.compile(r"\[Cycle (\d+)\] Was out of section for " + _NUM + _TIMEOUT_IS)
-_PROGRESS = re.compile(r"Training cycle #(\d+) made (NO )?progress: (-?\d+) (?:→|->) (-?\d+)")
-_AGENT_EXIT = re.compile(r"Agent's exit code = (-?\d+)")
-_PROFILE = re.compile(
-    r"Cycle: (\d+) Event: (\w+) Node: (\S+) Rank: (\S+) Time: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) UTC"
-)
-_JOIN = re.compile(
-    r"The node '(?P<node>[^']+)' has joined the rendezvous '[^']*' as rank (?P<rank>\d+) "
-    r"in a world of size (?P<world>\d+)"
-)
-# NVRx's barrier rendezvous giving up on the nodes it needs (node_loss without a spare); the same text comes
-# again inside the agent's `RendezvousTimeoutError(...)` line.
-_RDZV_TIMEOUT = re.compile(
-    r"The node '(?P<node>[^']+)' rendezvous has timed out after "
-    + _NUM
-    + r" seconds \(timeout: "
-    + _NUM
-    + r"s\)"
-)
-_NODE_ID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_\d+$")
-_NO_PROGRESS = ("EARLY TERMINATION", "no progress across restarts")
-_SUCCESS = "worker group successfully finished"
+_NVRX = patterns.NVRX_PREFIX
+_GLOG = patterns.GLOG_PREFIX
+_NODE_ID = patterns.NODE_ID
 
 
 @dataclass(frozen=True)
@@ -331,15 +300,15 @@ class _Kind(NamedTuple):
 
 # A line is at most one of these: the first whose needle and pattern match takes it.
 _ONE_OF = (
-    _Kind("exitcode:", _EXIT, _Collector.exit),
-    _Kind("attempts left", _RESTART, _Collector.restart),
-    _Kind("[Cycle ", _SECTION, _Collector.section_timeout),
-    _Kind("[Cycle ", _OUT_OF_SECTION, _Collector.out_of_section_timeout),
-    _Kind("Training cycle #", _PROGRESS, _Collector.progress),
-    _Kind(" Event: ", _PROFILE, _Collector.event),
-    _Kind("has joined the rendezvous", _JOIN, _Collector.join),
-    _Kind(_SUCCESS, re.compile(re.escape(_SUCCESS)), _Collector.success),
-    _Kind("rendezvous has timed out", _RDZV_TIMEOUT, _Collector.rendezvous_timeout),
+    _Kind("exitcode:", patterns.WORKER_EXIT, _Collector.exit),
+    _Kind("attempts left", patterns.RESTART, _Collector.restart),
+    _Kind("[Cycle ", patterns.SECTION_TIMEOUT, _Collector.section_timeout),
+    _Kind("[Cycle ", patterns.OUT_OF_SECTION, _Collector.out_of_section_timeout),
+    _Kind("Training cycle #", patterns.PROGRESS, _Collector.progress),
+    _Kind(" Event: ", patterns.PROFILE_EVENT, _Collector.event),
+    _Kind("has joined the rendezvous", patterns.RENDEZVOUS_JOIN, _Collector.join),
+    _Kind(patterns.SUCCESS, patterns.SUCCESS_LINE, _Collector.success),
+    _Kind("rendezvous has timed out", patterns.RENDEZVOUS_TIMEOUT, _Collector.rendezvous_timeout),
 )
 
 
@@ -353,9 +322,9 @@ class _Flag(NamedTuple):
 
 
 _FLAGS = (
-    _Flag(_NO_PROGRESS, "no_progress_stops"),
-    _Flag(("exited with non-zero exit code",), "nonzero_exits"),
-    _Flag(("exit code = ",), "agent_exit_codes", _AGENT_EXIT),
+    _Flag(patterns.NO_PROGRESS_NEEDLES, "no_progress_stops"),
+    _Flag((patterns.NONZERO_EXIT,), "nonzero_exits"),
+    _Flag((patterns.AGENT_EXIT_NEEDLE,), "agent_exit_codes", patterns.AGENT_EXIT),
 )
 
 
@@ -384,65 +353,8 @@ def parse_launcher_log(
     with open_regular(path, *((root,) if root is not None else ())) as handle:
         while block := line_block(handle, _BLOCK_BYTES):
             last_newline = block.endswith(b"\n")
-            number = _read_block(collector, block, number)
+            number = read_block(collector, block, number, _ANY_NEEDLE, _NEEDLE_BYTES)
     return collector.freeze(number, last_newline)
-
-
-def _read_block(collector: _Collector, block: bytes, number: int) -> int:
-    """Hand the block's lines to the collector; return the lines read so far."""
-    a = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(a == 10)
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.append(newlines, len(block))
-    if block.endswith(b"\n"):  # no line after the last newline
-        starts, ends = starts[:-1], ends[:-1]
-    if int((ends - starts).max()) > MAX_LINE_BYTES:  # a line to cut: the plain reader cuts it
-        read = 0
-        for read, (raw, ended) in enumerate(bounded_lines(io.BytesIO(block)), start=1):
-            if _ANY_NEEDLE.search(raw) is None:
-                collector.plain(raw, ended)
-            else:
-                collector.line(number + read, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
-        return number + read
-    hits = []
-    find = block.find
-    for needle in _NEEDLE_BYTES:  # each line holding a needle once is enough
-        pos = find(needle)
-        while pos >= 0:
-            hits.append(pos)
-            end = find(b"\n", pos)
-            pos = find(needle, end + 1) if end >= 0 else -1
-    needle_line = np.zeros(len(starts), dtype=bool)
-    needle_line[np.searchsorted(newlines, hits)] = True  # the newlines before a hit: its line's index
-    # `plain` can act only on a line starting with a digit or a non-ASCII byte and not with the year's four
-    # digits; the year changes rarely (a run across New Year), and the lines after a change are sought again.
-    first = np.zeros(len(starts), dtype=np.uint8)
-    nonempty = starts < ends
-    first[nonempty] = a[starts[nonempty]]
-    maybe_plain = ~needle_line & (((first >= ord("0")) & (first <= ord("9"))) | (first >= 0x80))
-    four = ends - starts >= 4
-    words = np.zeros(len(starts), dtype=np.uint32)
-    words[four] = canonical.windows(a, starts[four], 4).view("<u4")[:, 0]
-    lines_with_newline = len(newlines)
-    since = 0
-    while True:
-        year = collector.year_text
-        plain = maybe_plain & ~(four & (words == int.from_bytes(year, "little")))
-        plain[:since] = False
-        events = np.flatnonzero(needle_line | plain)
-        events = events[events >= since].tolist()
-        for i in events:
-            raw = block[starts[i] : ends[i]]
-            ended = i < lines_with_newline
-            if needle_line[i]:
-                collector.line(number + i + 1, raw.decode("utf-8", "replace") + ("\n" if ended else ""))
-            else:
-                collector.plain(raw, ended)
-            if collector.year_text != year:
-                since = i + 1
-                break
-        else:
-            return number + len(starts)
 
 
 def read_launcher_log(

@@ -82,7 +82,7 @@ def _read_train_logs(run_dir: Path, clock: Clock) -> tuple[tuple[TrainLog, ...],
         names = os.listdir(folder)
     except OSError as exc:
         return (), missing("train_logs", f"{LOGS}/ cannot be listed: {exc.strerror or exc}")
-    found = sorted((int(m[1]), name) for name in names if (m := TRAIN_LOG.match(name)) and len(m[1]) <= 9)
+    found = sorted((int(m[1]), name) for name in names if (m := TRAIN_LOG.fullmatch(name)) and len(m[1]) <= 9)
     if not found:
         return (), missing("train_logs", f"no {LOGS}/train_cycle<N>.log")
     if len(found) > MAX_TRAIN_LOGS:

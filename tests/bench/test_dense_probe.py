@@ -16,6 +16,7 @@ import pytest
 from bench.make_run import Spec, generate
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
+from ftqual.evidence.scan import train_blocks
 from tests.bench.test_parser_parity import reference
 
 ODD_LINES = (
@@ -58,16 +59,16 @@ def test_dense_blocks_without_counting(tmp_path, monkeypatch, seed, odd):
     path = dense_log(tmp_path, seed, odd)
     want = reference(path)
     calls = []
-    parse = train_log._dense_without_count
+    parse = train_blocks.dense_without_count
 
     def spy(*args):
         calls.append(1)
         return parse(*args)
 
-    monkeypatch.setattr(train_log, "_dense_without_count", spy)
-    monkeypatch.setattr(train_log, "_PROBE", 2048)
+    monkeypatch.setattr(train_blocks, "dense_without_count", spy)
+    monkeypatch.setattr(train_blocks, "_PROBE", 2048)
     for size in (8192, 65536, 4 << 20):
-        monkeypatch.setattr(train_log, "_BLOCK_BYTES", size)
+        monkeypatch.setattr(train_blocks, "BLOCK_BYTES", size)
         calls.clear()
         got = train_log.parse_train_log(path, "x.log", 0, Clock())
         # one block of 4 MB holds the whole log, whose last bytes (the end of training) are not dense

@@ -16,6 +16,7 @@ import pytest
 from bench.make_run import Spec, generate
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
+from ftqual.evidence.scan import train_blocks
 
 
 def reference(path: Path) -> train_log.TrainLog:
@@ -31,7 +32,7 @@ def reference(path: Path) -> train_log.TrainLog:
 def check(path: Path, monkeypatch, blocks=(13, 200, 4096, 4 << 20)) -> None:
     want = reference(path)
     for size in blocks:
-        monkeypatch.setattr(train_log, "_BLOCK_BYTES", size)
+        monkeypatch.setattr(train_blocks, "BLOCK_BYTES", size)
         got = train_log.parse_train_log(path, "x.log", 0, Clock())
         for name in train_log.TrainLog.__dataclass_fields__:
             assert getattr(got, name) == getattr(want, name), f"{path.name}, block {size}: {name} differs"

@@ -17,6 +17,7 @@ import pytest
 from ftqual.checks.world import expand_hostlist, spans
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
+from ftqual.evidence.scan import train_blocks
 from ftqual.verify import check_by_id as check
 
 ID = "active_world_unchanged"
@@ -221,7 +222,7 @@ def test_train_log_finds_the_first_line_of_every_rank(tmp_path, monkeypatch):
     path = tmp_path / "train_cycle0.log"
     path.write_text("".join(lines))
     for size in (100, 4096, 4 << 20):
-        monkeypatch.setattr(train_log, "_BLOCK_BYTES", size)
+        monkeypatch.setattr(train_blocks, "BLOCK_BYTES", size)
         log = train_log.parse_train_log(path, "logs/train_cycle0.log", 0, Clock())
         assert sorted(log.ranks) == [*range(300), 777]
         assert log.ranks[0].line == 1 and log.ranks[299].line == 300

@@ -1,7 +1,7 @@
 """The block scanner's shortcuts (issue 16) find what the plain scans find.
 
 - Keywords of 7 bytes or more are sought in a large block by its aligned 4-byte words
-  (`train_log._long_keyword_hits`): the lines found are those `bytes.find` finds, keywords at every alignment,
+  (`keywords.long_keyword_hits`): the lines found are those `bytes.find` finds, keywords at every alignment,
   at the block's ends, overlapping, or cut by the block's end.
 - `_new_ranks` skips lines whose first 8 bytes are those of a line whose rank is known: the ranks and their
   first lines are those a regex at every line start finds, at every block size.
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
+from ftqual.evidence.scan import keywords, train_blocks
 
 
 def _reference_starts(block: bytes, needles: tuple[bytes, ...]) -> list[int]:
@@ -30,21 +31,21 @@ def _reference_starts(block: bytes, needles: tuple[bytes, ...]) -> list[int]:
 def test_long_keywords_found_as_bytes_find_finds_them():
     rng = random.Random(16)
     alphabet = b"abcdefghij kl\n:]-ETFxcheckpointUnableTraceback[] 0123"
-    assert train_log._FRAGMENT_BLOCK <= 1 << 20
+    assert keywords.FRAGMENT_BLOCK <= 1 << 20
     for trial in range(12):
-        size = (1 << 20) + rng.randrange(-3, 4000) if trial else train_log._FRAGMENT_BLOCK
+        size = (1 << 20) + rng.randrange(-3, 4000) if trial else keywords.FRAGMENT_BLOCK
         pattern = bytes(rng.choice(alphabet) for _ in range(4099))
         block = bytearray((pattern * (size // len(pattern) + 1))[:size])
         for _ in range(rng.randrange(0, 60)):
-            needle = rng.choice(train_log._NEEDLES)
+            needle = rng.choice(train_blocks.NEEDLES)
             edge = [0, 1, 2, 3, size - len(needle), size - len(needle) - 1, size - len(needle) - 3]
             pos = rng.choice(edge) if rng.random() < 0.3 else rng.randrange(0, size - len(needle) + 1)
             block[pos : pos + len(needle)] = needle
         if trial % 3 == 0:  # a keyword cut by the end: no hit
             block[-5:] = b"check"
         data = bytes(block)
-        for needles in (train_log._NEEDLES, train_log._OTHER_NEEDLES):
-            assert train_log._candidate_starts(data, needles) == _reference_starts(data, needles), trial
+        for needles in (train_blocks.NEEDLES, train_blocks.OTHER_NEEDLES):
+            assert keywords.candidate_starts(data, needles) == _reference_starts(data, needles), trial
 
 
 def _reference_ranks(text: str) -> dict[int, tuple[int, str]]:
@@ -71,7 +72,7 @@ def test_new_ranks_with_known_prefixes(tmp_path: Path, monkeypatch):
         path.write_text(text)
         expected = _reference_ranks(text)
         for block in (4 << 20, 20_000, 3_001):
-            monkeypatch.setattr(train_log, "_BLOCK_BYTES", block)
+            monkeypatch.setattr(train_blocks, "BLOCK_BYTES", block)
             log = train_log.parse_train_log(path, path.name, 0, Clock())
             got = {rank: (r.line, r.text) for rank, r in log.ranks.items()}
             assert got.keys() == expected.keys(), (trial, block)
@@ -100,7 +101,7 @@ def test_new_ranks_when_lines_share_their_first_bytes(tmp_path: Path, monkeypatc
         path.write_text(text)
         expected = _reference_ranks(text)
         for block in (4 << 20, 50_000, 4_099):
-            monkeypatch.setattr(train_log, "_BLOCK_BYTES", block)
+            monkeypatch.setattr(train_blocks, "BLOCK_BYTES", block)
             log = train_log.parse_train_log(path, path.name, 0, Clock())
             got = {rank: (r.line, r.text) for rank, r in log.ranks.items()}
             assert got == {k: (v[0], v[1]) for k, v in expected.items()}, (trial, block)

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftqual.evidence import canonical, train_log
+from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
 from ftqual.evidence.iterations import DTYPE
 from ftqual.evidence.safeio import MAX_LINE_BYTES
+from ftqual.evidence.scan import canonical, train_blocks
 
 FIELDS = ("iteration", "train_iters", "consumed", "gbs", "loss", "elapsed", "t", "line", "flags")
 
@@ -187,7 +188,7 @@ def test_logs_of_variants(tmp_path, monkeypatch, seed):
     write_log(path, rng, rng.randint(300, 900), rng.choice([0.0, 0.02, 0.3, 0.8]))
     clock = rng.choice([Clock(), Clock(3600.0, False), Clock(-19800.5, False), Clock(1e12, False)])
     for size in (1 << 12, 1 << 15, 4 << 20):
-        monkeypatch.setattr(train_log, "_BLOCK_BYTES", size)
+        monkeypatch.setattr(train_blocks, "BLOCK_BYTES", size)
         check(path, clock)
 
 
@@ -208,7 +209,7 @@ def test_the_fast_path_reads_canonical_lines(tmp_path):
     a = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(a == 10)
     lo = np.concatenate(([0], newlines[:-1] + 1))
-    parsed = canonical.parse(a, lo, newlines, 0, MAX_LINE_BYTES, train_log._NEEDLES)
+    parsed = canonical.parse(a, lo, newlines, 0, MAX_LINE_BYTES, train_blocks.NEEDLES)
     assert parsed.ok.all()
     assert (parsed.clean_end == newlines + 1).all()
     path = tmp_path / "train_cycle0.log"
@@ -227,7 +228,7 @@ def test_each_variant_alone(tmp_path):
         a = np.frombuffer(data + b"\n", dtype=np.uint8)
         shift = rng.choice([0, 3_600_000_000, -19_800_500_000])
         parsed = canonical.parse(
-            a, np.array([0]), np.array([len(data)]), shift, MAX_LINE_BYTES, train_log._NEEDLES
+            a, np.array([0]), np.array([len(data)]), shift, MAX_LINE_BYTES, train_blocks.NEEDLES
         )
         clock = Clock(shift / 1e6, False)
         assert canonical.shift_micros(clock.tz_offset_s) == shift

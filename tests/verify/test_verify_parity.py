@@ -58,12 +58,13 @@ def test_every_recording_is_compared():
 def test_small_chunks_and_windows(tmp_path, monkeypatch, name):
     """Spilled chunks, many windows and many blocks give the same report as one of each."""
     from ftqual.checks import series
-    from ftqual.evidence import iterations, train_log
+    from ftqual.evidence import iterations
+    from ftqual.evidence.scan import train_blocks
 
     generate(Spec(**GENERATED[name]), tmp_path / name)
     monkeypatch.setattr(iterations, "CHUNK_ROWS", 7)
     monkeypatch.setattr(series, "WINDOW", 16)
-    monkeypatch.setattr(train_log, "_BLOCK_BYTES", 3000)
+    monkeypatch.setattr(train_blocks, "BLOCK_BYTES", 3000)
     report = build_report(str(tmp_path / name), None, DEFAULT_REPLAY_TOLERANCE, DEFAULT_BASELINE_TOLERANCE)
     _same(f"generated__{name}", report)
 
