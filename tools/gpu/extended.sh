@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# config/extended.yaml on one H200 (rank 0 for every fault), in two device calls: one 600 s call holds five
-# of its eight scenarios.
-#   tools/gpu/extended.sh first   # baseline, kill, hang, kill_in_save, resume_existing (tools/gpu/extended-first.yaml
-#                                 # disables the others); resume_existing needs the baseline's checkpoint payload,
-#                                 # which is too large to carry to the next call
-#   tools/gpu/extended.sh rest    # carry results, runs and logs back: a negative control launched directly (a kill
-#                                 # that can never come: the only checkpoint is the last iteration's), then the full
-#                                 # config, which reuses the first call's attempts and runs the other three
+# config/extended.yaml on one H200 (rank 0 for every fault), in three device calls: one 600 s call holds four
+# or five of its eight scenarios, and resume_existing needs the baseline's checkpoint payload on the machine
+# (too large to carry from one call to the next).
+#   tools/gpu/extended.sh first    # baseline, kill, hang, kill_in_save, resume_existing (tools/gpu/extended-first.yaml
+#                                  # disables the others); on one H200 resume_existing does not fit beside them
+#   tools/gpu/extended.sh second   # a fresh workspace: a negative control launched directly (a kill that can never
+#                                  # come: the only checkpoint is the last iteration's), then baseline,
+#                                  # resume_existing, restarts_exhausted and no_resume (tools/gpu/extended-second.yaml)
+#   tools/gpu/extended.sh third    # carry the second call's results, runs and logs back: the same plus double_fault
 # Source of the stack: tools/gpu/env.sh (.whl, .megatron). Writes $OUT/<step>.log, the summaries and
 # $OUT/extended.tar.gz (results, logs, run directories without checkpoint payloads).
 set -u
-part=${1:?usage: tools/gpu/extended.sh first|rest}
+part=${1:?usage: tools/gpu/extended.sh first|second|third}
 out=${OUT:-$PWD/extended-out}
 mkdir -p "$out"
 source tools/gpu/env.sh || { echo "extended: the stack could not be set up" >&2; exit 1; }
@@ -40,12 +41,15 @@ never_injected() {  # the launcher as a user starts it; the verifier must name t
 }
 case $part in
 first) workflow first "${LIMIT:-540}" "${configs[@]}" tools/gpu/extended-first.yaml ;;
-rest)
+second)
     never_injected
-    workflow rest "${LIMIT:-420}" "${configs[@]}"
+    workflow second "${LIMIT:-440}" "${configs[@]}" tools/gpu/extended-second.yaml
+    ;;
+third)
+    workflow third "${LIMIT:-400}" "${configs[@]}" tools/gpu/extended-third.yaml
     python3 -m ftqual status . >"$out/status.txt" 2>&1
     ;;
-*) echo "usage: tools/gpu/extended.sh first|rest" >&2; exit 2 ;;
+*) echo "usage: tools/gpu/extended.sh first|second|third" >&2; exit 2 ;;
 esac
 tar czf "$out/extended.tar.gz" --exclude='*.distcp' --exclude='*.pt' --exclude=__pycache__ \
     results logs runs 2>/dev/null
