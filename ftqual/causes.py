@@ -1,8 +1,10 @@
 """One-line causes: why a scenario's run failed, classified from the run directory's own logs.
 
-A failed verdict lists checks; a platform engineer first wants the one reason behind them. `classify` reads
-launcher.log and the per-cycle training logs once (regular files inside the run only, bounded lines) and
-names the first cause that fits, most specific first:
+A failed verdict lists checks; a platform engineer first wants the one reason behind them. `classify` takes
+launcher.log's facts from the evidence (the run's `RunSnapshot` where the caller has one, else the same
+parser, `evidence.launcher_log`), reads the per-cycle training logs' lines once for their error lines (which
+no fact keeps; regular files inside the run only, bounded lines), and names the first cause that fits, most
+specific first:
 
 - NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles;
 - a section timeout fired in every cycle (with the measured iteration time against the timeout);
@@ -18,7 +20,6 @@ Anything else is "unknown", pointing at the last line that names an error. Each 
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,27 +27,16 @@ from pathlib import Path
 
 from ftqual.contract import FAULTS
 from ftqual.evidence import safeio
+from ftqual.evidence.clock import Clock
+from ftqual.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
+from ftqual.evidence.patterns import common, launcher, train
 from ftqual.evidence.run_meta import marker_names
+from ftqual.evidence.snapshot import RunSnapshot
 
-CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
-NO_PROGRESS = re.compile(r"no progress across restarts", re.I)
-SECTION_TIMEOUT = re.compile(
-    r"\[Cycle (\d+)\] Section '(\w+)' has been open for ([\d.]+) seconds\. Timeout is ([\d.]+)"
-)
-OUT_OF_SECTION = re.compile(r"\[Cycle (\d+)\].*out.of.section.*?([\d.]+) seconds.*Timeout is ([\d.]+)", re.I)
-ARG_ERROR = re.compile(
-    r"^(?:\d+: )?(?:\S+: )?error: (?:unrecognized arguments|argument|the following arguments)"
-)
-ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
-NEVER_INJECTED = re.compile(r"fault (?:\(injection \d+ of \d+\) )?was never injected")
 NOT_INJECTED = (
     "the {fault} was never injected: no checkpoint completed with training left after it "
     "(the fault waits for the first one)"
 )
-RDZV_TIMEOUT = re.compile(r"RendezvousTimeoutError|rendezvous.*timed out", re.I)
-EXIT_CODE = re.compile(r"failed \(exitcode: (-?\d+)\)")
-ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
-TELLING = re.compile(r"error|exception|traceback|timed? ?out|exitcode|failed|refus", re.I)
 MAX_TEXT = 200
 
 
@@ -89,18 +79,18 @@ def _scan_cycle(run_dir: Path, rel: str) -> _Cycle:
     cycle = _Cycle(iteration_ms=[])
     previous = ""
     for number, text in _lines(run_dir, rel):
-        if cycle.arg_error is None and ARG_ERROR.search(text):
+        if cycle.arg_error is None and train.ARG_ERROR.search(text):
             cycle.arg_error = (number, text)
-        match = ERROR_LINE.match(text)
+        match = train.ERROR_LINE.match(text)
         if match:
             error = match.group(1)
             if error.rstrip(":").isidentifier():  # a bare `AssertionError`: the failing line says more
                 error = f"{error} at `{previous}`"
             cycle.last_error = (number, error)
-        stripped = re.sub(r"^(?:\d+: )?(?:\[rank\d+\]: )?", "", text).strip()
+        stripped = train.RANK_AND_TORCH_RANK.sub("", text, count=1).strip()
         if stripped and set(stripped) != {"^"}:  # Python's caret markers under the failing expression
             previous = stripped
-        ms = ITERATION_MS.search(text)
+        ms = train.ELAPSED.search(text)
         if ms and len(cycle.iteration_ms) < 100_000:
             cycle.iteration_ms.append(float(ms.group(1)))
     return cycle
@@ -111,27 +101,85 @@ def _cycle_logs(run_dir: Path) -> list[str]:
         names = [p.name for p in (run_dir / "logs").iterdir()]
     except OSError:
         return []
-    found = sorted((int(m.group(1)), n) for n in names if (m := CYCLE_LOG.fullmatch(n)))
+    found = sorted((int(m.group(1)), n) for n in names if (m := train.TRAIN_LOG_NAME.fullmatch(n)))
     return [f"logs/{name}" for _, name in found]
 
 
-def root_cause(run_dir: Path, run: dict, launcher_exit: int | None) -> dict | None:
+def root_cause(
+    run_dir: Path, run: dict, launcher_exit: int | None, snapshot: RunSnapshot | None = None
+) -> dict | None:
     """The cause the logs name for a run that did not pass (`classify`, as JSON), or None where the failed
-    check says it better: the launcher ended cleanly after its fault (or the run had none)."""
+    check says it better: the launcher ended cleanly after its fault (or the run had none). `snapshot`: the
+    run's evidence where the caller has read it already (`classify`)."""
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     if launcher_exit in (0, None) and (
         fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
     ):
         return None
-    return classify(Path(run_dir), run, launcher_exit).to_json()
+    return classify(Path(run_dir), run, launcher_exit, snapshot).to_json()
 
 
-def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Cause:
-    """The cause of a failed run, from its evidence; `run` is its run.json (settings: fault, timeouts...)."""
+_ANY_YEAR = 2000  # the causes use no timestamp; a leap year takes every glog date
+
+
+class _Launcher:
+    """launcher.log's facts (the evidence parser's: the snapshot's, or read here the same way) and, only for
+    the last causes, its lines."""
+
+    def __init__(self, run_dir: Path, snapshot: RunSnapshot | None) -> None:
+        self.run_dir = run_dir
+        self.log: LauncherLog | None = None
+        if snapshot is not None and snapshot.ok("launcher_log"):
+            self.log = snapshot.launcher
+        else:
+            try:
+                self.log = parse_launcher_log(
+                    run_dir / LAUNCHER_LOG, LAUNCHER_LOG, Clock(), _ANY_YEAR, run_dir
+                )
+            except OSError:
+                self.log = None
+        self._lines: list[tuple[int, str]] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.log is None or self.log.lines == 0
+
+    def lines(self) -> list[tuple[int, str]]:
+        if self._lines is None:
+            self._lines = list(_lines(self.run_dir, LAUNCHER_LOG))
+        return self._lines
+
+    def no_progress_line(self) -> int | None:
+        """The line of NVRx's `no progress across restarts` (the first), if any."""
+        assert self.log is not None
+        for stop in self.log.no_progress_stops:
+            if launcher.NO_PROGRESS_STOP.search(stop.ref.text):
+                return stop.ref.line
+        return None
+
+    def last_exit_line(self) -> int | None:
+        assert self.log is not None
+        return max((item.ref.line for item in self.log.exits), default=None)
+
+    def timeouts(self) -> list[tuple[str, float, int]]:
+        """(section, timeout, line) of the first timeout report of each cycle."""
+        assert self.log is not None
+        seen: dict[int, tuple[str, float, int]] = {}
+        for fired in self.log.timeouts:
+            if fired.cycle not in seen:
+                seen[fired.cycle] = (fired.section or "out of section", fired.timeout_s, fired.ref.line)
+        return list(seen.values())
+
+
+def classify(
+    run_dir: Path, run: dict, launcher_exit: int | None = None, snapshot: RunSnapshot | None = None
+) -> Cause:
+    """The cause of a failed run, from its evidence; `run` is its run.json (settings: fault, timeouts...).
+    With `snapshot` (the run's evidence, already read) launcher.log's facts are taken from it; the training
+    logs' error lines, which no fact keeps, are read here."""
     run_dir = Path(run_dir)
-    launcher = "logs/launcher.log"
-    launcher_lines = list(_lines(run_dir, launcher))
-    if not launcher_lines:
+    launcher_log = _Launcher(run_dir, snapshot)
+    if launcher_log.empty:
         return Cause(
             "evidence_missing",
             "no launcher.log: ft_launcher's log never started (a bad flag or a missing module is printed "
@@ -148,7 +196,13 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
     made = len(marker_names(run_dir))
     if fault in FAULTS[1:] and isinstance(wanted, int) and made < wanted:
         said = next(
-            ((rel, n, t) for rel in cycles for n, t in _lines(run_dir, rel) if NEVER_INJECTED.search(t)), None
+            (
+                (rel, n, t)
+                for rel in cycles
+                for n, t in _lines(run_dir, rel)
+                if train.NEVER_INJECTED.search(t)
+            ),
+            None,
         )
         if said:
             text = NOT_INJECTED.format(fault=fault)
@@ -158,21 +212,19 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
 
     # the restarts (every cycle after the first, which the fault ended) failing alike
     restarted = _same_crash({rel: scans[rel] for rel in cycles[1:]}) if len(cycles) > 1 else None
-    for number, text in launcher_lines:
-        if NO_PROGRESS.search(text):
-            why = (
-                f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})"
-                if restarted
-                else ""
-            )
-            text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
-            return Cause("no_progress", text, launcher, number)
+    if (number := launcher_log.no_progress_line()) is not None:
+        why = (
+            f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
+        )
+        text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
+        return Cause("no_progress", text, LAUNCHER_LOG, number)
 
-    gave_up = _injections_exhausted(run, launcher_exit, cycles, launcher_lines)
+    last_exit = launcher_log.last_exit_line()
+    gave_up = _injections_exhausted(run, launcher_exit, cycles, last_exit)
     if gave_up is not None:
         return gave_up
 
-    timeouts = _timeouts(launcher_lines)
+    timeouts = launcher_log.timeouts()
     if cycles and timeouts and len(timeouts) >= len(cycles):
         section, seconds, number = timeouts[-1]
         measured = [ms for s in scans.values() for ms in s.iteration_ms or []]
@@ -180,7 +232,7 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         text = (
             f"the '{section}' timeout ({seconds:g} s) fired in every cycle ({len(timeouts)} of {len(cycles)})"
         )
-        return Cause("section_timeout", text + pace, launcher, number)
+        return Cause("section_timeout", text + pace, LAUNCHER_LOG, number)
 
     arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
     if cycles and len(arg_errors) == len(cycles):
@@ -192,11 +244,12 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         rel, number, text = crash
         return Cause("crash", f"every cycle ({len(cycles)}) crashed with: {_short(text)}", rel, number)
 
-    for number, text in launcher_lines:
-        if RDZV_TIMEOUT.search(text):
-            return Cause("rendezvous_timeout", f"the rendezvous timed out: {_short(text)}", launcher, number)
+    for number, text in launcher_log.lines():
+        if launcher.ANY_RENDEZVOUS_TIMEOUT.search(text):
+            return Cause(
+                "rendezvous_timeout", f"the rendezvous timed out: {_short(text)}", LAUNCHER_LOG, number
+            )
 
-    exits = [(n, t) for n, t in launcher_lines if EXIT_CODE.search(t)]
     max_restarts = run.get("max_restarts")
     if (
         launcher_exit not in (0, None)
@@ -204,51 +257,36 @@ def classify(run_dir: Path, run: dict, launcher_exit: int | None = None) -> Caus
         and isinstance(max_restarts, int)
         and len(cycles) > max_restarts
     ):
-        number = exits[-1][0] if exits else None
         text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
-        return Cause("restarts_exhausted", text, launcher, number)
+        return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
     if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
         return Cause("not_injected", NOT_INJECTED.format(fault=fault))
 
-    for rel in [*reversed(cycles), launcher]:
-        lines = launcher_lines if rel == launcher else list(_lines(run_dir, rel))
+    for rel in [*reversed(cycles), LAUNCHER_LOG]:
+        lines = launcher_log.lines() if rel == LAUNCHER_LOG else list(_lines(run_dir, rel))
         for number, text in reversed(lines):
-            if TELLING.search(text):
+            if common.TELLING.search(text):
                 return Cause("unknown", f"unknown cause; the last error line: {_short(text)}", rel, number)
-    return Cause("unknown", "unknown cause: no line in the logs names an error", launcher, None)
+    return Cause("unknown", "unknown cause: no line in the logs names an error", LAUNCHER_LOG, None)
 
 
 def _injections_exhausted(
-    run: dict, launcher_exit: int | None, cycles: list[str], launcher_lines: list[tuple[int, str]]
+    run: dict, launcher_exit: int | None, cycles: list[str], last_exit: int | None
 ) -> Cause | None:
     """More injections were requested than max_restarts allows: ft_launcher gave up after its last restart.
     Named before the per-cycle causes, which the injections themselves produce (a timeout or a killed
-    worker in every cycle)."""
+    worker in every cycle). `last_exit`: the line of the last worker exit in launcher.log."""
     injections, max_restarts = run.get("injections"), run.get("max_restarts")
     if not isinstance(injections, int) or not isinstance(max_restarts, int) or injections <= max_restarts:
         return None
     if launcher_exit in (0, None) or len(cycles) <= max_restarts:
         return None
-    exits = [n for n, t in launcher_lines if EXIT_CODE.search(t)]
     text = (
         f"ft_launcher gave up after {len(cycles) - 1} restarts (max_restarts {max_restarts}): {injections} "
         f"injections requested, one restart each (restarts exhausted)"
     )
-    return Cause("restarts_exhausted", text, "logs/launcher.log", exits[-1] if exits else None)
-
-
-def _timeouts(lines: list[tuple[int, str]]) -> list[tuple[str, float, int]]:
-    """(section, timeout, line) of the first timeout report of each cycle."""
-    seen: dict[str, tuple[str, float, int]] = {}
-    for number, text in lines:
-        match = SECTION_TIMEOUT.search(text)
-        if match and match.group(1) not in seen:
-            seen[match.group(1)] = (match.group(2), float(match.group(4)), number)
-        oos = OUT_OF_SECTION.search(text)
-        if oos and oos.group(1) not in seen:
-            seen[oos.group(1)] = ("out of section", float(oos.group(3)), number)
-    return list(seen.values())
+    return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
 
 def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
@@ -266,16 +304,14 @@ def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
 # ---------------------------------------------------------------------------------------------
 # failing fast: timeouts the baseline already shows cannot work
 
-ITERATION_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\] iteration\s+\d+/")
-
 
 def baseline_pace(run_dir: Path, run: dict) -> tuple[float | None, float | None]:
     """(slowest step, seconds from the launch to the first step) the baseline run measured."""
     slowest, first = None, None
     for _number, text in _lines(Path(run_dir), "logs/train_cycle0.log"):
-        if ms := ITERATION_MS.search(text):
+        if ms := train.ELAPSED.search(text):
             slowest = max(slowest or 0.0, float(ms.group(1)) / 1000)
-        if first is None and (stamp := ITERATION_STAMP.search(text)):
+        if first is None and (stamp := train.ITERATION_STAMP.search(text)):
             first = stamp.group(1)
     startup = None
     try:

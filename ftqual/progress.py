@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -24,14 +23,9 @@ from pathlib import Path
 
 from ftqual.contract import TRACKER_NAME
 from ftqual.evidence import safeio
+from ftqual.evidence.patterns import launcher as launcher_lines
+from ftqual.evidence.patterns import train as train_lines
 
-ITERATION = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|.*?elapsed time per iteration \(ms\): ([\d.]+)")
-LOADED = re.compile(r"successfully loaded checkpoint from .* at iteration (\d+)")
-FRESH = re.compile(r"will not load any checkpoints")
-TIMEOUT = re.compile(r"\[Cycle (\d+)\] Section '(\w+)' has been open for ([\d.]+) seconds")
-EXITED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
-FINISHED = re.compile(r"worker group successfully finished")
-CYCLE_LOG = re.compile(r"train_cycle(\d+)\.log")
 ITERATION_EVERY_S = 30.0  # an iteration line at most this often: a steady cadence, not every step
 
 
@@ -119,30 +113,30 @@ class Watcher:
             names = [p.name for p in (self.run_dir / "logs").iterdir()]
         except OSError:
             return []
-        return sorted(int(m.group(1)) for n in names if (m := CYCLE_LOG.fullmatch(n)))
+        return sorted(int(m.group(1)) for n in names if (m := train_lines.TRAIN_LOG_NAME.fullmatch(n)))
 
     def _train_line(self, cycle: int, line: str) -> list[str]:
-        if match := ITERATION.search(line):
+        if match := train_lines.ITERATION_PACE.search(line):
             self._last_iteration = (int(match.group(1)), int(match.group(2)), float(match.group(3)))
             return []
-        if match := LOADED.search(line):
-            return [f"cycle {cycle} resumed from checkpoint iteration {match.group(1)}"]
-        if cycle and FRESH.search(line):
+        if (loaded := train_lines.load_iteration(train_lines.LOADED, line)) is not None:
+            return [f"cycle {cycle} resumed from checkpoint iteration {loaded}"]
+        if cycle and train_lines.FRESH.search(line):
             return [f"cycle {cycle} found no checkpoint: it starts from iteration 0"]
         return []
 
     def _launcher_line(self, line: str) -> list[str]:
-        if match := TIMEOUT.search(line):
+        if match := launcher_lines.SECTION_TIMEOUT.search(line):
             if self._detected:
                 return []
             self._detected = True
             return [f"detected: the '{match.group(2)}' section timeout fired in cycle {match.group(1)}"]
-        if match := EXITED.search(line):
+        if match := launcher_lines.WORKER_EXIT.search(line):
             if self._detected:
                 return []
             self._detected = True
             return [f"detected: local rank {match.group(2)} exited with {match.group(1)}"]
-        if FINISHED.search(line) and not self._finished:
+        if launcher_lines.SUCCESS_LINE.search(line) and not self._finished:
             self._finished = True
             return ["training finished (the worker group completed)"]
         return []

@@ -69,7 +69,9 @@ def build_report(
     # The verdict and its one-line cause, composed where every other reader composes them (ftqual.verdict)
     record = _run_record(snap)
     decision = verdict_mod.decide(
-        checks, _launcher_outcome(snap, record), lambda: root_cause(snap.run_dir, record, snap.meta.exit_code)
+        checks,
+        _launcher_outcome(snap, record),
+        lambda: root_cause(snap.run_dir, record, snap.meta.exit_code, snap),
     )
     report = {
         "schema": SCHEMA,
