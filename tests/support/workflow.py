@@ -89,12 +89,32 @@ def write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
-def snakemake_env() -> dict[str, str]:
-    """This interpreter's bin directory first on PATH (snakemake, ft_launcher), unbuffered output."""
+# Every Snakemake start imports the Slurm executor plugin, whose settings class runs `scontrol show config`
+# when `sinfo` is on PATH (to pick a default status command). Where a slurm.conf exists and no controller
+# answers (a workstation with the Slurm client, CI before or after its daemons run), that call waits ~9 s
+# per start, and a local-executor run starts Snakemake once more per script job. An empty SLURM_CONF makes
+# scontrol give up at once (a missing file is retried for up to 60 s); runs that use the Slurm executor keep
+# the real configuration.
+NO_SLURM_CONF = os.devnull
+
+
+def uses_slurm(args: tuple[str, ...] | list[str]) -> bool:
+    """Whether a snakemake command line names the Slurm profile (by path or by name) or executor."""
+    return any(
+        arg == "slurm" or arg.endswith("/slurm") or arg.startswith(("--executor=slurm", "--profile=slurm"))
+        for arg in args
+    )
+
+
+def snakemake_env(slurm: bool = False) -> dict[str, str]:
+    """This interpreter's bin directory first on PATH (snakemake, ft_launcher), unbuffered output; for a
+    run without the Slurm executor (`slurm` false), no Slurm configuration (see NO_SLURM_CONF)."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONPATH", None)
+    if not slurm:
+        env["SLURM_CONF"] = NO_SLURM_CONF
     return env
 
 
@@ -105,12 +125,13 @@ def snakemake_cmd(*args: str) -> list[str]:
 def run_snakemake(
     workdir: Path, *args: str, timeout: float = 600, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """`python -m snakemake ARGS` in `workdir`; stdout and stderr together in `.stdout`. A run that fails
-    is remembered for the session's closing digest (failed_runs_digest)."""
+    """`python -m snakemake ARGS` in `workdir`; stdout and stderr together in `.stdout`; without a Slurm
+    configuration unless ARGS name the Slurm profile or executor (snakemake_env). A run that fails is
+    remembered for the session's closing digest (failed_runs_digest)."""
     proc = subprocess.run(
         snakemake_cmd(*args),
         cwd=workdir,
-        env={**snakemake_env(), **(env or {})},
+        env={**snakemake_env(slurm=uses_slurm(args)), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
