@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftqual.contract import MODEL
+from ftqual import constraints
 from ftqual.launch import settings as launch_settings
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
@@ -397,16 +397,11 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
         problems.append(f"baseline_scenario {cfg.baseline_scenario!r} must have fault: none")
     for s in cfg.scenarios:
         where = f"scenarios.{s.name}"
-        if s.rank is not None and s.rank >= s.world_size:
-            problems.append(
-                f"{where}: rank {s.rank} is outside the world of {s.world_size} rank(s) "
-                f"(nnodes*gpus_per_node); use 0..{s.world_size - 1}"
-            )
-        if s.world_size % (s.tp * s.pp):
-            problems.append(f"{where}: world size {s.world_size} is not divisible by tp*pp={s.tp * s.pp}")
-        shape = MODEL.parallelism_problem(s.tp, s.pp)
-        if shape:
-            problems.append(f"{where}: {shape}")
+        shape = [
+            constraints.rank_outside_world(constraints.CONFIG, s.rank, s.world_size),
+            constraints.world_not_divisible(constraints.CONFIG, s.world_size, s.tp, s.pp),
+        ]
+        problems += [f"{where}: {p}" for p in shape if p]
         problems += [f"{where}: {p}" for p in _fault_problems(s)]
         if s.resume_from is not None:
             problems += [f"{where}: {p}" for p in _resume_problems(cfg, s)]
@@ -423,18 +418,15 @@ def _fault_problems(s: Scenario) -> list[str]:
         ]
         if changed:
             problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
-    if s.fault != "none" and s.injections * s.save_interval >= s.train_iters:
-        problems.append(
-            f"{s.injections} fault(s) need a new checkpoint each before the last iteration: "
-            f"injections*save_interval={s.injections * s.save_interval} must be below train_iters="
-            f"{s.train_iters}"
-        )
+    v = constraints.CONFIG
+    fit = constraints.injections_do_not_fit(v, s.fault, s.injections, s.save_interval, s.train_iters)
+    problems += [fit] if fit else []
     if s.fault == "node_loss":
         problems += _node_loss_problems(s)
     elif s.spare_nodes:
         problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")
-    if s.fault_timing == "in_save" and s.fault != "kill":
-        problems.append("fault_timing in_save needs fault: kill (a hang during a save is not this scenario)")
+    in_save = constraints.in_save_needs_kill(v, s.fault, s.fault_timing)
+    problems += [in_save] if in_save else []
     if s.expect == "fail" and not s.expect_failing:
         problems.append(
             "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"
@@ -445,17 +437,12 @@ def _fault_problems(s: Scenario) -> list[str]:
 
 
 def _node_loss_problems(s: Scenario) -> list[str]:
-    """node_loss kills a whole node's ft_launcher: a later node's (the first hosts the rendezvous store)."""
+    """node_loss kills a whole node's ft_launcher (ftqual.constraints); the verifier judges its outcome."""
+    problems = constraints.node_loss_problems(
+        constraints.CONFIG, s.nnodes, s.gpus_per_node, s.rank, s.injections, s.fault_timing
+    )
     if s.nnodes < 2:
-        return ["fault node_loss needs nnodes >= 2 (a node must survive to report), and the Slurm profile"]
-    problems = []
-    if s.rank is not None and s.rank < s.gpus_per_node:
-        problems.append(
-            f"fault node_loss takes the node of rank {s.rank}, the first node, which hosts the rendezvous "
-            f"store; use a rank of a later node ({s.gpus_per_node}..{s.world_size - 1})"
-        )
-    if s.injections != 1 or s.fault_timing != "checkpoint":
-        problems.append("fault node_loss takes one injection (injections: 1) with fault_timing: checkpoint")
+        return problems
     if s.expect == "fail":
         problems.append(
             "fault node_loss has its outcome judged by the verifier (the job must end within join_timeout); "

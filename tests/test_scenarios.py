@@ -82,7 +82,7 @@ def test_overrides_merge_key_by_key_and_yaml_booleans_read_as_on_off():
         ({"scenarios": {"baseline": {"fault": "kill"}}}, "must have fault: none"),
         ({"tp": 3, "gpus_per_node": 3}, "TP=3 must divide the model's 8 attention heads"),
         ({"pp": 3, "gpus_per_node": 3}, "PP=3 must divide the model's 4 layers"),
-        ({"gpus_per_node": 3, "tp": 2}, "world size 3 is not divisible by tp*pp=2"),
+        ({"gpus_per_node": 3, "tp": 2}, "World size 3 (nnodes*gpus_per_node) must be divisible by tp*pp=2"),
         ({"scenarios": {"baseline": {"fault": "none"}, "k": {"fault": "kill", "rank": 2}}}, "use 0..1"),
     ],
 )
@@ -245,7 +245,7 @@ def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
     [
         ({"fault": "kill", "expect": "fail"}, "expect: fail needs expect_failing"),
         ({"fault": "kill", "expect_failing": ["clean_finish"]}, "expect_failing is only for expect: fail"),
-        ({"fault": "hang", "fault_timing": "in_save"}, "fault_timing in_save needs fault: kill"),
+        ({"fault": "hang", "fault_timing": "in_save"}, "fault_timing in_save needs fault kill (got hang)"),
         ({"fault": "none", "injections": 2}, "injections need a fault"),
         ({"fault": "kill", "injections": 4}, "injections*save_interval=20 must be below train_iters=20"),
         ({"fault": "kill", "resume_from": "kill"}, "resume_from must name the baseline scenario"),
@@ -256,7 +256,7 @@ def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
         ({"fault": "node_loss", "rank": 0, "nnodes": 2, "gpus_per_node": 1}, "the first node, which hosts"),
         (
             {"fault": "node_loss", "rank": 1, "nnodes": 2, "gpus_per_node": 2},
-            "use a rank of a later node (2..3)",
+            "needs a rank of a later node (2..3)",
         ),
         ({"fault": "node_loss", "nnodes": 2, "gpus_per_node": 1, "injections": 2}, "takes one injection"),
         (

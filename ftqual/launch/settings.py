@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftqual import constraints
 from ftqual.contract import FAULTS, MODEL, TRACKER_NAME
 from ftqual.launch import stack
 
@@ -344,12 +345,11 @@ def _iterations(env: Mapping[str, str], fault: str, injections: int) -> tuple[in
             f"fault {fault} needs a checkpoint before the last iteration"
         )
     # Each injection needs a checkpoint newer than its cycle's start, before the last iteration.
-    if fault != "none" and injections * save_interval >= train_iters:
-        raise SettingsError(
-            f"NVRX_INJECTIONS={injections} faults need as many checkpoints before the last iteration: "
-            f"NVRX_INJECTIONS*SAVE_INTERVAL={injections * save_interval} must be below "
-            f"TRAIN_ITERS={train_iters}"
+    _refuse(
+        constraints.injections_do_not_fit(
+            constraints.ENVIRONMENT, fault, injections, save_interval, train_iters
         )
+    )
     if save_interval > train_iters:
         raise SettingsError(f"SAVE_INTERVAL={save_interval} must not exceed TRAIN_ITERS={train_iters}")
     return train_iters, save_interval
@@ -361,26 +361,9 @@ def _fault_plan(env: Mapping[str, str], fault: str) -> tuple[int, str, bool]:
     if fault == "none" and injections != 1:
         raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
     fault_timing = _choice(env, "NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS)
-    if fault_timing == "in_save" and fault != "kill":
-        raise SettingsError(f"NVRX_FAULT_TIMING=in_save needs NVRX_DEMO_FAULT=kill (got {shown(fault)})")
+    _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
     checkpoint_load = _choice(env, "NVRX_LOAD_CHECKPOINTS", "1", ("0", "1")) == "1"
     return injections, fault_timing, checkpoint_load
-
-
-def _node_loss_problem(
-    nnodes: int, gpus_per_node: int, fault_rank: int | None, injections: int, fault_timing: str
-) -> None:
-    """node_loss takes the node of NVRX_FAULT_RANK: never the first, whose launcher hosts the rendezvous
-    store and the log server (losing it ends every node, whatever NVRx could do)."""
-    if nnodes < 2:
-        raise SettingsError("NVRX_DEMO_FAULT=node_loss needs NNODES >= 2 (a node must survive to report)")
-    if fault_rank is not None and fault_rank < gpus_per_node:
-        raise SettingsError(
-            f"NVRX_FAULT_RANK={fault_rank} is on the first node, which hosts the rendezvous store; node_loss "
-            f"needs a rank of a later node ({gpus_per_node}..{nnodes * gpus_per_node - 1})"
-        )
-    if injections != 1 or fault_timing != "checkpoint":
-        raise SettingsError("NVRX_DEMO_FAULT=node_loss takes one injection with NVRX_FAULT_TIMING=checkpoint")
 
 
 def _run_id(env: Mapping[str, str], nnodes: int, now: datetime | None, pid: int) -> str:
@@ -419,6 +402,12 @@ def _fingerprint(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def _refuse(problem: str | None) -> None:
+    """The launcher stops at its first problem (ftqual.constraints words it)."""
+    if problem:
+        raise SettingsError(problem)
+
+
 def load_settings(
     env: Mapping[str, str], argv: Sequence[str] = (), now: datetime | None = None, pid: int = 0
 ) -> Settings:
@@ -445,11 +434,7 @@ def load_settings(
     train_iters, save_interval = _iterations(env, fault, injections)
 
     world = nnodes * gpus_per_node
-    if world % (tp * pp):
-        raise SettingsError(f"World size {world} (NNODES*GPUS_PER_NODE) must be divisible by TP*PP={tp * pp}")
-    problem = MODEL.parallelism_problem(tp, pp)
-    if problem:
-        raise SettingsError(problem)
+    _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp))
 
     if launchers > 1 and not env.get("RDZV_ENDPOINT"):
         raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
@@ -464,14 +449,13 @@ def load_settings(
     fault_rank = None
     if fault != "none":
         fault_rank = _int(env, "NVRX_FAULT_RANK", "1", 0, 10**12)
-        if fault_rank >= world:
-            raise SettingsError(
-                f"NVRX_FAULT_RANK={fault_rank} is outside the world of {world} rank(s); "
-                f"use 0..{world - 1} (NVRX_FAULT_RANK=0 on one GPU)"
-            )
+        _refuse(constraints.rank_outside_world(constraints.ENVIRONMENT, fault_rank, world))
 
     if fault == "node_loss":
-        _node_loss_problem(nnodes, gpus_per_node, fault_rank, injections, fault_timing)
+        problems = constraints.node_loss_problems(
+            constraints.ENVIRONMENT, nnodes, gpus_per_node, fault_rank, injections, fault_timing
+        )
+        _refuse(problems[0] if problems else None)
     join_timeout = None
     if env.get("NVRX_RDZV_JOIN_TIMEOUT"):
         join_timeout = _int(env, "NVRX_RDZV_JOIN_TIMEOUT", "600", 1, MAX_STOP_TIMEOUT_S)
