@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
+
+from ftqual import proc_tuning
 
 # command -> (module, one-line help). Modules are imported only when their command runs, so
 # `ftqual verify` never pays for matplotlib and `ftqual launch` never for the report code.
@@ -30,30 +31,6 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-# glibc's mallopt parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def _reuse_freed_memory() -> None:
-    """Let glibc keep freed memory for the next allocation instead of handing it back to the kernel.
-
-    `verify` reads logs in 4 MB blocks and frees each block's buffers (the bytes read, numpy temporaries of
-    up to a few MB) before the next: by default every one above the mmap threshold is a fresh mapping and
-    the heap's top is trimmed, so each block faults in its pages anew (about a third of the faults of a
-    50 MB run, 5-10 % of its time). Below 64 MB an allocation now comes from the heap and reuses the pages
-    freed by the previous block; the peak RSS stays what the largest block needs. Nothing on a libc
-    without mallopt.
-    """
-    try:
-        import ctypes  # already imported by numpy, which verify imports anyway
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (ImportError, OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, 64 << 20)
-    mallopt(_M_TRIM_THRESHOLD, 128 << 20)
-
-
 def usage() -> str:
     lines = ["usage: ftqual [--version] <command> [args]", "", "commands:"]
     lines += [f"  {name:<17} {help_}" for name, (_, help_) in COMMANDS.items()]
@@ -73,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ftqual: unknown command {name!r}; run `ftqual --help` for the list", file=sys.stderr)
         return 2
     if name == "verify":
-        _reuse_freed_memory()
+        proc_tuning.reuse_freed_memory()
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 
@@ -86,14 +63,6 @@ def entry() -> None:
     """The `ftqual` command and `python -m ftqual`: main(), then exit with its code."""
     code = main()
     if sys.argv[1:2] == ["verify"]:
-        # Its report and summary are written and closed by now: flush what Python still buffers and leave
-        # without the interpreter's teardown (freeing every module and object numpy and the parsers made
-        # costs about 50 ms, 5 % of verifying 50 MB of logs). Only for verify: other commands may leave
-        # threads to join or atexit handlers to run.
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:  # a closed pipe: the report is what counts, and it is written
-            pass
-        os._exit(code)
+        # Only for verify: other commands may leave threads to join or atexit handlers to run.
+        proc_tuning.exit_without_teardown(code)
     sys.exit(code)
