@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark `ftqual verify` on iteration-dense logs: cost independent of the run's length (issue 16).
+"""Benchmark `ftqual verify` on iteration-dense logs: cost independent of the run's length.
 
     .venv/bin/python bench/bench_dense.py                 # all three shapes, 50 MB to 2 GB
     .venv/bin/python bench/bench_dense.py --max-mb 100    # a quick subset

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.expectations import Expectations, expectations_from
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
@@ -30,27 +28,6 @@ FAULT_CHECKS = (
 BASELINE_CHECKS = (uninterrupted_completion,)
 COMMON_CHECKS = (fixed_timeouts_in_force, started_from_existing_checkpoint)
 
-# Whether each check's status enters the verdict (verify.json's `gates`). Every check gates today: each
-# proves a point of the recovery the walkthrough promises (docs/checks.md), or a condition without which
-# those points prove nothing (the timeouts in force, the world, the replayed losses). A check added for
-# information only says False here; an id missing here gates.
-GATES: dict[str, bool] = {
-    "uninterrupted_completion": True,
-    "checkpoint_before_failure": True,
-    "failure_detected_and_restarted": True,
-    "resumed_from_checkpoint": True,
-    "progress_after_resume": True,
-    "clean_finish": True,
-    "active_world_unchanged": True,
-    "fixed_timeouts_in_force": True,
-    "replay_consistency": True,
-    # the extended scenarios: each proves a point of the scenario it applies to (and says skip elsewhere)
-    "no_leftovers": True,
-    "interrupted_save_discarded": True,
-    "started_from_existing_checkpoint": True,
-    "node_loss_outcome": True,
-}
-
 
 def run_checks(
     snap: RunSnapshot, exp: Expectations, baseline: RunSnapshot | None = None
@@ -63,7 +40,10 @@ def run_checks(
     if exp.node_loss:
         # Only node_loss reports carry its check (the others keep the checks they always listed).
         results.append(node_loss_outcome(snap, exp))
-    return [replace(r, gates=GATES.get(r.id, True)) for r in results]
+    # Every check gates (`CheckResult.gates`, verify.json's `gates`): each proves a point of the recovery the
+    # walkthrough promises (docs/checks.md), or a condition without which those points prove nothing. A check
+    # added for information only says `gates=False` in its result.
+    return results
 
 
-__all__ = ["GATES", "CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]
+__all__ = ["CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]

@@ -132,11 +132,6 @@ def _failure_detected_event(snap: RunSnapshot, marker: FaultMarker | None = None
     return None
 
 
-def first_exit_after_injection(snap: RunSnapshot) -> WorkerExit | None:
-    exits = exits_after_injection(snap)
-    return exits[0] if exits else None
-
-
 def exits_after_injection(snap: RunSnapshot, marker: FaultMarker | None = None) -> list[WorkerExit]:
     """Worker exits after the injection and in its cycle, in log order."""
     if snap.launcher is None:
@@ -300,10 +295,6 @@ def first_row(tables, mask, low: int | None = None, high: int | None = None) -> 
             if len(hits):
                 return table.row(start + int(hits[0]))
     return None
-
-
-def count_rows(tables, mask) -> int:
-    return sum(int(np.count_nonzero(mask(rows))) for table in tables for _, rows in table.chunks())
 
 
 def max_iteration(tables) -> int | None:

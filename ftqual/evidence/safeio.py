@@ -87,14 +87,6 @@ def _kind(mode: int) -> str:
     return "not a plain file"
 
 
-def is_regular(path: Path) -> bool:
-    """Whether `path` (links followed) is a regular file; never opens it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def read_bytes(path: Path, *roots: Path, limit: int = MAX_JSON_BYTES) -> bytes:
     with open_regular(path, *roots, limit=limit) as handle:
         data = handle.read(limit + 1)

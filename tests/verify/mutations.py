@@ -3,7 +3,8 @@ invariant it breaks.
 
 `corpus()` lists Mutation specs (nothing is copied until a test applies one). A mutation that breaks an
 invariant must never verify as pass (exit 0); a benign control (`breaks=False`) must keep the original
-verdict. Every mutation must finish quickly and without a traceback. Classes (`klass`) follow issue 13:
+verdict. Every mutation must finish quickly and without a traceback. Classes (`klass`), one per kind of broken
+evidence:
 
   nonfinite       1. a non-finite loss after the restore (NaN never matches, not even NaN)
   after_window    2. losses after the replayed window changed (judged against the baseline / plausibility)

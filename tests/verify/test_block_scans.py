@@ -1,4 +1,4 @@
-"""The block scanner's shortcuts (issue 16) find what the plain scans find.
+"""The block scanner's shortcuts (`ftqual/evidence/scan/`) find what the plain scans find.
 
 - Keywords of 7 bytes or more are sought in a large block by its aligned 4-byte words
   (`keywords.long_keyword_hits`): the lines found are those `bytes.find` finds, keywords at every alignment,

@@ -1,4 +1,4 @@
-"""The fast paths of verify's fixed cost give what the slow ones gave (issue 16): the report's text is
+"""The fast paths of verify's fixed cost give what the slow ones gave: the report's text is
 json.dumps(indent=2)'s byte for byte, and Clock.parse_local reads what strptime read."""
 
 from __future__ import annotations

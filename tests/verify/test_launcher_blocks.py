@@ -1,5 +1,6 @@
-"""launcher.log is read a block of whole lines at a time (issue 16): the facts, line numbers and completeness
-are those of reading it line by line, as it was read before, on logs built from every recorded launcher.log:
+"""launcher.log is read a block of whole lines at a time (`scan/launcher_blocks.py`): the facts, line numbers
+and completeness are those of reading it line by line (the reference), on logs built from every recorded
+launcher.log:
 lines shuffled among blocks of several sizes, the year changing mid-block (glog lines take theirs from the
 last full timestamp), lines longer than MAX_LINE_BYTES, non-ASCII and empty lines, with and without a last
 newline."""
