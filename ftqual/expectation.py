@@ -17,12 +17,12 @@ VERDICTS = ("pass", "fail", "inconclusive")
 
 
 @dataclass(frozen=True)
-class Expectation:
+class ExpectedOutcome:
     expect: str = "pass"  # pass | fail
     failing: tuple[str, ...] = ()  # with fail: the check ids that must fail
 
     @classmethod
-    def from_json(cls, data: object) -> Expectation:
+    def from_json(cls, data: object) -> ExpectedOutcome:
         """The `expectation` a verify report carries (absent: expect pass)."""
         if not isinstance(data, Mapping):
             return cls()
@@ -60,7 +60,7 @@ def _statuses(checks: Iterable[object]) -> dict[str, str]:
     return out
 
 
-def judge(expectation: Expectation, raw_verdict: object, checks: Iterable[object]) -> Outcome:
+def judge(expectation: ExpectedOutcome, raw_verdict: object, checks: Iterable[object]) -> Outcome:
     """The qualification outcome of one scenario from the verifier's verdict and checks."""
     raw = raw_verdict if raw_verdict in VERDICTS else "inconclusive"
     if expectation.expect == "pass":

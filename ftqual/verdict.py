@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ftqual.expectation import Expectation, Outcome, judge
+from ftqual.expectation import ExpectedOutcome, Outcome, judge
 
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -176,4 +176,6 @@ def judged(report: Mapping[str, Any]) -> Judged:
     cause = report.get("cause") if isinstance(report.get("cause"), str) and report.get("cause") else None
     if cause is None and raw != "pass":
         cause = _first_with(checks, raw)
-    return Judged(raw, cause, judge(Expectation.from_json(report.get("expectation")), raw, checks), checks)
+    return Judged(
+        raw, cause, judge(ExpectedOutcome.from_json(report.get("expectation")), raw, checks), checks
+    )

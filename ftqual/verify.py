@@ -21,8 +21,8 @@ from typing import TextIO
 from ftqual import __version__, fastjson
 from ftqual import verdict as verdict_mod
 from ftqual.causes import root_cause
-from ftqual.checks import expectations_from, run_checks
-from ftqual.checks.expectations import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
+from ftqual.checks import run_checks, run_plan_from
+from ftqual.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.spill import SpillError
@@ -57,7 +57,7 @@ def build_report(
     """Verify one run directory and return its report. Raises RunMetaError if a run.json is unusable."""
     snap = build_snapshot(Path(run_dir))
     baseline = build_snapshot(Path(baseline_dir)) if baseline_dir is not None else None
-    exp = expectations_from(snap.meta, replay_tolerance, baseline_tolerance)
+    exp = run_plan_from(snap.meta, replay_tolerance, baseline_tolerance)
     results = run_checks(snap, exp, baseline)
     notes = [snap.clock.describe()] if snap.clock.assumed else []
     if baseline is not None and baseline.meta.fault != "none":

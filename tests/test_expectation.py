@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ftqual.expectation import Expectation, judge
+from ftqual.expectation import ExpectedOutcome, judge
 from ftqual.verdict import judged
 
-CONTROL = Expectation("fail", ("clean_finish",))
+CONTROL = ExpectedOutcome("fail", ("clean_finish",))
 
 
 def checks(**statuses: str) -> list[dict]:
@@ -17,9 +17,9 @@ def checks(**statuses: str) -> list[dict]:
 
 def test_expect_pass_is_the_verdict_itself():
     for raw in ("pass", "fail", "inconclusive"):
-        outcome = judge(Expectation(), raw, [])
+        outcome = judge(ExpectedOutcome(), raw, [])
         assert (outcome.verdict, outcome.met) == (raw, raw == "pass")
-    assert judge(Expectation(), "bogus", []).verdict == "inconclusive"
+    assert judge(ExpectedOutcome(), "bogus", []).verdict == "inconclusive"
 
 
 def test_a_negative_control_that_failed_as_expected_passes():
@@ -48,7 +48,7 @@ def test_a_negative_control_that_failed_otherwise_does_not_qualify(raw, statuses
 
 
 def test_every_named_check_must_fail():
-    both = Expectation("fail", ("clean_finish", "progress_after_resume"))
+    both = ExpectedOutcome("fail", ("clean_finish", "progress_after_resume"))
     assert not judge(both, "fail", checks(clean_finish="fail", progress_after_resume="pass")).met
     assert judge(both, "fail", checks(clean_finish="fail", progress_after_resume="fail")).met
 
@@ -58,4 +58,4 @@ def test_a_report_without_an_expectation_expects_pass():
     assert judged({"verdict": "pass", "checks": []}).outcome.met is True
     report = {"verdict": "fail", "checks": checks(clean_finish="fail"), "expectation": CONTROL.to_json()}
     assert judged(report).outcome.met is True
-    assert Expectation.from_json({"expect": "weird", "failing": "x"}) == Expectation()
+    assert ExpectedOutcome.from_json({"expect": "weird", "failing": "x"}) == ExpectedOutcome()

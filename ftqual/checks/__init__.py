@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ftqual.checks.baseline import uninterrupted_completion
-from ftqual.checks.expectations import Expectations, expectations_from
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.checks.leftovers import no_leftovers
 from ftqual.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
 from ftqual.checks.replay import replay_consistency
 from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.checks.run_plan import RunPlan, run_plan_from
 from ftqual.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
 from ftqual.checks.timeouts import fixed_timeouts_in_force
 from ftqual.checks.world import active_world_unchanged
@@ -29,9 +29,7 @@ BASELINE_CHECKS = (uninterrupted_completion,)
 COMMON_CHECKS = (fixed_timeouts_in_force, started_from_existing_checkpoint)
 
 
-def run_checks(
-    snap: RunSnapshot, exp: Expectations, baseline: RunSnapshot | None = None
-) -> list[CheckResult]:
+def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> list[CheckResult]:
     """Every check, in report order; those that do not apply to the scenario say `skip`."""
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
@@ -46,4 +44,4 @@ def run_checks(
     return results
 
 
-__all__ = ["CheckResult", "Expectations", "expectations_from", "run_checks", "verdict"]
+__all__ = ["CheckResult", "RunPlan", "run_plan_from", "run_checks", "verdict"]

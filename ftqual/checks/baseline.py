@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.resume import cycles, exit_code, launcher_outcome, tracker_matches
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -21,7 +21,7 @@ def _iterations(numbers: list[int]) -> str:
     return f"[{head}, ..., {tail}] ({len(numbers)} in all)"
 
 
-def uninterrupted_completion(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the no-fault run ran one cycle to its final iteration with exit 0, no injection, no
     launcher failure or restart, every loss finite, a completed checkpoint (`.metadata` real) at every save
     interval and at the end, and the tracker naming the final iteration's completed checkpoint."""

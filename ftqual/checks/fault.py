@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.run_meta import FaultMarker
@@ -13,7 +13,7 @@ CHECKPOINT_BEFORE_FAILURE = "checkpoint_before_failure"
 FAILURE_DETECTED = "failure_detected_and_restarted"
 
 
-def checkpoint_before_failure(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def checkpoint_before_failure(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: for every injection, the checkpoint K its marker names (K >= 1, past its baseline)
     completed before the injection: a `successfully saved checkpoint from iteration K` line in the
     injection's cycle or earlier, timestamped before `injected_at`, and `iter_K/.metadata` a non-empty
@@ -115,7 +115,7 @@ def _tracker_progress(snap: RunSnapshot, f: Findings | Scoped, k: int, cycle: in
             f.note(f"launcher's progress tracker read iteration {report.end} at the failure, marker says {k}")
 
 
-def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def failure_detected_and_restarted(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the requested fault was injected (fault_injected.json exists) and the launcher detected
     *that* failure: after the injection and in its cycle, a kill by the killed local rank's exit, a hang by
     a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); it
@@ -157,7 +157,7 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: Expectations) -> Chec
     return f.result()
 
 
-def _detection(snap: RunSnapshot, exp: Expectations, f: Findings | Scoped, marker: FaultMarker) -> None:
+def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: FaultMarker) -> None:
     launcher = snap.launcher
     assert launcher is not None
     found = derive.detection(snap, marker)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence.snapshot import RunSnapshot
 
 NO_LEFTOVERS = "no_leftovers"
@@ -24,7 +24,7 @@ def _cycles(snap: RunSnapshot) -> set[int] | None:
     return found if known else None
 
 
-def no_leftovers(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def no_leftovers(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: when each cycle c >= 1 started, no process of an earlier cycle on the same host was still
     running (same pid, same start time) and none held GPU memory: every host that ran c wrote
     `leftovers/<host>.cycle<c>.json` listing every earlier worker of its pids/ records, none `alive`, none

@@ -11,8 +11,8 @@ lines.
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.checks.world import names
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -43,7 +43,7 @@ def not_applicable(check_id: str) -> CheckResult:
     return skip(check_id, NO_RECOVERY)
 
 
-def node_loss_outcome(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def node_loss_outcome(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant (node_loss, no spare): the marker names the lost node and what was killed there; that node's
     record says its ft_launcher (the same pid) died by SIGKILL at the injection; a surviving node saw the
     loss (a worker failure or a section timeout after the injection); no rendezvous round formed after it;
@@ -214,7 +214,7 @@ def _went_on(snap: RunSnapshot, f: Findings, survivors: list[str], lost: str) ->
     f.values["ended_s"] = ended
 
 
-def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: Expectations) -> None:
+def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: RunPlan) -> None:
     marker = snap.marker
     log = snap.launcher
     limit = exp.join_timeout_s

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.checks.series import Mask, Series, Spans, Window, relative
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_LOSS
@@ -94,9 +94,7 @@ def _spans(numbers: list[int]) -> str:
     return ", ".join(out)
 
 
-def replay_consistency(
-    snap: RunSnapshot, exp: Expectations, baseline: RunSnapshot | None = None
-) -> CheckResult:
+def replay_consistency(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> CheckResult:
     """Invariant: every loss after the restore is finite, and agrees with every reference that covers it
     (the first attempt's overlap, a baseline with the same settings), except a difference confined to the
     first TRANSIENT_ITERATIONS iterations after the restore that later covered iterations show to be
@@ -485,7 +483,7 @@ def _judge(f: Findings, tally: _Tally, recovered: Series, tol: float, k: int) ->
         )
 
 
-def _baseline(snap: RunSnapshot, baseline: RunSnapshot, exp: Expectations, f: Findings) -> bool:
+def _baseline(snap: RunSnapshot, baseline: RunSnapshot, exp: RunPlan, f: Findings) -> bool:
     """Record the whole-trajectory comparison with the baseline; True when it may serve as a reference."""
     trajectory = Series(tuple(log.iterations for log in snap.train_logs))  # later cycles' lines win
     reference = _first_lines(baseline)

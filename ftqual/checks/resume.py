@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
 from ftqual.evidence.run_meta import FaultMarker
@@ -16,7 +16,7 @@ PROGRESS = "progress_after_resume"
 CLEAN_FINISH = "clean_finish"
 
 
-def resumed_from_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def resumed_from_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the replacement cycle loaded checkpoint K >= 1, no older than the marker's, whose
     `iter_K/.metadata` is a non-empty regular file inside the run, with its optimizer state (no fresh
     start, no optimizer-load error, neither --no-load-optim nor --finetune), and its first step is K+1 with
@@ -141,7 +141,7 @@ def _first_step(snap: RunSnapshot, f: Findings | Scoped, log, after_line: int, k
         )
 
 
-def progress_after_resume(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: after the restored iteration K the run trained forward to the end: iteration lines in
     the replacement cycle (and later) strictly increase in log order, never go back to K or before, never
     repeat, and each reports consumed samples = iteration x global batch size; a later checkpoint completed
@@ -346,7 +346,7 @@ def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
             f.fact(f"tracker = {total}, {folder.ref.path} completed", tracker.ref, folder.ref)
 
 
-def clean_finish(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def clean_finish(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: ft_launcher exited 0; exactly the requested number N of injections happened (one marker
     each, fault_injected.json then fault_injected.<k>.json, in N distinct cycles) and each is the requested
     one (the markers' fault, rank and run_id, and any `[ftqual-inject]` line's, equal run.json's); exactly
@@ -410,7 +410,7 @@ def _injections(snap: RunSnapshot, f: Findings) -> None:
             f.fact(f"the injection is the requested one ({snap.meta.fault} of rank {snap.meta.fault_rank})")
 
 
-def _restarts_exhausted(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
+def _restarts_exhausted(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
     """ft_launcher exited non-zero after max_restarts restarts, with more injections requested than it
     may restart for: the scenario asked for more than the launcher allows (causes.py names it alike)."""
     code, most = snap.meta.exit_code, exp.max_restarts
@@ -429,7 +429,7 @@ def _restarts_exhausted(snap: RunSnapshot, exp: Expectations, f: Findings) -> No
     )
 
 
-def _many_injections(snap: RunSnapshot, exp: Expectations, f: Findings) -> None:
+def _many_injections(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
     """N injections: exactly N markers numbered 1..N, each naming its number, in increasing cycles, each the
     requested fault; at most N `[ftqual-inject]` lines."""
     if not snap.ok("marker"):

@@ -3,8 +3,8 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.run_meta import FaultMarker
@@ -14,7 +14,7 @@ INTERRUPTED_SAVE = "interrupted_save_discarded"
 EXISTING_CHECKPOINT = "started_from_existing_checkpoint"
 
 
-def interrupted_save_discarded(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def interrupted_save_discarded(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant (fault_timing in_save): each injection struck while the save of iteration S was in flight
     and S was then discarded: the marker names save_iteration S > checkpoint_iteration C; the fault
     cycle's log began the save of S before the injection and never finalized it in that cycle (no
@@ -100,7 +100,7 @@ def _discarded(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> 
         f.fact(f"the replacement restored {c}, not the interrupted {s}", restored.ref)
 
 
-def started_from_existing_checkpoint(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def started_from_existing_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant (initial_checkpoint_iteration K > 0: the checkpoint directory held a completed run's
     checkpoints at launch): cycle 0 loaded iteration K (its folder a completed checkpoint) and trained on
     from K+1; in a fault scenario the first marker's baseline_iteration is K, its checkpoint_iteration is

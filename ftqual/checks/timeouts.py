@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence.snapshot import RunSnapshot
 
 FIXED_TIMEOUTS = "fixed_timeouts_in_force"
@@ -15,7 +15,7 @@ def _same(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) <= TOLERANCE_S
 
 
-def fixed_timeouts_in_force(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def fixed_timeouts_in_force(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the timeouts in force were run.json's in every cycle: each cycle's last
     `FT: initialized. Timeouts=...` equals them and is not calculated, no cycle loaded timeouts from
     ft_state.json, every timeout the rank monitor reported used them, and no ft_state.json exists."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ftqual.checks.expectations import Expectations
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.launcher_log import RendezvousJoin, TimeoutFired, WorkerExit
 from ftqual.evidence.snapshot import RunSnapshot
@@ -163,7 +163,7 @@ def _join_hosts(snap: RunSnapshot) -> dict[int, str]:
     return hosts
 
 
-def _promoted(snap: RunSnapshot, exp: Expectations) -> str | None:
+def _promoted(snap: RunSnapshot, exp: RunPlan) -> str | None:
     """node_loss with a spare node: the lost host (absent after its cycle by design), else None."""
     if not (exp.node_loss and exp.spare_nodes) or snap.marker is None or not snap.marker.node:
         return None
@@ -347,7 +347,7 @@ def _restarted_and_resumed(snap: RunSnapshot, f: Findings, world: int, hosts: di
         )
 
 
-def active_world_unchanged(snap: RunSnapshot, exp: Expectations) -> CheckResult:
+def active_world_unchanged(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: every cycle ran on all world_size ranks (each printed, none outside the world) and on
     nnodes nodes (rendezvous joins, cycle_infos active_nodes), and the replacement cycle has every node and
     rank of cycle 0, its iterations continuing at K+1 after the load of K. node_loss with a spare: the lost

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ftqual import stackid
 from ftqual import verdict as verdict_mod
 from ftqual.contract import FAULTS
-from ftqual.expectation import Expectation
+from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
@@ -161,7 +161,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     # otherwise the first check with the scenario's verdict is the cause.
     given = doc.get("cause") if isinstance(doc.get("cause"), str) and doc.get("cause") else None
     cause = given if given is not None else (reason or seen.cause)
-    expectation = Expectation.from_json(doc.get("expectation"))
+    expectation = ExpectedOutcome.from_json(doc.get("expectation"))
     outcome = seen.outcome
     raw_verdict, verdict = verdict, outcome.verdict
     if expectation.expect == "fail":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftqual.expectation import Expectation, judge
+from ftqual.expectation import ExpectedOutcome, judge
 from ftqual.verify import build_report, check_by_id
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -48,7 +48,7 @@ def test_the_negative_controls_failed_on_the_gpu_stack_as_expected(name, failing
     r = report(EXTENDED, name)
     assert r["verdict"] == "fail"
     assert check_by_id(r, failing)["status"] == "fail"
-    outcome = judge(Expectation("fail", (failing,)), r["verdict"], r["checks"])
+    outcome = judge(ExpectedOutcome("fail", (failing,)), r["verdict"], r["checks"])
     assert outcome.met and outcome.verdict == "pass"
 
 

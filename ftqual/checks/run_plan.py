@@ -1,4 +1,5 @@
-"""What a run was supposed to do, from run.json (and tolerances from the command line)."""
+"""What a run was asked to do (its plan), from run.json, and the tolerances from the command line. Not the
+scenario's expected outcome (ftqual.expectation.ExpectedOutcome)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ DEFAULT_JOIN_TIMEOUT_S = 600  # NVRx 0.7's rendezvous join_timeout when --rdzv-c
 
 
 @dataclass(frozen=True)
-class Expectations:
+class RunPlan:
     fault: str
     fault_rank: int | None
     train_iters: int | None
@@ -75,12 +76,12 @@ class Expectations:
         return out
 
 
-def expectations_from(
+def run_plan_from(
     meta: RunMeta,
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
-) -> Expectations:
-    return Expectations(
+) -> RunPlan:
+    return RunPlan(
         fault=meta.fault,
         fault_rank=meta.fault_rank,
         train_iters=meta.train_iters,
