@@ -1,0 +1,539 @@
+"""Rule `run_scenario`: one attempt of one scenario under ft_launcher (through `python -m ftqual.launch`).
+
+The attempt's slot is results/<scenario>/<fingerprint>-<n>/ (rules/common.smk). Its run gets a fresh run ID,
+`<scenario>-<UTC time>-<SLURM_JOB_ID or pid>-a<n>`, and so its own runs/<run-id>/ that Snakemake never sees
+as an output and never deletes. The slot's run.json is the run directory's run.json plus where it lies,
+the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher printed).
+Nothing is launched when the preflight failed or (for a scenario other than the baseline) the baseline's
+current attempt did not pass: run.json then says why, and verify turns that into a FAIL verdict.
+
+The job itself fails only when interrupted, so that Snakemake redoes the slot on the next run; every other
+outcome is a verdict, reported by the summary and the gate.
+
+A multi-node scenario (nnodes > 1, Slurm only) starts one launcher per node with
+`srun --nodes=N --ntasks-per-node=1`; the rendezvous endpoint is the allocation's first node (where this
+job runs), computed inside the step, and all nodes share the run ID and the log server port.
+
+Signals: the launcher runs in its own session, so it gets exactly one SIGTERM from us for a first
+SIGINT, SIGTERM or SIGHUP (Ctrl-C, Snakemake, scancel, a closed terminal); it forwards it to ft_launcher
+and kills what is left by the process ids recorded in runs/<run-id>/pids/. If the workflow that started
+this job disappears (Snakemake killed with SIGKILL), the run is stopped the same way: nobody would verify
+it. To let runs survive a closed terminal, start the workflow under nohup, tmux or Slurm (a SIGHUP that is
+ignored when this job starts stays ignored). After a failed or interrupted run, `ftqual cleanup <run dir>`
+runs once more here, for a launcher that was itself killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from ftqual import procs, progress, scenarios
+from ftqual.attempts import attempt_key
+from ftqual.contract import TRACKER_NAME
+from ftqual.launch import gpu_turn, logport
+from ftqual.launch.run import write_json_atomic
+from ftqual.launch.runstate import read_tracker
+from ftqual.launch.settings import SettingsError
+from ftqual.preflight import report_schema as preflight_schema
+from ftqual.stackid import probe_machine
+
+TAIL_LINES = 12
+STALE_SUMMARY = ("results/summary.json", "results/summary.md", "results/junit.xml")
+INTERRUPTED = 130  # the job fails, so that Snakemake redoes the slot
+SLOT_MISMATCH = 2
+
+
+@dataclass
+class Say:
+    """The rule's voice: every line to its log, some also to the console the workflow was started from."""
+
+    scenario: str
+    log: TextIO
+    console: TextIO | None = None  # None: the process's original stderr (the rule's stderr is the log)
+
+    def __call__(self, message: str, console: bool = False) -> None:
+        print(f"[run_scenario {self.scenario}] {message}", file=self.log)
+        if console:
+            print(f"ftqual: {self.scenario}: {message}", file=self.console or sys.__stderr__, flush=True)
+
+
+@dataclass(frozen=True)
+class LauncherRun:
+    """How the launcher ended: its exit code, why it was stopped (None when it was not), and the monotonic
+    time it started (None when it never did)."""
+
+    rc: int
+    stopped_by: str | None
+    started: float | None
+
+
+def srun_prefix(nnodes: int, gpus_per_node: int, port: int, resources: object) -> list[str]:
+    """One launcher per node inside this allocation; RDZV_ENDPOINT = first node of the allocation.
+    `resources` is the job's Snakemake resources (cpus_per_gpu, cpus_per_task, tasks_per_node read)."""
+    cpus = []
+    if getattr(resources, "cpus_per_gpu", None):
+        cpus = [f"--cpus-per-task={resources.cpus_per_gpu * gpus_per_node}"]
+    elif getattr(resources, "cpus_per_task", None) and resources.cpus_per_task > 0:
+        cpus = [f"--cpus-per-task={resources.cpus_per_task * getattr(resources, 'tasks_per_node', 1)}"]
+    step = (
+        'export RDZV_ENDPOINT="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):'
+        f'{port}"; exec "$@"'
+    )
+    return [
+        "srun",
+        f"--nodes={nnodes}",
+        "--ntasks-per-node=1",
+        f"--gres=gpu:{gpus_per_node}",
+        *cpus,
+        "--label",
+        "bash",
+        "-c",
+        step,
+        "bash",
+    ]
+
+
+def show_progress(say: Say, watcher: progress.Watcher, state: dict[str, float]) -> None:
+    """Print what happened in the run since the last look (ftqual.progress), and while a hang waits for its
+    detection, what it waits for, every 15 s."""
+    for event in watcher.poll():
+        say(event, console=True)
+    wait = watcher.waiting()
+    now = time.monotonic()
+    if wait and now - state.get("waited", 0.0) >= 15:
+        state["waited"] = now
+        say(wait, console=True)
+
+
+def wait_turn(say: Say, turn: gpu_turn.GpuTurn, stopped: list[str], chain: list[tuple[int, int]]) -> bool:
+    """Wait for this machine's GPUs (ftqual.launch.gpu_turn) while answering signals and noticing a vanished
+    workflow; True once taken, False when the run was stopped first (the reason is then in `stopped`)."""
+    if turn.take():
+        return True
+    holder = turn.current_holder() or f"see {turn.path}"
+    say(f"waiting for this machine's GPUs: another scenario run has them ({holder})", console=True)
+    while not turn.take():
+        if stopped:
+            return False
+        gone = procs.first_gone(chain)
+        if gone is not None:
+            stopped.append(f"the workflow process {gone} is gone")
+            return False
+        time.sleep(0.5)
+    say("got the GPUs: launching", console=True)
+    return True
+
+
+def run_launcher(
+    say: Say,
+    cmd: Sequence[str],
+    env: Mapping[str, str],
+    console: Path,
+    watcher: progress.Watcher | None = None,
+    turn: gpu_turn.GpuTurn | None = None,
+) -> LauncherRun:
+    """Run the launcher in its own session; stop it on a signal or when the workflow disappears. With a
+    `turn`, the launcher starts only once the machine's GPUs are this run's. Installs this process's
+    SIGINT, SIGTERM (and SIGHUP, unless ignored) handlers and leaves them in place, as the rule always
+    has: a signal after the launcher ended is absorbed, so the job still records the attempt."""
+    stopped: list[str] = []
+    started: list[subprocess.Popen] = []
+    lock = threading.Lock()
+
+    def stop(why: str) -> None:
+        with lock:
+            stopped.append(why)
+            if started:
+                say(f"{why}: sending SIGTERM to the launcher (pid {started[0].pid})")
+                try:
+                    os.kill(started[0].pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def on_signal(signum, _frame):
+        stop(signal.Signals(signum).name)
+
+    handled = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: the user chose to survive it
+        handled.append(signal.SIGHUP)
+    for sig in handled:
+        signal.signal(sig, on_signal)
+    # Start ticks, not psutil's create_time(): that moves by a second when a VM's clock is adjusted, and a
+    # live workflow then looked gone (seen on CI: the run was stopped with SIGTERM, its job failed).
+    chain = procs.ancestry()
+    progress_state: dict[str, float] = {}
+    if stopped:
+        return LauncherRun(1, stopped[0], None)
+    with open(console, "w") as out:
+        if turn is not None and not wait_turn(say, turn, stopped, chain):
+            return LauncherRun(1, stopped[0], None)
+        launched = time.monotonic()
+        with lock:
+            started.append(
+                subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        if stopped:  # a signal came while it was starting
+            os.kill(started[0].pid, signal.SIGTERM)
+        while True:
+            try:
+                rc = started[0].wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if watcher is not None:
+                    show_progress(say, watcher, progress_state)
+                gone = procs.first_gone(chain)
+                if gone is not None and not stopped:
+                    stop(f"the workflow process {gone} is gone")
+    return LauncherRun(rc, stopped[0] if stopped else None, launched)
+
+
+def relative_if_below(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last non-blank lines of a file, read from its last 64 KiB; none when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+# Not ftqual.causes.TELLING: this one also takes NVRx's "no progress" and "exhausted" lines, and the cause
+# it makes loses the logger's prefix; causes.py cites whole lines with file:line. Kept apart so that the
+# run.json cause stays what it was.
+_TELLING = re.compile(
+    r"error|exception|traceback|timed? ?out|timeout|exitcode|failed|no progress|exhausted|refus", re.I
+)
+_LOG_PREFIX = re.compile(r"^.*?\]\s+\S+\.py:\d+\s+-?\s*")  # NVRx's "<time> [INFO] [host] [...] file.py:N"
+
+
+def telling_line(lines: Sequence[str]) -> str | None:
+    """The last line that names an error, without the logger's prefix, as a short cause."""
+    for line in reversed(lines):
+        if _TELLING.search(line):
+            return _LOG_PREFIX.sub("", line).strip()[:200]
+    return None
+
+
+def verdict_of(path: str | Path, judge: Callable[[Any], Any] = lambda doc: doc.get("verdict")) -> Any:
+    """The verdict of a report, as `judge` reads it; None when the file cannot be read."""
+    try:
+        return judge(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+
+
+def not_launched(say: Say, out_run: Path, record: dict, cause: str) -> int:
+    """Record why nothing was launched: a verdict (verify fails it), so the job itself succeeds."""
+    say(f"not launched: {cause}", console=True)
+    write_json_atomic(out_run, {**record, "launched": False, "cause": cause})
+    return 0
+
+
+def _baseline_pointer(baseline_verify: Path) -> dict:
+    """The baseline slot's run.json, beside its verify.json: where the baseline's run directory lies."""
+    return json.loads(baseline_verify.with_name("run.json").read_text())
+
+
+def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
+    """Fail fast: timeouts the baseline's own measurements show cannot work (a step slower than the step
+    timeout would fire in every cycle and spend every restart). None when the run may start."""
+    from ftqual.causes import timeout_problems  # the evidence readers, only for a fault scenario
+
+    try:
+        pointer = _baseline_pointer(baseline_verify)
+        report = json.loads(baseline_verify.read_text())
+        run_dir = Path(pointer["run_dir"])
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # nothing measured to judge by
+    save_max = (report.get("metrics") or {}).get("checkpoint_save_s_max")
+    save_max = save_max if isinstance(save_max, int | float) else None
+    problems = timeout_problems(run_dir, record, save_max, s.timeouts.as_dict())
+    if not problems:
+        return None
+    return (
+        "refused before launch: " + "; ".join(problems) + f" (baseline run {pointer.get('run_id')}); "
+        "raise the timeout(s) for this scenario"
+    )
+
+
+def too_short(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
+    """Fail fast: a length with which the fault is not certain to come on this stack (ftqual.sizing)."""
+    from ftqual.sizing import scenario_problem  # the evidence readers, only for a fault scenario
+
+    try:
+        pointer = _baseline_pointer(baseline_verify)
+        run_dir = Path(pointer["run_dir"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    problem = scenario_problem(run_dir, s)
+    return f"{problem} (baseline run {pointer.get('run_id')})" if problem else None
+
+
+def seed_checkpoint(baseline_verify: Path, dest: Path) -> dict | str:
+    """Copy the baseline run's last completed checkpoint (its tracker and iter_<K> folder) to `dest`, a
+    folder of this run's own: the walkthrough's resume of an existing run through NVRX_CHECKPOINT_DIR.
+    Returns what was copied, or a one-line reason why it cannot be."""
+    try:
+        pointer = _baseline_pointer(baseline_verify)
+        run_dir = Path(pointer["run_dir"])
+        source_run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"resume_from: cannot read the baseline's run ({baseline_verify.parent}): {exc}"
+    source = Path(source_run.get("checkpoint_dir") or "checkpoints")
+    source = source if source.is_absolute() else run_dir / source
+    tracker = source / TRACKER_NAME
+    try:
+        iteration = read_tracker(tracker)  # the launcher's own reading of a tracker it would resume from
+    except SettingsError as exc:
+        return f"resume_from: the baseline's checkpoint cannot be resumed: {exc}"
+    if iteration is None:
+        return f"resume_from: the baseline's checkpoint tracker {tracker} is absent"
+    folder = f"iter_{iteration:07d}"
+    if not (source / folder).is_dir():
+        return f"resume_from: the baseline's tracker names iteration {iteration}; {source / folder} is absent"
+    dest.mkdir(parents=True)
+    shutil.copytree(source / folder, dest / folder, symlinks=True)
+    shutil.copyfile(tracker, dest / TRACKER_NAME)
+    return {
+        "scenario": pointer.get("scenario"),
+        "run_id": pointer.get("run_id"),
+        "source_checkpoint_dir": str(source),
+        "iteration": iteration,
+        "checkpoint_dir": str(dest),
+    }
+
+
+def invalidate_summary(say: Say, names: Sequence[str] = STALE_SUMMARY) -> None:
+    """A summary of earlier attempts must not stand while this one runs (or after it is interrupted)."""
+    for name in names:
+        path = Path(name)
+        if path.exists():
+            path.unlink()
+            say(f"removed {path}: it is rebuilt when the workflow finishes")
+
+
+def refusal(
+    cfg: scenarios.WorkflowConfig,
+    scenario: str,
+    preflight: str | Path,
+    baseline: str | Path | None,
+) -> str | None:
+    """Why this attempt of `scenario` must not launch (the preflight, the baseline's verdict, what the
+    baseline measured), or None when it may. `preflight` and `baseline` are the reports' paths."""
+    s = cfg.by_name[scenario]
+    # 'malformed' for a preflight.json that is not one (ftqual.preflight.report_schema)
+    verdict = verdict_of(preflight, preflight_schema.verdict_of)
+    if verdict not in ("pass", "warn"):
+        what = "report is malformed" if verdict == "malformed" else "failed"
+        return f"the preflight {what} ({preflight})"
+    if scenario != cfg.baseline_scenario:
+        base = verdict_of(baseline)
+        if base != "pass":
+            return (
+                f"the baseline's attempt ({baseline}) is {base or 'missing'}: "
+                "fault scenarios run after the baseline passes"
+            )
+        return baseline_says_no(Path(baseline), s) or too_short(Path(baseline), s)
+    return None
+
+
+def run(
+    *,
+    scenario: str,
+    slot: str,
+    config: Mapping[str, Any],
+    stack: Mapping[str, Any],
+    slot_reason: str,
+    preflight: str | Path,
+    baseline: str | Path | None,
+    output: str | Path,
+    resources: object,
+    log: TextIO,
+    console: TextIO | None = None,
+) -> int:
+    """The rule's job: the attempt of `scenario` in `slot`, its record written to `output`. Returns the
+    job's exit code: 0 whenever the attempt is over (whatever its verdict), 130 when interrupted, 2 for a
+    slot the current settings and stack do not name. `console`: the original stderr when None."""
+    say = Say(scenario, log, console)
+    cfg = scenarios.resolve(config)
+    s = cfg.by_name[scenario]
+    fingerprint = cfg.fingerprint(s)
+    stack = dict(stack)
+    key = attempt_key(fingerprint, stack["digest"])
+    if slot.rsplit("-", 1)[0] != key:
+        say(f"slot {slot} does not match the current settings and stack ({key}); refusing to run")
+        return SLOT_MISMATCH
+    out_run = Path(output)
+    out_run.parent.mkdir(parents=True, exist_ok=True)
+    slot_number = int(slot.rsplit("-", 1)[1])
+    record = {
+        "scenario": scenario,
+        "slot": slot,
+        "settings_fingerprint": fingerprint,
+        "settings": cfg.shaping_settings(s),
+        # The stack this attempt was keyed by, and the machine this job ran on (recorded, for Slurm).
+        "stack": stack,
+        "stack_digest": stack["digest"],
+        "slot_reason": str(slot_reason),
+        "machine": {
+            **probe_machine(keyed_host=False),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },  # fmt: skip
+    }
+
+    refused = refusal(cfg, scenario, preflight, baseline)
+    if refused:
+        return not_launched(say, out_run, record, refused)
+    invalidate_summary(say)
+
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_id = f"{scenario}-{stamp}-{slurm_job or os.getpid()}-a{slot_number}"
+    cwd = Path.cwd()
+    work_dir = Path(os.path.abspath(cfg.work_dir or cwd))
+    run_dir = work_dir / "runs" / run_id
+    attempts = out_run.parent.parent / "attempts"
+    attempts.mkdir(parents=True, exist_ok=True)
+    console = attempts / f"{run_id}.console.log"
+
+    python_bin = os.path.dirname(sys.executable)
+    launcher_env = scenarios.launcher_env(cfg, s)
+    if s.resume_from is not None:
+        seeded = seed_checkpoint(Path(baseline), work_dir / "checkpoints" / run_id)
+        if isinstance(seeded, str):
+            return not_launched(say, out_run, record, seeded)
+        record["resume_from"] = seeded
+        launcher_env["NVRX_CHECKPOINT_DIR"] = seeded["checkpoint_dir"]
+        say(f"starts from iteration {seeded['iteration']} of {seeded['run_id']}: {seeded['checkpoint_dir']}")
+    env = scenarios.clean_environment(os.environ)
+    env.update(launcher_env)
+    env.update(
+        NVRX_WORK_DIR=str(work_dir),
+        NVRX_RUN_ID=run_id,
+        PYTHONUNBUFFERED="1",
+        PATH=os.pathsep.join(filter(None, [python_bin, os.environ.get("PATH")])),
+    )
+    cmd = [sys.executable, "-m", "ftqual.launch", *scenarios.workload_args(cfg, s)]
+    if s.multinode:
+        # Every node's launcher must agree on the log server port (NVRx's default, 50051, would be
+        # shared by concurrent multi-node runs); this host is the allocation's first node.
+        rdzv_port, log_port = logport.ports_outside_ephemeral(2)
+        env["NVRX_LOG_SERVER_PORT"] = str(log_port)
+        cmd = srun_prefix(s.allocated_nodes, s.gpus_per_node, rdzv_port, resources) + cmd
+    say(f"run {run_id} (attempt {slot}), run dir {run_dir}, Slurm job {slurm_job or '-'}", console=True)
+    say("environment: " + " ".join(f"{k}={v}" for k, v in sorted(launcher_env.items())))
+    say("$ " + " ".join(cmd))
+
+    watcher = progress.Watcher(run_dir, timeouts=s.timeouts.as_dict(), fault=s.fault)
+    turn = None
+    if gpu_turn.needed():
+        turn = gpu_turn.GpuTurn(gpu_turn.lock_path(), f"{run_id} (pid {os.getpid()}, {cwd})")
+    try:
+        launched = run_launcher(say, cmd, env, console, watcher, turn)
+        rc, stopped_by, started = launched.rc, launched.stopped_by, launched.started
+        if started is None:
+            say(f"interrupted ({stopped_by}) before the launcher started; nothing ran", console=True)
+            return INTERRUPTED
+        finished = time.monotonic()
+        show_progress(say, watcher, {})
+        say(f"launcher exited {rc} after {finished - started:.0f} s; console: {console}")
+        print(f"--- {console}", file=log)
+        print(console.read_text(errors="replace"), file=log)
+        if (rc != 0 or stopped_by is not None) and run_dir.is_dir():
+            # The launcher kills what its run left behind; this covers a launcher that was killed itself.
+            cleanup = [sys.executable, "-m", "ftqual", "cleanup", str(run_dir)]
+            say("$ " + " ".join(cleanup))
+            subprocess.run(cleanup, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    finally:
+        if turn is not None:
+            turn.release()  # after the cleanup: the next run must not meet this one's leftovers
+    if stopped_by is not None:
+        say(f"interrupted ({stopped_by}); evidence kept in {run_dir}", console=True)
+        return INTERRUPTED
+
+    attempt = Attempt(record, run_id, run_dir, console, slurm_job, cwd)
+    write_json_atomic(out_run, attempt_record(say, attempt, rc, finished - started, s.fault, out_run))
+    say(f"done: {out_run}")
+    return 0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What this job knows of its attempt before the launcher ran: the slot's `record` (scenario, slot,
+    settings, stack, machine), the run's ID and directory, the console log, the Slurm job, the cwd that
+    run_dir is recorded relative to."""
+
+    record: dict
+    run_id: str
+    run_dir: Path
+    console: Path
+    slurm_job: str | None
+    cwd: Path
+
+
+def attempt_record(say: Say, attempt: Attempt, rc: int, duration_s: float, fault: str, out_run: Path) -> dict:
+    """The slot's run.json of a launched attempt: the run directory's own run.json, this job's record on
+    top, the launcher's exit and, when it failed, the cause; the fault marker copied beside `out_run`."""
+    record, run_id, run_dir, console = attempt.record, attempt.run_id, attempt.run_dir, attempt.console
+    cwd, slurm_job = attempt.cwd, attempt.slurm_job
+    run: dict = {}
+    record_path = run_dir / "run.json"
+    if record_path.is_file():
+        try:
+            run = json.loads(record_path.read_text())
+        except ValueError:
+            run = {}
+    run.update(record)
+    run.update(
+        run_id=run.get("run_id", run_id),
+        launched=True,
+        launcher_exit=rc,
+        duration_s=round(duration_s, 3),
+        run_dir=relative_if_below(run_dir, cwd),
+        slurm_job_id=slurm_job,
+        console_log=str(console),
+    )
+    if rc != 0:
+        lines = tail(console) + tail(run_dir / "logs" / "launcher.log")
+        telling = telling_line(lines)
+        run["cause"] = f"the launcher exited {rc}" + (f": {telling}" if telling else "")
+        run["launcher_tail"] = lines
+        say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}", console=True)
+    elif not record_path.is_file():
+        run["cause"] = f"the launcher exited 0 but wrote no {record_path}"
+    if fault != "none":
+        marker = run_dir / "fault_injected.json"
+        if marker.is_file():
+            shutil.copyfile(marker, out_run.with_name("fault_injected.json"))
+    return run
