@@ -1,133 +1,21 @@
-"""Rule `verify`: the verdict of one attempt, always written, pass or not.
+"""Rule `verify`: the verdict of one attempt, always written, pass or not (ftqual.workflow.verify_rule)."""
 
-A launched attempt is verified with `ftqual verify <run_dir> [--baseline <baseline run_dir>]`. An attempt
-that was not launched (preflight failed, baseline did not pass), or whose run directory the verifier cannot
-read, gets a FAIL report naming the cause. A launcher that exited non-zero never yields a pass, and the
-report carries the launcher's exit and last lines as the cause. Every verification is also archived as
-results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced re-verification keeps the earlier one.
-"""
-
-import json
-import subprocess
 import sys
-from pathlib import Path
-
-from ftqual import verdict
-from ftqual.causes import root_cause
 
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
 log = open(sm.log[0], "w", buffering=1)
 sys.stderr = log
 
-SCHEMA = "ftqual.verify/v1"
-VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}
-scenario = sm.wildcards.scenario
-slot = sm.wildcards.slot
-run_json = Path(sm.input.run)
-run = json.loads(run_json.read_text())
-out = Path(sm.output[0])
+from ftqual.workflow import verify_rule  # noqa: E402 - errors go to the log
 
-
-def failed_report(check_id, cause, evidence=()):
-    return {
-        "schema": SCHEMA,
-        "run_id": run.get("run_id"),
-        "scenario": scenario,
-        "fault": (run.get("settings") or {}).get("fault"),
-        "verdict": "fail",
-        "cause": cause,
-        "checks": [
-            {"id": check_id, "status": "fail", "gates": True, "detail": cause, "evidence": list(evidence)}
-        ],
-        "metrics": {},
-    }
-
-
-def archive(report):
-    attempts = out.parent.parent / "attempts"
-    attempts.mkdir(parents=True, exist_ok=True)
-    stem = run.get("run_id") or f"{slot}-not-launched"
-    path, n = attempts / f"{stem}.verify.json", 1
-    while path.exists():
-        n += 1
-        path = attempts / f"{stem}.verify.{n}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    return path
-
-
-def verify_launched():
-    cmd = [sys.executable, "-m", "ftqual", "verify", run["run_dir"]]
-    baseline_run = getattr(sm.input, "baseline", None)
-    if baseline_run:
-        base = json.loads(Path(baseline_run).read_text())
-        if base.get("launched", True) and base.get("run_dir"):
-            cmd += ["--baseline", base["run_dir"]]
-    tmp = out.with_name("verify.json.tmp")
-    cmd += ["--json", str(tmp)]
-    print("$", " ".join(cmd), file=log)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    print(proc.stdout, file=log)
-    report = None
-    if tmp.is_file():
-        try:
-            report = json.loads(tmp.read_text())
-        except ValueError:
-            report = None
-        tmp.unlink()
-    if report is None or proc.returncode not in VERDICTS:
-        lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        why = lines[-1] if lines else f"exit {proc.returncode}"
-        return failed_report("evidence_readable", f"the run directory could not be verified: {why}")
-    if report.get("verdict") != VERDICTS[proc.returncode]:
-        report["verdict"] = VERDICTS[proc.returncode]  # the exit code is the verifier's contract
-    return report
-
-
-def main():
-    # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
-    # what `ftqual verify` composed from the run directory: the same composition (ftqual.verdict).
-    outcome = verdict.outcome_of(run)
-    if not outcome.launched:
-        report = failed_report("launched", verdict.decide([], outcome).cause)
-    else:
-        report = verify_launched()
-        unverifiable = any(c.get("id") == "evidence_readable" for c in report.get("checks") or [])
-        if not unverifiable:
-            known = report.get("cause_evidence")
-            decision = verdict.decide(
-                report.get("checks") or [],
-                outcome,
-                lambda: known or root_cause(Path(run["run_dir"]), run, outcome.exit_code),
-                report.get("cause") or run.get("cause"),
-            )
-            report = verdict.apply(report, decision)
-    report["attempt"] = {
-        "slot": slot,
-        "settings_fingerprint": run.get("settings_fingerprint"),
-        "run_json": str(run_json),
-        "launched": run.get("launched", True),
-        "launcher_exit": run.get("launcher_exit"),
-        "duration_s": run.get("duration_s"),
-        "launcher_tail": run.get("launcher_tail", []),
-        "stack_digest": run.get("stack_digest"),
-        "slot_reason": run.get("slot_reason"),
-        "machine": run.get("machine"),
-    }
-    # The stack this verdict was earned on (ftqual.stackid), for the summary and junit.xml.
-    if run.get("stack") is not None:
-        report["stack"] = run["stack"]
-    # What this scenario expects (pass, or fail for a negative control) travels with its verdict, so the
-    # slots, the summary and the gate judge the outcome with ftqual.expectation.
-    report["expectation"] = dict(sm.params.expectation)
-    archived = archive(report)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
-    if report["expectation"]["expect"] == "fail":
-        line += f" [negative control: {verdict.judged(report).outcome.detail}]"
-    if report.get("cause"):
-        line += f" ({report['cause']})"
-    print(line + f"; report {out}, archived as {archived}", file=log)
-    print(f"ftqual: verify {line}", file=sys.__stderr__, flush=True)
-
-
-main()
+sys.exit(
+    verify_rule.run(
+        scenario=sm.wildcards.scenario,
+        slot=sm.wildcards.slot,
+        run_json=sm.input.run,
+        output=sm.output[0],
+        expectation=sm.params.expectation,
+        baseline_run=getattr(sm.input, "baseline", None),
+        log=log,
+    )
+)

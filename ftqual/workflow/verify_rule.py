@@ -1,0 +1,167 @@
+"""Rule `verify`: the verdict of one attempt, always written, pass or not.
+
+A launched attempt is verified with `ftqual verify <run_dir> [--baseline <baseline run_dir>]`. An attempt
+that was not launched (preflight failed, baseline did not pass), or whose run directory the verifier cannot
+read, gets a FAIL report naming the cause. A launcher that exited non-zero never yields a pass, and the
+report carries the launcher's exit and last lines as the cause. Every verification is also archived as
+results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced re-verification keeps the earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from ftqual import verdict
+from ftqual.causes import root_cause
+from ftqual.launch.run import write_json_atomic
+
+SCHEMA = "ftqual.verify/v1"
+VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}  # `ftqual verify`'s exit codes
+
+
+def failed_report(
+    run: Mapping[str, Any], scenario: str, check_id: str, cause: str, evidence: Iterable[str] = ()
+) -> dict:
+    """A FAIL report of one failed check, for an attempt the verifier could not judge from its evidence."""
+    return {
+        "schema": SCHEMA,
+        "run_id": run.get("run_id"),
+        "scenario": scenario,
+        "fault": (run.get("settings") or {}).get("fault"),
+        "verdict": "fail",
+        "cause": cause,
+        "checks": [
+            {"id": check_id, "status": "fail", "gates": True, "detail": cause, "evidence": list(evidence)}
+        ],
+        "metrics": {},
+    }
+
+
+def archive(report: dict, run: Mapping[str, Any], out: Path, slot: str) -> Path:
+    """Keep a copy in results/<scenario>/attempts/, numbered after the first, so none is overwritten."""
+    attempts = out.parent.parent / "attempts"
+    attempts.mkdir(parents=True, exist_ok=True)
+    stem = run.get("run_id") or f"{slot}-not-launched"
+    path, n = attempts / f"{stem}.verify.json", 1
+    while path.exists():
+        n += 1
+        path = attempts / f"{stem}.verify.{n}.json"
+    write_json_atomic(path, report)
+    return path
+
+
+def verify_launched(
+    run: Mapping[str, Any], scenario: str, out: Path, baseline_run: str | Path | None, log: TextIO
+) -> dict:
+    """`ftqual verify` on the attempt's run directory (against the baseline's, when it was launched); a FAIL
+    report naming the verifier's last line when it wrote no report or exited outside its contract."""
+    cmd = [sys.executable, "-m", "ftqual", "verify", run["run_dir"]]
+    if baseline_run:
+        base = json.loads(Path(baseline_run).read_text())
+        if base.get("launched", True) and base.get("run_dir"):
+            cmd += ["--baseline", base["run_dir"]]
+    tmp = out.with_name("verify.json.tmp")
+    cmd += ["--json", str(tmp)]
+    print("$", " ".join(cmd), file=log)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    print(proc.stdout, file=log)
+    report = None
+    if tmp.is_file():
+        try:
+            report = json.loads(tmp.read_text())
+        except ValueError:
+            report = None
+        tmp.unlink()
+    if report is None or proc.returncode not in VERDICTS:
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit {proc.returncode}"
+        return failed_report(
+            run, scenario, "evidence_readable", f"the run directory could not be verified: {why}"
+        )
+    if report.get("verdict") != VERDICTS[proc.returncode]:
+        report["verdict"] = VERDICTS[proc.returncode]  # the exit code is the verifier's contract
+    return report
+
+
+def attempt_report(
+    run: Mapping[str, Any],
+    scenario: str,
+    slot: str,
+    run_json: Path,
+    out: Path,
+    expectation: Mapping[str, Any],
+    baseline_run: str | Path | None,
+    log: TextIO,
+) -> dict:
+    """The attempt's verify report: the verifier's (or a FAIL for a run that never launched), its verdict
+    and cause decided with the attempt's own record, plus the attempt, its stack and its expectation."""
+    # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
+    # what `ftqual verify` composed from the run directory: the same composition (ftqual.verdict).
+    outcome = verdict.outcome_of(run)
+    if not outcome.launched:
+        report = failed_report(run, scenario, "launched", verdict.decide([], outcome).cause)
+    else:
+        report = verify_launched(run, scenario, out, baseline_run, log)
+        unverifiable = any(c.get("id") == "evidence_readable" for c in report.get("checks") or [])
+        if not unverifiable:
+            known = report.get("cause_evidence")
+            decision = verdict.decide(
+                report.get("checks") or [],
+                outcome,
+                lambda: known or root_cause(Path(run["run_dir"]), run, outcome.exit_code),
+                report.get("cause") or run.get("cause"),
+            )
+            report = verdict.apply(report, decision)
+    report["attempt"] = {
+        "slot": slot,
+        "settings_fingerprint": run.get("settings_fingerprint"),
+        "run_json": str(run_json),
+        "launched": run.get("launched", True),
+        "launcher_exit": run.get("launcher_exit"),
+        "duration_s": run.get("duration_s"),
+        "launcher_tail": run.get("launcher_tail", []),
+        "stack_digest": run.get("stack_digest"),
+        "slot_reason": run.get("slot_reason"),
+        "machine": run.get("machine"),
+    }
+    # The stack this verdict was earned on (ftqual.stackid), for the summary and junit.xml.
+    if run.get("stack") is not None:
+        report["stack"] = run["stack"]
+    # What this scenario expects (pass, or fail for a negative control) travels with its verdict, so the
+    # slots, the summary and the gate judge the outcome with ftqual.expectation.
+    report["expectation"] = dict(expectation)
+    return report
+
+
+def run(
+    *,
+    scenario: str,
+    slot: str,
+    run_json: str | Path,
+    output: str | Path,
+    expectation: Mapping[str, Any],
+    baseline_run: str | Path | None,
+    log: TextIO,
+    console: TextIO | None = None,
+) -> int:
+    """The rule's job: write the attempt's verify.json to `output` and archive a copy. Always 0: every
+    outcome is a verdict (the summary and the gate report it). `console`: the original stderr when None."""
+    run_json = Path(run_json)
+    out = Path(output)
+    record = json.loads(run_json.read_text())
+    report = attempt_report(record, scenario, slot, run_json, out, expectation, baseline_run, log)
+    archived = archive(report, record, out, slot)
+    write_json_atomic(out, report)
+    line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
+    if report["expectation"]["expect"] == "fail":
+        line += f" [negative control: {verdict.judged(report).outcome.detail}]"
+    if report.get("cause"):
+        line += f" ({report['cause']})"
+    print(line + f"; report {out}, archived as {archived}", file=log)
+    print(f"ftqual: verify {line}", file=console or sys.__stderr__, flush=True)
+    return 0
