@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import update_config
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import update_config, validate
 
 from ftqual import scenarios
 from ftqual.scenarios import ConfigError, resolve
@@ -90,6 +91,44 @@ def test_bad_configs_are_one_config_error(config, words):
     with pytest.raises(ConfigError, match="invalid config") as err:
         resolve(config, env={})
     assert words in str(err.value)
+
+
+def snakemake_config(*overrides: dict) -> dict:
+    """The config the Snakefile validates: config/config.yaml with `--configfile`/`--config` overrides
+    merged as Snakemake merges them."""
+    config = merged("config.yaml")
+    for override in overrides:
+        update_config(config, override)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"train_iter": 5}, "Additional properties are not allowed ('train_iter' was unexpected)"),
+        ({"train_iters": 0}, "0 is less than the minimum of 1"),
+        ({"workload": "gpu"}, "'gpu' is not one of ['smoke', 'megatron']"),
+        ({"hang_placement": "later"}, "'later' is not one of ['step', 'immediate']"),
+        (
+            {"scenarios": {"kill": {"fault": "kill", "rnak": 0}}},  # a typo inside a scenario
+            "Additional properties are not allowed ('rnak' was unexpected)",
+        ),
+    ],
+)
+def test_bad_config_fails_the_schema_validation_with_its_message(override, message):
+    """What the Snakefile's `validate(config, "config/schema.yaml")` says, checked in this process (one
+    CLI test, in tests/workflow/test_workflow_dryrun.py, shows it on the console, nothing planned)."""
+    with pytest.raises(WorkflowError) as err:
+        validate(snakemake_config(override), str(REPO / "config" / "schema.yaml"))
+    assert message in str(err.value)
+
+
+def test_impossible_fault_rank_is_rejected():
+    """The rule the schema cannot express, as rules/common.smk resolves the config (a WorkflowError there)."""
+    config = snakemake_config({"scenarios": {"kill": {"fault": "kill", "rank": 5}}})
+    with pytest.raises(scenarios.ConfigError) as err:
+        scenarios.resolve(config)
+    assert "scenarios.kill: rank 5 is outside the world of 2 rank(s)" in str(err.value)
 
 
 def test_the_fingerprint_follows_exactly_the_settings_that_shape_a_run():
