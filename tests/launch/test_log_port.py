@@ -225,6 +225,7 @@ def smoke_launch(
     return result, work / "runs" / f"port-{mode}-1", report
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_real_launch_keeps_its_port_from_a_thief(repo_root, tmp_path):
     result, run_dir, report = smoke_launch(repo_root, tmp_path, "steal")
@@ -238,6 +239,7 @@ def test_real_launch_keeps_its_port_from_a_thief(repo_root, tmp_path):
     assert cleanup.survivors(run_dir) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_real_launch_that_lost_its_logs_fails_with_the_cause(repo_root, tmp_path):
     with plain_bind(0) as holder:
