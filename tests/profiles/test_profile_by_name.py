@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.workflow import NO_SLURM_CONF, uses_slurm
+
 REPO = Path(__file__).resolve().parents[2]
 COPY = ("Snakefile", "rules", "envs", "config", "profiles", "scripts", "ftqual", "report")
 
@@ -57,6 +59,8 @@ def run(cmd: list[str], root: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 def snakemake(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`python -m snakemake ARGS`; without a Slurm configuration unless ARGS name Slurm (NO_SLURM_CONF)."""
+    env = env if uses_slurm(args) else {**env, "SLURM_CONF": NO_SLURM_CONF}
     return run([sys.executable, "-m", "snakemake", *args], root, env)
 
 
