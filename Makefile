@@ -1,8 +1,9 @@
-# The two commands of the README: `make run` (the workflow end to end on the CPU default) and `make test`.
+# The commands of the README: `make run` (the workflow end to end on the CPU default), `make test` and
+# `make test-fast`.
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: env run test lint dry-run
+.PHONY: env run test test-fast lint dry-run
 env:
 	@bash tools/bootstrap.sh
 
@@ -14,6 +15,12 @@ dry-run: env
 
 test: env
 	python -m pytest -ra $(PYTEST_ARGS)
+
+# Unit and parity tests only: no Snakemake start, no real ft_launcher, no Slurm (under 5 minutes on 2
+# cores). No Slurm configuration either: importing Snakemake's Slurm plugin asks scontrol, which waits ~9 s
+# where a slurm.conf exists and no controller answers.
+test-fast: env
+	SLURM_CONF=/dev/null python -m pytest -ra -m "not e2e and not workflow and not slurm" $(PYTEST_ARGS)
 
 lint: env
 	ruff check ftqual scripts tools tests bench
