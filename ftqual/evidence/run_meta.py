@@ -8,14 +8,13 @@ says whether run.json was written by a launcher that samples leftovers (it names
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ftqual.contract import FAULTS
+from ftqual import run_schema
 from ftqual.evidence.clock import parse_utc
 from ftqual.evidence.model import Ref, SourceStatus, missing
 from ftqual.evidence.safeio import MAX_JSON_BYTES, load_json_object
@@ -23,10 +22,10 @@ from ftqual.evidence.safeio import MAX_JSON_BYTES, load_json_object
 RUN_JSON = "run.json"
 MARKER_JSON = "fault_injected.json"
 MARKER_K = re.compile(r"fault_injected\.([1-9][0-9]{0,5})\.json")
-MAX_MARKERS = 1000  # one per cycle: max_restarts is a handful
-FAULT_TIMINGS = ("checkpoint", "in_save")
-TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
-MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
+MAX_MARKERS = run_schema.MAX_INJECTIONS
+FAULT_TIMINGS = run_schema.FAULT_TIMINGS
+TIMEOUT_KEYS = run_schema.TIMEOUT_KEYS
+MAX_TZ_OFFSET_S = run_schema.MAX_TZ_OFFSET_S
 # run.json keys that shape the loss trajectory: a baseline is a reference only when these agree.
 TRAJECTORY_KEYS = (
     "workload",
@@ -100,45 +99,15 @@ class FaultMarker:
     node: dict | None = None  # node_loss: {"host", "launcher_pid", "processes"} the wrapper killed
 
 
-RUN_SCHEMA = "ftqual.run/v1"
-# run.json's counts and the least value each can take (absent: unknown, judged by the checks that need it)
-COUNTS = {"train_iters": 1, "save_interval": 1, "world_size": 1, "max_restarts": 0, "nnodes": 1,
-          "gpus_per_node": 1}  # fmt: skip
-
-
-def _int(value: object) -> int | None:
-    """An integer, or a string of ASCII digits (`"²"` and `"٣"` are not run.json integers)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        digits = text[1:] if text.startswith("-") else text
-        if digits.isascii() and digits.isdigit() and len(digits) <= 18:
-            return int(text)
-    return None
-
-
-def _finite(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+RUN_SCHEMA = run_schema.SCHEMA
+COUNTS = run_schema.COUNTS
+_int = run_schema.as_int
+_finite = run_schema.as_finite
+_short = run_schema.short
 
 
 def _load_json(path: Path, run_dir: Path) -> dict:
     return load_json_object(path, run_dir, limit=MAX_JSON_BYTES)
-
-
-def _tz_offset(path: Path, value: object) -> float | None:
-    if value is None:
-        return None
-    tz = _finite(value)
-    if tz is None or abs(tz) > MAX_TZ_OFFSET_S:
-        raise RunMetaError(
-            f"{path}: 'tz_offset_s' must be seconds east of UTC within +-{MAX_TZ_OFFSET_S}, got {value!r}"
-        )
-    return tz
 
 
 def _settings(data: dict) -> dict[str, object]:
@@ -158,24 +127,14 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         data = _load_json(path, run_dir)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunMetaError(f"{path}: unreadable run.json ({exc})") from exc
-    schema = data.get("schema", RUN_SCHEMA)
-    if schema != RUN_SCHEMA:
-        raise RunMetaError(f"{path}: 'schema' must be {RUN_SCHEMA!r} (the run.json this verifier reads), "
-                           f"got {_short(schema)}")  # fmt: skip
-    for key, least in COUNTS.items():
-        value = data.get(key)
-        if value is not None and (_int(value) is None or _int(value) < least):
-            raise RunMetaError(f"{path}: {key!r} must be an integer of at least {least}, got {_short(value)}")
-    fault = data.get("fault")
-    if fault not in FAULTS:
-        raise RunMetaError(f"{path}: 'fault' must be one of {', '.join(FAULTS)}, got {_short(fault)}")
-    raw_rank = data.get("fault_rank")
-    if raw_rank is not None and _int(raw_rank) is None:
-        raise RunMetaError(f"{path}: 'fault_rank' must be an integer or null, got {_short(raw_rank)}")
+    bad = run_schema.problem(data)
+    if bad:
+        raise RunMetaError(f"{path}: {bad}")
+    fault = data["fault"]
     raw_timeouts = data.get("timeouts") if isinstance(data.get("timeouts"), dict) else {}
     timeouts = {key: v for key, value in raw_timeouts.items() if (v := _finite(value)) is not None}
-    tz = _tz_offset(path, data.get("tz_offset_s"))
-    injections, timing, load, initial = _extended_keys(path, data)
+    tz = _finite(data.get("tz_offset_s"))
+    injections, timing, load, initial = run_schema.extensions(data)
     return RunMeta(
         run_id=str(data.get("run_id") or run_dir.name),
         scenario=str(data.get("scenario") or fault),
@@ -205,38 +164,6 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         join_timeout=_int(data.get("join_timeout")),
         spare_nodes=_int(data.get("spare_nodes")) or 0,
     )
-
-
-def _extended_keys(path: Path, data: dict) -> tuple[int, str, bool, int]:
-    """(injections, fault_timing, checkpoint_load, initial_checkpoint_iteration), defaults when absent."""
-    raw = data.get("injections", 1)
-    injections = _int(raw) if raw is not None else 1
-    if injections is None or not 1 <= injections <= MAX_MARKERS:
-        raise RunMetaError(
-            f"{path}: 'injections' must be an integer from 1 to {MAX_MARKERS}, got {_short(raw)}"
-        )
-    timing = data.get("fault_timing") or "checkpoint"
-    if timing not in FAULT_TIMINGS:
-        raise RunMetaError(
-            f"{path}: 'fault_timing' must be one of {', '.join(FAULT_TIMINGS)}, got {_short(timing)}"
-        )
-    load = data.get("checkpoint_load", True)
-    if load is None:
-        load = True
-    if not isinstance(load, bool):
-        raise RunMetaError(f"{path}: 'checkpoint_load' must be true or false, got {_short(load)}")
-    raw = data.get("initial_checkpoint_iteration", 0)
-    initial = _int(raw) if raw is not None else 0
-    if initial is None or initial < 0:
-        raise RunMetaError(
-            f"{path}: 'initial_checkpoint_iteration' must be an integer >= 0, got {_short(raw)}"
-        )
-    return injections, str(timing), load, initial
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _marker(data: dict, rel: str, number: int) -> FaultMarker:

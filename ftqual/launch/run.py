@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ftqual import cleanup, procs
+from ftqual import cleanup, procs, run_schema
 from ftqual.launch import logport, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.launch.stack import StackChoice
 
-RUN_SCHEMA = "ftqual.run/v1"
+RUN_SCHEMA = run_schema.SCHEMA
 # Kept in the workers' environment whatever the caller set: NVLink multicast (NVLS) must stay off on the
 # lent machines, and timestamps are only comparable in one zone.
 CHILD_ENV = {
