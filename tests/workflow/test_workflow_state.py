@@ -1,23 +1,27 @@
 """The workflow's state rules, as sequences of real runs (smoke workload, real ft_launcher).
 
 After every step each test asserts the exit code, the verdict line of results/summary.md, the failures in
-results/junit.xml and which run IDs the summary cites. One module-scoped workspace carries the sequence
-(two cores: every launch costs real seconds); the steps run in the order written:
+results/junit.xml and which run IDs the summary cites. The first run of the default config (it passes) is
+made once per module (two cores: every launch costs real seconds); each test starts from the workspace it
+left, restored before the test, so every test stands alone and in any order:
 
-(a) pass; break kill (a step timeout that fires in every cycle); rerun it broken; fix it; rerun
-(c) change one scenario's setting: only it reruns
-(b) change a shared setting (train_iters): every scenario reruns
-(e) a passed scenario's run directory deleted: it reruns, never a PASS citing a missing run
-(f) --forcerun verify re-verifies every scenario and runs nothing; a run it cannot read fails with that cause
-(g) --config nnodes=2 on the local profile, after runs exist: refused with one clear line
-A failed preflight and an attempt that never launched are covered at the end.
+- the first run passes and its console follows the kill; a broken kill (a step timeout that fires in every
+  cycle) fails, fails again in a fresh attempt, and fixing it brings the passed attempt back
+- changing one scenario's setting reruns only it; changing a shared setting (train_iters) reruns every one
+- a passed scenario's run directory deleted: it reruns, never a PASS citing a missing run
+- --forcerun verify re-verifies every scenario and runs nothing; a run it cannot read fails with that cause
+- --config nnodes=2 on the local profile, after runs exist: refused with one clear line
+- a failed preflight, and a timeout the baseline disproves, launch nothing
 SIGINT, SIGHUP and SIGKILL in the middle of a scenario are in test_workflow_interrupt.py.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -63,15 +67,37 @@ def run(project, *args, timeout=900):
     return run_snakemake(project, *PROFILE, *args, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    project: Path  # the workspace the tests use
+    snapshot: Path  # a copy of it as the first run left it
+    first: subprocess.CompletedProcess  # that run
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    project = project_with(tmp_path_factory.mktemp("state") / "project", FAST)
+def first_run(tmp_path_factory) -> FirstRun:
+    """The first run of the default config, made once per module, and a snapshot of the workspace after it."""
+    root = tmp_path_factory.mktemp("state")
+    project = project_with(root / "project", FAST)
     write_yaml(project / "broken.yaml", BROKEN)
-    return project
-
-
-def test_a_pass_break_rerun_broken_fix(project):
     first = run(project)
+    snapshot = root / "after-first-run"
+    shutil.copytree(project, snapshot, symlinks=True)
+    return FirstRun(project, snapshot, first)
+
+
+@pytest.fixture
+def project(first_run) -> Path:
+    """The workspace as the first run left it, restored at the same path (run records hold absolute paths;
+    copies keep file times, which are what Snakemake compares)."""
+    assert first_run.first.returncode == 0, first_run.first.stdout
+    shutil.rmtree(first_run.project)
+    shutil.copytree(first_run.snapshot, first_run.project, symlinks=True)
+    return first_run.project
+
+
+def test_first_run_passes_and_its_console_follows_the_kill(first_run, project):
+    first = first_run.first
     assert first.returncode == 0, first.stdout
     assert verdict_line(project).startswith("# ftqual: PASS"), verdict_line(project)
     assert junit_failures(project) == 0
@@ -92,6 +118,9 @@ def test_a_pass_break_rerun_broken_fix(project):
     positions = [next((i for i, line in enumerate(kill_lines) if want in line), None) for want in expected]
     assert None not in positions and positions == sorted(positions), kill_lines
 
+
+def test_broken_kill_fails_again_in_a_fresh_attempt_and_its_fix_brings_the_pass_back(project):
+    passed = cited(project)
     plan = run(project, "-n", "--configfile", "broken.yaml")
     assert job_stats(plan.stdout) == {"preflight": 1, "run_scenario": 1, "verify": 1, "summary": 1, "gate": 1}
     assert scenario_jobs(plan.stdout, "run_scenario") == ["kill"]
@@ -128,7 +157,7 @@ def test_a_pass_break_rerun_broken_fix(project):
     assert job_stats(nothing.stdout) == {"gate": 1}, nothing.stdout
 
 
-def test_c_one_scenarios_setting_reruns_only_it(project):
+def test_changing_one_scenarios_setting_reruns_only_it(project):
     before = cited(project)
     write_yaml(project / "kill-longer.yaml", {"scenarios": {"kill": {"fault": "kill", "train_iters": 16}}})
     plan = run(project, "-n", "--configfile", "kill-longer.yaml")
@@ -141,7 +170,7 @@ def test_c_one_scenarios_setting_reruns_only_it(project):
     assert verdict_line(project).startswith("# ftqual: PASS") and junit_failures(project) == 0
 
 
-def test_b_shared_setting_reruns_every_scenario(project):
+def test_changing_a_shared_setting_reruns_every_scenario(project):
     before = cited(project)
     plan = run(project, "-n", "--config", "train_iters=14")
     assert sorted(scenario_jobs(plan.stdout, "run_scenario")) == ["baseline", "kill"], plan.stdout
@@ -155,8 +184,8 @@ def test_b_shared_setting_reruns_every_scenario(project):
     assert verdict_line(project).startswith("# ftqual: PASS") and junit_failures(project) == 0
 
 
-def test_e_deleted_run_directory_is_rerun(project):
-    assert run(project).returncode == 0  # back on the default config
+def test_a_deleted_run_directory_is_rerun_never_cited(project):
+    assert run(project).returncode == 0  # the default config again: nothing to run
     before = cited(project)
     shutil.rmtree(project / "runs" / before["kill"])
     plan = run(project, "-n")
@@ -168,7 +197,7 @@ def test_e_deleted_run_directory_is_rerun(project):
     assert verdict_line(project).startswith("# ftqual: PASS")
 
 
-def test_f_forcerun_verify_reverifies_every_scenario(project):
+def test_forcerun_verify_reverifies_every_scenario_and_runs_nothing(project):
     before = cited(project)
     plan = run(project, "-n", "--forcerun", "verify")
     assert sorted(scenario_jobs(plan.stdout, "verify")) == ["baseline", "kill"], plan.stdout
@@ -181,7 +210,7 @@ def test_f_forcerun_verify_reverifies_every_scenario(project):
         assert len(archived) == 2, archived  # the first verification is kept beside the new one
 
 
-def test_f2_a_run_the_verifier_cannot_read_fails_with_its_cause_everywhere(project):
+def test_a_run_the_verifier_cannot_read_fails_with_its_cause_everywhere(project):
     """A run directory that cannot be verified (here run.json made unreadable after the run; a full
     TMPDIR on a long run ends the same way: ftqual verify exits 2 with one line) is a FAIL naming that line
     in the exit code, summary.md and junit.xml, never a PASS or a missing verdict. Like every failed
@@ -217,7 +246,7 @@ def test_f2_a_run_the_verifier_cannot_read_fails_with_its_cause_everywhere(proje
     assert any(read_json(path)["verdict"] == "fail" for path in archived)
 
 
-def test_g_multinode_refused_on_the_local_profile(project):
+def test_multinode_refused_on_the_local_profile_after_runs_exist(project):
     summary = project / "results" / "summary.md"
     before = summary.read_text() if summary.exists() else None
     for args in (("-n",), ()):
