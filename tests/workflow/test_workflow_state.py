@@ -275,7 +275,7 @@ def test_failed_preflight_launches_nothing_and_is_reported(project):
 
 
 def test_timeouts_the_baseline_disproves_are_refused_before_launch(project):
-    """Issue 17's fail-fast: a step timeout below the baseline's slowest step would fire in every cycle."""
+    """Fail fast: a step timeout below the baseline's slowest step would fire in every cycle."""
     write_yaml(project / "tight.yaml", {"scenarios": {"kill": {"fault": "kill", "timeouts": {"step": 0.01}}}})
     runs_before = set(attempt_runs(project, "kill"))
     proc = run(project, "--configfile", "tight.yaml")
