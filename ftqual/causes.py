@@ -33,6 +33,10 @@ from ftqual.evidence.patterns import common, launcher, train
 from ftqual.evidence.run_meta import marker_names
 from ftqual.evidence.snapshot import RunSnapshot
 
+STOPPED = (
+    "the launcher was stopped by {signal} from outside before the run ended (a stopped workflow, a "
+    "scheduler's time limit or scancel): not the stack's doing; a rerun qualifies the scenario"
+)
 NOT_INJECTED = (
     "the {fault} was never injected: no checkpoint completed with training left after it "
     "(the fault waits for the first one)"
@@ -178,6 +182,11 @@ def classify(
     With `snapshot` (the run's evidence, already read) launcher.log's facts are taken from it; the training
     logs' error lines, which no fact keeps, are read here."""
     run_dir = Path(run_dir)
+    # A run stopped from outside ended because of the stop: that outranks whatever its logs say next.
+    stopped = run.get("interrupted_by")
+    if isinstance(stopped, str) and stopped:
+        return Cause("interrupted", STOPPED.format(signal=stopped), "run.json", None)
+
     launcher_log = _Launcher(run_dir, snapshot)
     if launcher_log.empty:
         return Cause(

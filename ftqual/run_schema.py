@@ -8,6 +8,7 @@ the defaults named here, so older run directories verify as before.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 from ftqual.contract import FAULTS
@@ -20,6 +21,9 @@ FAULT_TIMINGS = ("checkpoint", "in_save")
 MAX_INJECTIONS = 1000  # one per cycle: max_restarts is a handful
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
+# `interrupted_by`: the signal that stopped our launcher from outside (a stopped workflow, a scheduler's time
+# limit, scancel), by name; null when nothing did.
+SIGNAL_NAME = re.compile(r"SIG[A-Z0-9]{2,10}")
 
 
 def as_int(value: object) -> int | None:
@@ -66,6 +70,9 @@ def problem(data: Mapping) -> str | None:
     tz = data.get("tz_offset_s")
     if tz is not None and (as_finite(tz) is None or abs(as_finite(tz)) > MAX_TZ_OFFSET_S):
         return f"'tz_offset_s' must be seconds east of UTC within +-{MAX_TZ_OFFSET_S}, got {tz!r}"
+    stopped = data.get("interrupted_by")
+    if stopped is not None and not (isinstance(stopped, str) and SIGNAL_NAME.fullmatch(stopped)):
+        return f"'interrupted_by' must be a signal's name (e.g. 'SIGTERM') or null, got {short(stopped)}"
     return _extension_problem(data)
 
 

@@ -37,6 +37,7 @@ class LauncherOutcome:
     error: str | None = None  # the launcher's own finding (e.g. its log server could not bind)
     not_launched_because: str | None = None
     fault: str | None = None
+    interrupted_by: str | None = None  # a signal that stopped our launcher from outside (run.json)
 
     @property
     def ends_nonzero_by_design(self) -> bool:
@@ -44,7 +45,9 @@ class LauncherOutcome:
 
     @property
     def failed(self) -> bool:
-        return self.exit_code not in (0, None) and not self.ends_nonzero_by_design
+        """The launcher's exit says the run failed: not where the design ends it non-zero, nor where it was
+        stopped from outside (its exit is the stop's; the checks say what the run showed before it)."""
+        return self.exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
 
 
 def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
@@ -54,7 +57,9 @@ def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
     exit_code = run.get("launcher_exit", run.get("exit_code"))
     launched = run.get("launched", True) is not False
     error = run.get("launcher_error")
+    stopped = run.get("interrupted_by")
     return LauncherOutcome(
+        interrupted_by=stopped if isinstance(stopped, str) and stopped else None,
         launched=launched,
         exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
         error=error if isinstance(error, str) and error else None,
@@ -120,6 +125,8 @@ def decide(
         found = classify()
     if found is not None and found.get("text"):
         where = f" [{found['path']}:{found['line']}]" if found.get("path") and found.get("line") else ""
+        if found.get("kind") == "interrupted":
+            prefix = ""  # the exit is the stop's (a record that does not say so, e.g. the attempt's)
         return Decision(verdict, f"{prefix}{found['text']}{where}", dict(found), added)
     if recorded_cause:
         return Decision(verdict, recorded_cause, None, added)

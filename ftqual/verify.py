@@ -106,6 +106,7 @@ def _launcher_outcome(snap: RunSnapshot, record: dict) -> verdict_mod.LauncherOu
         exit_code=snap.meta.exit_code,
         error=error if isinstance(error, str) and error else None,
         fault=snap.meta.fault,
+        interrupted_by=snap.meta.interrupted_by,
     )
 
 

@@ -86,3 +86,19 @@ def test_ftqual_verify_prints_and_writes_the_cause(tmp_path):
 def test_ftqual_verify_of_a_passing_run_names_no_cause(tmp_path):
     proc, report = verify_cli(DATA / "megatron-h200-1gpu" / "kill", tmp_path)
     assert proc.returncode == 0 and "cause" not in report and "cause:" not in proc.stdout
+
+
+def test_a_launcher_stopped_from_outside_is_not_failed_by_its_exit():
+    """Its exit is the stop's: checks that passed stay the verdict's basis, and the cause is the stop."""
+    from ftqual.verdict import LauncherOutcome, decide, outcome_of
+
+    passing = [{"id": "clean_finish", "status": "inconclusive", "gates": True, "detail": "cut short"}]
+    stopped = outcome_of({"exit_code": 1, "interrupted_by": "SIGTERM", "fault": "kill"})
+    assert stopped.interrupted_by == "SIGTERM" and not stopped.failed
+    found = {"kind": "interrupted", "text": "the launcher was stopped by SIGTERM", "path": "run.json"}
+    decision = decide(passing, stopped, lambda: found)
+    assert decision.verdict == "inconclusive" and decision.cause.startswith("the launcher was stopped")
+    assert not decision.added_checks
+    # negative control: the same exit with no recorded stop fails the run
+    plain = decide([{**passing[0], "status": "pass"}], LauncherOutcome(exit_code=1, fault="kill"))
+    assert plain.verdict == "fail" and plain.added_checks[0]["id"] == "launcher_exit"

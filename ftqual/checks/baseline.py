@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
-from ftqual.checks.resume import cycles, exit_code, launcher_outcome, tracker_matches
+from ftqual.checks.resume import cycles, exit_code, launcher_outcome, stopped_from_outside, tracker_matches
 from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.snapshot import RunSnapshot
@@ -38,9 +38,13 @@ def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         f.problem("an injection line in a no-fault run", item.ref)
     cycles(snap, f, 1)
     launcher_outcome(snap, f)
+    stopped = stopped_from_outside(snap)
     if snap.launcher is not None:
         for item in [*snap.launcher.exits, *snap.launcher.timeouts, *snap.launcher.restarts][:3]:
-            f.problem("the launcher reported a failure or restart", item.ref)
+            if stopped:  # what the stop made the launcher log is not the stack's failure
+                f.unknown(f"the launcher reported a failure or restart: {stopped}", item.ref)
+            else:
+                f.problem("the launcher reported a failure or restart", item.ref)
     # Every cycle counts: a baseline that restarted already fails above, and its details must still say
     # truly how far it got (a run that trained to the end and then crashed reached its final iteration).
     logs = snap.train_logs
@@ -58,8 +62,11 @@ def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         f.fact(f"iteration {total}/{total} reached", final.ref)
     else:
         last = derive.max_iteration(tables)
-        f.missing_fact(f"final iteration {total} not reached (last seen: {last})", complete)
-    _all_saves(snap, f, logs, complete, total, exp.save_interval)
+        if stopped:
+            f.unknown(f"final iteration {total} not reached (last seen: {last}): {stopped}")
+        else:
+            f.missing_fact(f"final iteration {total} not reached (last seen: {last})", complete)
+    _all_saves(snap, f, logs, complete and not stopped, total, exp.save_interval)
     tracker_matches(snap, f, total)
     return f.result()
 

@@ -158,7 +158,8 @@ def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     if not later_logs:
         f.problem(f"no replacement cycle log (train_cycle{cycle}.log or later)")
         return f.result()
-    complete = later_logs[-1].complete
+    # A run stopped from outside was cut short by the stop: what it lacks after that is unknown, not wrong.
+    complete = later_logs[-1].complete and not stopped_from_outside(snap)
     restored = derive.restore(snap)
     base = restored.iteration if restored else (snap.marker.checkpoint_iteration if snap.marker else None)
     if base is None:
@@ -310,7 +311,12 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
         f.fact(f"final iteration {total} reached", final.ref)
     else:
         reached = derive.max_iteration(tables)
-        f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
+        if stopped_from_outside(snap):
+            f.unknown(
+                f"final iteration {total} not reached (last seen: {reached}): {stopped_from_outside(snap)}"
+            )
+        else:
+            f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
     tracker_matches(snap, f, total)
 
 
@@ -321,7 +327,10 @@ def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:
         f.unknown(snap.reason("checkpoints"))
         return
     tracker = snap.checkpoints.tracker
-    if tracker.state == "absent":
+    stopped = stopped_from_outside(snap)
+    if stopped and (tracker.state == "absent" or (tracker.state == "value" and tracker.value != total)):
+        f.unknown(f"{tracker.ref.path} does not name the final iteration {total}: {stopped}", tracker.ref)
+    elif tracker.state == "absent":
         f.problem(f"{tracker.ref.path} is absent: no checkpoint was ever recorded")
     elif tracker.state == "empty":
         f.unknown(
@@ -374,6 +383,8 @@ def exit_code(snap: RunSnapshot, f: Findings) -> None:
     code = snap.meta.exit_code
     if code is None:
         f.unknown("run.json has no exit_code (the launcher had not finished?)", snap.meta.ref)
+    elif code != 0 and stopped_from_outside(snap):
+        f.unknown(f"ft_launcher exit code {code}: {stopped_from_outside(snap)}", snap.meta.ref)
     elif code != 0:
         what = {93: " (NVRx no-restart: no progress)", 1: " (restarts exhausted or launcher error)"}.get(
             code, ""
@@ -499,22 +510,34 @@ def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:
         f.fact(f"{count} cycle(s) as expected")
 
 
+def stopped_from_outside(snap: RunSnapshot) -> str | None:
+    """Why the run's end cannot be judged: our launcher was stopped by a signal from outside (a stopped
+    workflow, a scheduler's time limit, scancel) before the run ended; None when nothing stopped it."""
+    signal = snap.meta.interrupted_by
+    if not signal:
+        return None
+    return f"the launcher was stopped by {signal} from outside before the run ended (run.json interrupted_by)"
+
+
 def launcher_outcome(snap: RunSnapshot, f: Findings) -> None:
     launcher = snap.launcher
     if launcher is None:  # missing evidence is never a pass, whatever the exit code suggests
         f.unknown(f"launcher outcome not shown: {snap.reason('launcher_log')}")
         return
+    stopped = stopped_from_outside(snap)
+    # How a run stopped from outside ended is the stop's doing, not the stack's: not judged.
+    ending = (lambda text, *refs: f.unknown(f"{text}: {stopped}", *refs)) if stopped else f.problem
     for item in launcher.no_progress_stops[:2]:
         f.problem("NVRx stopped the job: no progress across restarts", item.ref)
     for item in launcher.nonzero_exits[:1]:
-        f.problem("launcher: some rank(s) exited with non-zero exit code", item.ref)
+        ending("launcher: some rank(s) exited with non-zero exit code", item.ref)
     for item in launcher.agent_exit_codes:
         if item.code not in (None, 0):
-            f.problem(f"launcher agent exit code {item.code}", item.ref)
+            ending(f"launcher agent exit code {item.code}", item.ref)
     if launcher.successes:
         f.fact("launcher: worker group successfully finished", launcher.successes[-1].ref)
     else:
         f.missing_fact(
             "launcher.log has no 'worker group successfully finished' line",
-            snap.sources["launcher_log"].complete,
+            snap.sources["launcher_log"].complete and not stopped,
         )

@@ -76,6 +76,7 @@ class RunMeta:
     host: str | None = None
     join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
     spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
+    interrupted_by: str | None = None  # the signal that stopped our launcher from outside (run_schema)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         host=data.get("host") if isinstance(data.get("host"), str) else None,
         join_timeout=_int(data.get("join_timeout")),
         spare_nodes=_int(data.get("spare_nodes")) or 0,
+        interrupted_by=data.get("interrupted_by"),
     )
 
 

@@ -7,6 +7,7 @@ is known about what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +103,26 @@ def _read_train_logs(run_dir: Path, clock: Clock) -> tuple[tuple[TrainLog, ...],
     return tuple(logs), status
 
 
+def _cut_by_the_stop(
+    signal: str, train_logs: tuple[TrainLog, ...], sources: dict[str, SourceStatus]
+) -> tuple[tuple[TrainLog, ...], dict[str, SourceStatus]]:
+    """A launcher stopped from outside (run.json `interrupted_by`) cut its last cycle's log and its own short:
+    what they lack after the stop is unknown, never a fact that the run failed."""
+    why = f"cut short by {signal}, which stopped the launcher from outside"
+    if train_logs:
+        train_logs = (*train_logs[:-1], dataclasses.replace(train_logs[-1], complete=False))
+        status = sources["train_logs"]
+        sources["train_logs"] = dataclasses.replace(
+            status, complete=False, reason="; ".join(filter(None, (status.reason, why)))
+        )
+    status = sources["launcher_log"]
+    if status.ok:
+        sources["launcher_log"] = dataclasses.replace(
+            status, complete=False, reason="; ".join(filter(None, (status.reason, why)))
+        )
+    return train_logs, sources
+
+
 def build_snapshot(run_dir: Path) -> RunSnapshot:
     """Read every source of `run_dir`. Raises RunMetaError when run.json is absent or unusable."""
     run_dir = Path(run_dir)
@@ -118,6 +139,8 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     launcher, sources["launcher_log"] = read_launcher_log(run_dir, clock, year)
     train_logs, sources["train_logs"] = _read_train_logs(run_dir, clock)
     checkpoints, sources["checkpoints"] = read_checkpoints(run_dir, meta.checkpoint_dir)
+    if meta.interrupted_by:
+        train_logs, sources = _cut_by_the_stop(meta.interrupted_by, train_logs, sources)
     leftovers = None
     if meta.leftovers_recorded:
         leftovers, sources["leftovers"] = read_leftovers(run_dir)
