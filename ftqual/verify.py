@@ -25,6 +25,7 @@ from ftqual.checks import run_checks, run_plan_from
 from ftqual.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.evidence.clock import iso_z
+from ftqual.evidence.sections import run_sections
 from ftqual.evidence.spill import SpillError
 from ftqual.metrics import compute_metrics, timeline
 
@@ -80,6 +81,7 @@ def build_report(
         "verdict": decision.verdict,
         "checks": checks,
         "metrics": compute_metrics(snap),
+        "sections": run_sections(snap).as_dict(),
         "timeline": timeline(snap),
         "expected": exp.as_dict(),
         "sources": {name: status.as_dict() for name, status in snap.sources.items()},

@@ -33,7 +33,7 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
-    "baseline", "cause_evidence", "verifier",
+    "baseline", "cause_evidence", "verifier", "sections",
 )  # fmt: skip
 LIST_FIELDS = ("notes",)
 TEXT_FIELDS = ("run_id", "scenario", "cause")

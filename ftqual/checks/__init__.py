@@ -11,6 +11,7 @@ from ftqual.checks.result import CheckResult, verdict
 from ftqual.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
 from ftqual.checks.run_plan import RunPlan, run_plan_from
 from ftqual.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
+from ftqual.checks.section_times import timeouts_not_exceeded
 from ftqual.checks.timeouts import fixed_timeouts_in_force
 from ftqual.checks.world import active_world_unchanged
 from ftqual.evidence.snapshot import RunSnapshot
@@ -26,7 +27,7 @@ FAULT_CHECKS = (
     interrupted_save_discarded,
 )
 BASELINE_CHECKS = (uninterrupted_completion,)
-COMMON_CHECKS = (fixed_timeouts_in_force, started_from_existing_checkpoint)
+COMMON_CHECKS = (fixed_timeouts_in_force, timeouts_not_exceeded, started_from_existing_checkpoint)
 
 
 def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> list[CheckResult]:

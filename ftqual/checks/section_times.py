@@ -1,0 +1,72 @@
+"""No configured timeout would have fired on the healthy sections of the run (a check beyond the contract's).
+
+The figures are `ftqual.evidence.sections`' (each with the lines it was taken from and the way it errs);
+this check only compares them with run.json's `timeouts`.
+"""
+
+from __future__ import annotations
+
+from ftqual.checks.result import CheckResult, Findings, inconclusive
+from ftqual.checks.run_plan import RunPlan
+from ftqual.evidence.sections import SECTIONS, RunSections, run_sections
+from ftqual.evidence.snapshot import RunSnapshot
+
+TIMEOUTS_NOT_EXCEEDED = "timeouts_not_exceeded"
+# The sections every run must have measured for the check to pass: the out-of-section figure is an upper
+# bound that holds a step, and a run can lack it (one step per cycle) without anything being unknown.
+REQUIRED = ("setup", "step", "checkpointing")
+
+
+def timeouts_not_exceeded(
+    snap: RunSnapshot, exp: RunPlan, sections: RunSections | None = None
+) -> CheckResult:
+    """Invariant: no healthy section's measured duration met or exceeded its configured timeout in any
+    cycle (baseline and recovery alike): the timeout would have fired on a healthy run. The section an
+    injected hang held in its fault cycle is left out (it is meant to exceed). A figure that over-estimates
+    (`bound: upper`) only fails for `setup` and `step`, where it over-estimates by a small part (process
+    start, logging); the out-of-section figure holds a whole step, so at or above its timeout it proves
+    nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive."""
+    cid = TIMEOUTS_NOT_EXCEEDED
+    wanted = exp.timeouts
+    if not all(key in wanted for key in SECTIONS):
+        return inconclusive(
+            cid, "run.json does not list all timeouts (setup, step, checkpointing, out_of_section)"
+        )
+    sections = sections if sections is not None else run_sections(snap)
+    if not sections.cycles:
+        return inconclusive(cid, sections.reason or "no training log")
+    f = Findings(cid)
+    for cycle in sections.cycles:
+        for name, figures in cycle.by_section().items():
+            if cycle.hung == name:
+                f.note(f"cycle {cycle.cycle}: {name} held the injected hang (expected to exceed its timeout)")
+                continue
+            limit = float(wanted[name])
+            for figure in figures:
+                if figure.seconds is None or figure.seconds < limit:
+                    continue
+                what = f"cycle {cycle.cycle}: {name} took {figure.seconds:.2f} s >= its timeout {limit:g} s"
+                if name == "out_of_section" and figure.bound == "upper":
+                    f.unknown(f"{what} (an upper bound holding a step: cannot tell)", *figure.evidence)
+                else:
+                    f.problem(f"{what}: the timeout would have fired on a healthy run", *figure.evidence)
+    overall = sections.overall()
+    values: dict[str, object] = {}
+    for name in SECTIONS:
+        figure = overall[name]
+        limit = float(wanted[name])
+        values[name] = {
+            "max_s": None if figure.seconds is None else round(figure.seconds, 4),
+            "timeout_s": limit,
+            "headroom": None if not figure.seconds else round(limit / figure.seconds, 2),
+        }
+        if figure.seconds is None:
+            if name in REQUIRED:
+                f.unknown(f"{name} not measured: {figure.reason}")
+            else:
+                f.note(f"{name} not measured: {figure.reason}")
+            continue
+        if figure.seconds < limit:
+            f.fact(f"{name} max {figure.seconds:.2f} s < {limit:g} s", *figure.evidence[-1:])
+    f.values.update(values)
+    return f.result()
