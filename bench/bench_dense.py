@@ -39,7 +39,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_verify import VERDICTS, log_bytes, run_verify  # noqa: E402
-from bench.make_run import Spec, chatter_for_target, generate  # noqa: E402
+from tests.support.synthetic.runs import Spec, chatter_for_target, generate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES_MB = (50, 100, 500, 1000, 2000)

@@ -31,8 +31,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.make_run import Spec, chatter_for_target, generate  # noqa: E402
 from bench.workflow_overhead import overhead_report  # noqa: E402
+from tests.support.synthetic.runs import Spec, chatter_for_target, generate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "data" / "megatron-h200-2gpu-dp2"

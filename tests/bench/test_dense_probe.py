@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.make_run import Spec, generate
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
 from ftqual.evidence.scan import train_blocks
 from tests.bench.test_parser_parity import reference
+from tests.support.synthetic.runs import Spec, generate
 
 ODD_LINES = (
     # not canonical: fields missing, in another order, a tab (no nan: it never equals itself)

@@ -1,4 +1,5 @@
-"""bench/make_run.py: deterministic, in the recorded H200 formats, its runs get the verdicts they should."""
+"""The synthetic run generator (tests/support/synthetic; its CLI is bench/make_run.py): deterministic, in the
+recorded H200 formats, its runs get the verdicts they should."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.make_run import DEFECT_CHECK, Spec, generate
+from tests.support.synthetic.runs import DEFECT_CHECK, Spec, generate
 
 REPO = Path(__file__).resolve().parents[2]
 HAVE_VERIFIER = (REPO / "ftqual" / "verify.py").exists()

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.make_run import Spec, generate
 from ftqual.evidence import train_log
 from ftqual.evidence.clock import Clock
 from ftqual.evidence.scan import train_blocks
+from tests.support.synthetic.runs import Spec, generate
 
 
 def reference(path: Path) -> train_log.TrainLog:

@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 
-from bench.make_run import Spec, generate
 from ftqual import metrics
 from ftqual.checks import resume
 from ftqual.checks.replay import _spans, relative_difference
@@ -17,6 +16,7 @@ from ftqual.evidence import derive
 from ftqual.evidence.snapshot import build_snapshot
 from ftqual.evidence.train_log import _Seen
 from ftqual.verify import build_report
+from tests.support.synthetic.runs import Spec, generate
 from tests.verify.conftest import RunEditor
 
 

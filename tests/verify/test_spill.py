@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.make_run import Spec, generate
 from ftqual.evidence import spill
 from ftqual.evidence.iterations import CHUNK_ROWS
+from tests.support.synthetic.runs import Spec, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

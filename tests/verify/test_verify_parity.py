@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from bench.make_run import Spec, generate
 from ftqual.verify import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE, build_report
+from tests.support.synthetic.runs import Spec, generate
 from tests.verify.parity_cases import GENERATED, RECORDED, cases, normalized
 
 

@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import megatron_text as T
+from tests.support.synthetic import megatron_text as T
 
 if TYPE_CHECKING:
-    from bench.make_run import CycleResult, Spec
+    from tests.support.synthetic.runs import CycleResult, Spec
 
 FLUSH_BYTES = 8 << 20
 CHUNK_LINES = 48
