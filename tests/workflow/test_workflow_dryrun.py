@@ -70,7 +70,9 @@ def test_profiles_work_by_name(project, tmp_path):
         (config_home / "snakemake" / name).symlink_to(project / "profiles" / name)
         proc = run_snakemake(project, "-n", "--profile", name, env={"XDG_CONFIG_HOME": str(config_home)})
         assert proc.returncode == 0, proc.stdout
-        assert f"Using profile {name} for setting default command line arguments" in proc.stdout
+        # with the workflow's own profile (profiles/default), which Snakemake reads beside the Snakefile
+        said = f"Using profiles {name} and workflow specific profile profiles/default for setting default"
+        assert said in proc.stdout, proc.stdout
         assert job_stats(proc.stdout)["run_scenario"] == 3
 
 
