@@ -225,6 +225,44 @@ REPLAY_MEANING = {
 }
 
 
+def timeouts_section(summary: dict) -> list[str]:
+    """The configured timeouts against the largest measured section, and the recommended ones."""
+    table = summary.get("timeouts")
+    if not isinstance(table, dict) or not table.get("rows"):
+        return ["No measured sections (the verify reports predate them)."]
+    margins = table["margins"]
+    out = [
+        "| section | timeout | largest observed | in | headroom | hang detected after | verdict |"
+        " recommended | detected after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in table["rows"]:
+        headroom = "—" if row["headroom"] is None else f"{row['headroom']:g}×"
+        out.append(
+            f"| {row['section']} | {seconds(row['timeout_s'])} | {seconds(row['observed_s'])} | "
+            f"{cell(row.get('observed_in') or '—')} | {headroom} | {seconds(row['detection_s'])} | "
+            f"**{row['verdict']}** | {seconds(row.get('recommended_s'))} | "
+            f"{seconds(row.get('recommended_detection_s'))} |"
+        )
+    out += [
+        "",
+        f"`too tight`: headroom (timeout / observed) below {margins['too_tight_headroom']:g}×, a false alarm"
+        f" is likely under load; `loose`: a hang is detected after more than {margins['loose_multiple']:g}×"
+        " what the section needs. Detection = timeout + rank monitor check interval. Observed figures"
+        " are the verifier's bounds from the logs (verify.json `sections`), the injected hang's section"
+        " left out.",
+        "",
+        f"Recommended ({cell(table['rule'])}):",
+        "",
+        f"    {table['flags']}",
+        f"    {table['config']}",
+    ]
+    for row in table["rows"]:
+        for ev in row.get("evidence", [])[:2]:
+            out.append(f"- {row['section']} ({cell(row.get('observed_in'))}): {evidence_line(ev, False)}")
+    return out
+
+
 def replay_section(summary: dict) -> list[str]:
     """The verifier's replay_consistency check as verify.json holds it: nothing is compared again here."""
     out: list[str] = []
@@ -401,6 +439,10 @@ def render_markdown(summary: dict) -> str:
         "## Recovery latency against budgets",
         "",
         *latency_section(summary),
+        "## Timeouts",
+        "",
+        *timeouts_section(summary),
+        "",
         "## Replay consistency",
         "",
         *replay_section(summary),

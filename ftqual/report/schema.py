@@ -174,5 +174,30 @@ SUMMARY_SCHEMA = {
         },
         "legend": {"type": "object", "additionalProperties": {"type": "string"}},
         "plots": {"type": "object", "additionalProperties": {"type": "string"}},
+        "timeouts": {
+            "type": "object",
+            "required": ["rows", "margins", "rule", "recommended", "flags", "config"],
+            "properties": {
+                "rows": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": [
+                            "section",
+                            "timeout_s",
+                            "observed_s",
+                            "headroom",
+                            "detection_s",
+                            "verdict",
+                        ],
+                        "properties": {
+                            "verdict": {"enum": ["too tight", "ok", "loose", "not measured", "no timeout"]}
+                        },
+                    },
+                },
+                "flags": {"type": "string"},
+                "config": {"type": "string"},
+            },
+        },
     },
 }

@@ -19,6 +19,7 @@ from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
+from ftqual.report.timeouts import build_timeouts
 
 SCHEMA = "ftqual.summary/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -38,6 +39,8 @@ CHECK_LEGEND = {
     "clean_finish": "ft_launcher exited 0 after exactly the requested injections (one unless the scenario"
     " sets more), with no no-progress stop (exit 93)",
     "uninterrupted_completion": "the baseline reached its final iteration in one cycle, exit 0, no injection",
+    "timeouts_not_exceeded": "no healthy section (setup, step, checkpointing, out of section) took as long"
+    " as its configured timeout in any cycle: the timeout would not have fired on a healthy run",
     "fixed_timeouts_in_force": "the section timeouts Megatron reported in every cycle equal the configured"
     " ones (no calculated timeouts loaded from ft_state.json)",
     "replay_consistency": "every loss after the restore is finite and agrees with each source that covers"
@@ -471,6 +474,7 @@ def build_summary(
         },
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
         "plots": dict(options.plots),
+        "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
     }
 
 
