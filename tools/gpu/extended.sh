@@ -8,10 +8,11 @@
 #                                  # come: the only checkpoint is the last iteration's), then baseline,
 #                                  # resume_existing, restarts_exhausted and no_resume (tools/gpu/extended-second.yaml)
 #   tools/gpu/extended.sh third    # carry the second call's results, runs and logs back: the same plus double_fault
+#   tools/gpu/extended.sh negative # the negative control alone
 # Source of the stack: tools/gpu/env.sh (.whl, .megatron). Writes $OUT/<step>.log, the summaries and
 # $OUT/extended.tar.gz (results, logs, run directories without checkpoint payloads).
 set -u
-part=${1:?usage: tools/gpu/extended.sh first|second|third}
+part=${1:?usage: tools/gpu/extended.sh first|second|third|negative}
 out=${OUT:-$PWD/extended-out}
 mkdir -p "$out"
 source tools/gpu/env.sh || { echo "extended: the stack could not be set up" >&2; exit 1; }
@@ -29,10 +30,12 @@ workflow() {  # name limit configs...
     cp results/summary.json "$out/summary-$name.json" 2>/dev/null
     cp results/junit.xml "$out/junit-$name.xml" 2>/dev/null
 }
-never_injected() {  # the launcher as a user starts it; the verifier must name the fault that never came
+never_injected() {  # the launcher as a user starts it; the verifier must name the fault that never came:
+    # with 6 iterations the save of 5 is finalized only at the end of training on one H200 (Megatron finalizes
+    # an async save when the next one begins), so the tracker never passes 5 while a step could follow
     local start=$(date +%s)
     env NVRX_WORKLOAD=megatron NVRX_WORK_DIR="$PWD" NVRX_RUN_ID=never_injected NVRX_SCENARIO=kill \
-        NVRX_DEMO_FAULT=kill NVRX_FAULT_RANK=0 GPUS_PER_NODE=1 TRAIN_ITERS=5 SAVE_INTERVAL=5 \
+        NVRX_DEMO_FAULT=kill NVRX_FAULT_RANK=0 GPUS_PER_NODE=1 TRAIN_ITERS=6 SAVE_INTERVAL=5 \
         NVRX_MAX_RESTARTS=1 NVRX_SECTION_TIMEOUTS=setup:900,step:10,checkpointing:600 \
         timeout -s INT "${LIMIT_NEG:-150}" python3 -m ftqual.launch >"$out/never_injected.log" 2>&1
     echo "[extended] never_injected: launch exit $? after $(($(date +%s) - start)) s"
@@ -49,7 +52,8 @@ third)
     workflow third "${LIMIT:-400}" "${configs[@]}" tools/gpu/extended-third.yaml
     python3 -m ftqual status . >"$out/status.txt" 2>&1
     ;;
-*) echo "usage: tools/gpu/extended.sh first|second|third" >&2; exit 2 ;;
+negative) never_injected ;;  # the negative control alone
+*) echo "usage: tools/gpu/extended.sh first|second|third|negative" >&2; exit 2 ;;
 esac
 tar czf "$out/extended.tar.gz" --exclude='*.distcp' --exclude='*.pt' --exclude=__pycache__ \
     results logs runs 2>/dev/null
