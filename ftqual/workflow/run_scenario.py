@@ -151,17 +151,26 @@ def run_launcher(
     has: a signal after the launcher ended is absorbed, so the job still records the attempt."""
     stopped: list[str] = []
     started: list[subprocess.Popen] = []
-    lock = threading.Lock()
+    # Re-entrant: the signal handler runs on this thread, possibly while it holds the lock to start the
+    # launcher (a plain Lock would wait for itself there forever).
+    lock = threading.RLock()
+    terminated: list[int] = []
+
+    def terminate() -> None:
+        """One SIGTERM to the launcher, once it has started."""
+        if started and not terminated:
+            terminated.append(started[0].pid)
+            try:
+                os.kill(started[0].pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def stop(why: str) -> None:
         with lock:
             stopped.append(why)
-            if started:
+            if started and not terminated:
                 say(f"{why}: sending SIGTERM to the launcher (pid {started[0].pid})")
-                try:
-                    os.kill(started[0].pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+            terminate()
 
     def on_signal(signum, _frame):
         stop(signal.Signals(signum).name)
@@ -192,8 +201,8 @@ def run_launcher(
                     start_new_session=True,
                 )
             )
-        if stopped:  # a signal came while it was starting
-            os.kill(started[0].pid, signal.SIGTERM)
+            if stopped:  # a signal came while it was starting
+                terminate()
         while True:
             try:
                 rc = started[0].wait(timeout=1.0)
