@@ -111,12 +111,13 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
     measured, and for `resume_from` the baseline's last completed checkpoint as the start."""
     if scenario.fault == "none":
         return None
+    from ftqual.evidence.run_meta import RunMetaError
     from ftqual.evidence.snapshot import build_snapshot
 
     try:
         log = build_snapshot(Path(baseline_run_dir)).train_log(0)
-    except (OSError, ValueError):
-        return None  # nothing measured to judge by
+    except (OSError, ValueError, RunMetaError):
+        return None  # nothing measured to judge by (an unusable baseline run.json included)
     if log is None:
         return None
     start = 0

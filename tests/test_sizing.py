@@ -107,3 +107,14 @@ def test_resume_existing_as_it_failed_on_one_h200_is_refused_with_the_length_it_
 def test_without_a_measured_lag_the_static_rule_holds():
     assert sizing.sizing_problem(10, 0, 5, 1, "checkpoint", None) is None
     assert "set train_iters: 15" in sizing.sizing_problem(10, 0, 5, 2, "checkpoint", None)
+
+
+def test_an_unusable_baseline_run_json_judges_nothing(tmp_path):
+    """A baseline run directory whose run.json broke after its verdict (a hand edit, a partial copy): the
+    sizing has nothing measured to judge by, so it refuses nothing, and never raises."""
+    from ftqual import scenarios
+    from ftqual.sizing import scenario_problem
+
+    (tmp_path / "run.json").write_text('{"schema": "ftqual.run/v1", "fault": "meteor"}')
+    cfg = scenarios.resolve({"scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill"}}}, env={})
+    assert scenario_problem(tmp_path, cfg.by_name["kill"]) is None
