@@ -231,12 +231,22 @@ def _mtime(path: Path) -> float:
 
 
 def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
-    verdict = _json(slot / "verify.json")
-    if verdict:
-        cause = f" — {verdict['cause']}" if verdict.get("cause") and verdict.get("verdict") != "pass" else ""
-        return (
-            f"attempt {slot.name}: {str(verdict.get('verdict')).upper()}{cause} (run {verdict.get('run_id')})"
-        )
+    report = _json(slot / "verify.json")
+    if report:
+        # The scenario's outcome, as the summary and the gate judge it: a negative control that failed as
+        # expected qualifies (ftqual.verdict.judged, ftqual.expectation).
+        from ftqual.verdict import judged
+
+        seen = judged(report)
+        outcome = seen.outcome
+        if outcome.verdict == "pass" and outcome.raw_verdict != "pass":
+            said = f"PASS (negative control: {outcome.detail})"
+        elif outcome.verdict == "pass":
+            said = "PASS"
+        else:
+            why = seen.cause if seen.raw != "pass" else outcome.detail
+            said = f"{outcome.verdict.upper()}" + (f" — {why}" if why else "")
+        return f"attempt {slot.name}: {said} (run {report.get('run_id')})"
     run = _json(slot / "run.json")
     if run:
         return (

@@ -128,3 +128,19 @@ def test_cli_version_and_the_verify_exit_codes_in_its_help(capsys):
     assert capsys.readouterr().out.startswith("ftqual ")
     assert cli(["verify", "--help"]) == 0
     assert "exit codes: 0 pass, 1 fail, 3 inconclusive" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_negative_control_that_failed_as_expected_qualifies(tmp_path):
+    """`ftqual status` judges as the summary and the gate do: the control's FAIL is its PASS."""
+    checks = [{"id": "clean_finish", "status": "fail", "detail": "exit 1", "evidence": []}]
+    expected = {"expect": "fail", "failing": ["clean_finish"]}
+    control = {"verdict": "fail", "run_id": "r-1", "fault": "kill", "checks": checks,
+               "cause": "ft_launcher gave up", "expectation": expected}  # fmt: skip
+    slot(tmp_path, "restarts_exhausted", "dddddddddddd-1", {"run.json": {}, "verify.json": control})
+    unmet = {**control, "expectation": {"expect": "fail", "failing": ["resumed_from_checkpoint"]}}
+    slot(tmp_path, "no_resume", "eeeeeeeeeeee-1", {"run.json": {}, "verify.json": unmet})
+    states = dict(scenario_states(tmp_path))
+    assert states["restarts_exhausted"] == (
+        "attempt dddddddddddd-1: PASS (negative control: failed as expected: clean_finish failed) (run r-1)"
+    )
+    assert states["no_resume"].startswith("attempt eeeeeeeeeeee-1: FAIL — ft_launcher gave up")
