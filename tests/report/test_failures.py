@@ -72,7 +72,7 @@ def test_junit_counts_failures(report_main, write_docs, failed_resume, junit_cou
     _report(report_main, results)
     counts = junit_counts(results / "junit.xml")
     # the failed check + the verdict
-    assert counts["kill"] == {"tests": 13, "failures": 1, "errors": 0, "skipped": 4}  # each failure once
+    assert counts["kill"] == {"tests": 14, "failures": 1, "errors": 0, "skipped": 4}  # each failure once
     assert counts["baseline"]["failures"] == 0 and counts["hang"]["failures"] == 0
     text = (results / "junit.xml").read_text()
     assert 'message="no checkpoint was loaded: cycle 1 started from iteration 0"' in text
@@ -236,7 +236,7 @@ def test_many_failures_still_fit_the_first_screen(report_main, write_docs, docs)
     results = write_docs(docs)
     summary, lines = _report(report_main, results)
     failed = [(i["scenario"], i["check"]) for i in summary["attention"] if i["status"] == "fail"]
-    assert len(failed) == 15  # kill 8 (with active_world_unchanged), hang 7 (synthetic, without it)
+    assert len(failed) == 16  # kill 9 (with active_world_unchanged, timeouts_not_exceeded), hang 7
     head = lines[:FIRST_SCREEN]
     for scenario, check in failed:
         line = next(x for x in head if f"**{scenario} / `{check}`**" in x)

@@ -96,8 +96,8 @@ def test_markdown_verdict_first_and_tables(report):
 def test_junit_parses_and_counts(report, junit_counts):
     counts = junit_counts(report / "junit.xml")
     # baseline: 9 checks (7 skip) + verdict; kill: 9 checks (1 skip) + verdict
-    assert counts["baseline"] == {"tests": 13, "failures": 0, "errors": 0, "skipped": 10}
-    assert counts["kill"] == {"tests": 13, "failures": 0, "errors": 0, "skipped": 4}
+    assert counts["baseline"] == {"tests": 14, "failures": 0, "errors": 0, "skipped": 10}
+    assert counts["kill"] == {"tests": 14, "failures": 0, "errors": 0, "skipped": 4}
     root = ET.parse(report / "junit.xml").getroot()
     names = [c.get("name") for c in root.iter("testcase") if c.get("classname") == "ftqual.kill"]
     assert "resumed_from_checkpoint" in names and names[-1] == "verdict"
