@@ -13,9 +13,9 @@ import shutil
 import socket
 
 import pytest
-from test_e2e_smoke import Run, run_scenario
 
 from ftqual import cleanup
+from tests.e2e.test_e2e_smoke import Run, run_scenario
 
 pytestmark = pytest.mark.e2e
 

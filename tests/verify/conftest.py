@@ -84,7 +84,7 @@ def verify(tmp_path) -> Callable[..., tuple[int, dict]]:
     counter = iter(range(1000))
 
     def _verify(run_dir: Path | RunEditor, *args: str) -> tuple[int, dict]:
-        root = run_dir if isinstance(run_dir, Path) else run_dir.root  # a RunEditor, whichever import made it
+        root = run_dir.root if isinstance(run_dir, RunEditor) else Path(run_dir)
         out = tmp_path / f"verify-{next(counter)}.json"
         code = verify_main([str(root), "--json", str(out), *args])
         report = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
