@@ -1,6 +1,7 @@
 """Which attempt of each scenario the workflow works on: the workflow's state rules, as pure functions.
 
-Every scenario attempt has a slot `results/<scenario>/<key>-<n>/` (run.json, verify.json), and the
+Every scenario attempt has a slot `results/<scenario>/<key>-<n>/` (attempt.json, the attempt's record:
+where its run lies, the launcher's exit, the stack; verify.json, its verdict), and the
 preflight has `results/preflight/<key>-<n>/preflight.json`. The key (`attempt_key`) hashes the resolved
 settings that shape the run (ftqual.scenarios) together with the identity of the stack under test
 (ftqual.stackid), so a run made under other settings, or on another stack (an upgraded torch, NVRx or
@@ -16,7 +17,8 @@ plans exactly what a real run does):
 - the latest outcome is anything else, or the run directory is gone: the next slot (a fresh attempt with a
   fresh run ID), unless `rerun_failed` is off, which keeps reporting the failed slot.
 
-Nothing here writes: the slots, their runs/<run-id>/ directories and the archived verify reports stay.
+Nothing here writes (but `adopt_legacy_records`, which the workflow calls once before planning): the slots,
+their runs/<run-id>/ directories and the archived verify reports stay.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from ftqual.stackid import StackIdentity
 from ftqual.verdict import judged
 
 RESULTS = "results"
+# The attempt's record in its slot; not the run directory's run.json (the launcher's record of the run).
+ATTEMPT_RECORD = "attempt.json"
+LEGACY_RECORD = (
+    "run.json"  # the record's name in workspaces of earlier versions: read, renamed, never written
+)
 PASS = "pass"
 SLOT_NAME = re.compile(r"[0-9a-f]{12}-[1-9][0-9]{0,5}")
 
@@ -99,11 +106,12 @@ def why_new(folder: Path, settings_fingerprint: str | None, stack: StackIdentity
     for entry in entries:
         if not SLOT_NAME.fullmatch(entry.name):
             continue
-        run = _read_json(Path(entry.path) / "run.json")
+        record = record_path(Path(entry.path))
+        run = _read_json(record)
         if run is None or run.get("settings_fingerprint") != settings_fingerprint:
             continue
         try:
-            when = (Path(entry.path) / "run.json").stat().st_mtime
+            when = record.stat().st_mtime
         except OSError:
             continue
         if latest is None or when > latest[0]:
@@ -144,7 +152,7 @@ def scenario_slot(
     if verify_schema.problems(report):
         verdict = "malformed"  # never a reason to keep an attempt (ftqual.verify_schema)
     elif outcome.met:
-        if _run_dir_exists(_read_json(folder / latest / "run.json"), workdir):
+        if _run_dir_exists(_read_json(record_path(folder / latest)), workdir):
             return Slot(latest, "latest attempt passed")
         return Slot(f"{fingerprint}-{numbers[-1] + 1}", f"run directory of attempt {latest} is gone")
     if not rerun_failed:
@@ -173,6 +181,36 @@ def report_dir(preflight: str, slots: dict[str, str], baseline: str) -> str:
     """results/reports/<hash of the attempts it reports>: one folder per set of current attempts."""
     text = json.dumps({"preflight": preflight, "slots": slots, "baseline": baseline}, sort_keys=True)
     return f"{RESULTS}/reports/{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def record_path(slot_dir: Path) -> Path:
+    """The attempt's record in `slot_dir`: attempt.json, or the legacy run.json of an earlier version's
+    workspace where only that exists."""
+    record = Path(slot_dir) / ATTEMPT_RECORD
+    legacy = Path(slot_dir) / LEGACY_RECORD
+    return legacy if not record.exists() and legacy.is_file() else record
+
+
+def adopt_legacy_records(workdir: Path, scenarios) -> list[Path]:
+    """Rename each scenario slot's legacy record (run.json) to attempt.json where only the legacy one exists,
+    keeping its content and times, so that a workspace of an earlier version keeps its attempts (Snakemake
+    would otherwise see their record missing and run them again). Returns the records renamed."""
+    renamed = []
+    for scenario in scenarios:
+        folder = Path(workdir) / RESULTS / scenario
+        try:
+            entries = [e for e in os.scandir(folder) if SLOT_NAME.fullmatch(e.name)]
+        except OSError:
+            continue
+        for entry in entries:
+            legacy, record = Path(entry.path) / LEGACY_RECORD, Path(entry.path) / ATTEMPT_RECORD
+            if legacy.is_file() and not legacy.is_symlink() and not record.exists():
+                try:
+                    os.rename(legacy, record)
+                except OSError:
+                    continue
+                renamed.append(record)
+    return renamed
 
 
 def scenario_dir(scenario: str, slot: str) -> str:

@@ -182,11 +182,11 @@ def scenario_states(work_dir: Path) -> list[tuple[str, str]]:
 def stack_line(work_dir: Path) -> str | None:
     """Whether the stack now differs from the one the latest attempts ran on (ftqual.stackid): probed again
     as they were, without a job; None when no attempt records a stack."""
-    from ftqual import stack_current, stackid
+    from ftqual import attempts, stack_current, stackid
 
     recorded: dict[str, stackid.StackIdentity] = {}
     for name, slot in latest_slots(work_dir):
-        ident = stackid.from_json((_json(slot / "run.json") or {}).get("stack"))
+        ident = stackid.from_json((_json(attempts.record_path(slot)) or {}).get("stack"))
         if ident is not None:
             recorded[name] = ident
     if not recorded:
@@ -247,7 +247,9 @@ def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
             why = seen.cause if seen.raw != "pass" else outcome.detail
             said = f"{outcome.verdict.upper()}" + (f" — {why}" if why else "")
         return f"attempt {slot.name}: {said} (run {report.get('run_id')})"
-    run = _json(slot / "run.json")
+    from ftqual.attempts import record_path
+
+    run = _json(record_path(slot))
     if run:
         return (
             f"attempt {slot.name}: run {run.get('run_id')} ended (exit {run.get('launcher_exit')}), verifying"

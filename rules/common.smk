@@ -253,6 +253,10 @@ def refuse_multinode_on_local():
 
 refuse_multinode_on_local()
 
+# A workspace of an earlier version keeps its attempts: their records, once named run.json, become
+# attempt.json (ftqual.attempts.adopt_legacy_records) before the slots are read.
+if workflow.is_main_process:
+    attempts.adopt_legacy_records(WORKDIR, SCENARIOS)
 # The attempts of this invocation: keyed by the settings and the stack under test (ftqual.attempts).
 STACK = _stack_identity()
 SLOTS = _slots(STACK)
@@ -292,7 +296,7 @@ def run_scenario_input(wildcards):
     Ordering only, and only while the attempt is still to run: an attempt that exists never waits for (nor
     reruns after) a later preflight or baseline attempt.
     """
-    if _exists(f"results/{wildcards.scenario}/{wildcards.slot}/run.json"):
+    if _exists(f"results/{wildcards.scenario}/{wildcards.slot}/attempt.json"):
         return {}
     inputs = {"preflight": ancient(preflight_report())}
     if wildcards.scenario != BASELINE:
@@ -338,9 +342,9 @@ def tasks_per_node_resource(wildcards):
 
 
 def verify_input(wildcards):
-    """The attempt's run.json; while the verdict is still to come, also the baseline's (for --baseline)."""
+    """The attempt's record; while the verdict is still to come, also the baseline's (for --baseline)."""
     own = f"results/{wildcards.scenario}/{wildcards.slot}"
-    inputs = {"run": f"{own}/run.json"}
+    inputs = {"run": f"{own}/attempt.json"}
     if wildcards.scenario != BASELINE and not _exists(f"{own}/verify.json"):
         inputs["baseline"] = ancient(baseline_run_json())
     return inputs
@@ -353,7 +357,7 @@ def expectation_param(wildcards):
 
 
 def baseline_run_json():
-    return f"{slot_dir(BASELINE)}/run.json"
+    return f"{slot_dir(BASELINE)}/attempt.json"
 
 
 # ---------------------------------------------------------------------------------------------

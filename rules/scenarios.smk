@@ -1,12 +1,12 @@
 rule run_scenario:
     """One attempt of one scenario: a fresh run ID and runs/<run-id>/ (never an output, never deleted).
-    Succeeds whenever the attempt is over, whatever its outcome: run.json records the launcher's exit and
+    Succeeds whenever the attempt is over, whatever its outcome: attempt.json records the launcher's exit and
     cause, or why nothing was launched (preflight failed, baseline did not pass). Fails only when
     interrupted, so that the slot is redone."""
     input:
         unpack(run_scenario_input),
     output:
-        run="results/{scenario}/{slot}/run.json",
+        run="results/{scenario}/{slot}/attempt.json",
     log:
         "logs/run_scenario/{scenario}/{slot}.log",
     retries: 0

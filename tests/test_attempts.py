@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from ftqual.attempts import preflight_slot, report_dir, scenario_slot
 
@@ -19,7 +20,7 @@ def report(verdict, **more):
 def attempt(workdir, n, verdict=None, run_dir="runs/r", launched=True, fp=FP, scenario="kill"):
     slot = workdir / "results" / scenario / f"{fp}-{n}"
     slot.mkdir(parents=True)
-    (slot / "run.json").write_text(json.dumps({"run_dir": run_dir, "launched": launched}))
+    (slot / "attempt.json").write_text(json.dumps({"run_dir": run_dir, "launched": launched}))
     if verdict:
         (slot / "verify.json").write_text(json.dumps(report(verdict)))
     if run_dir and launched:
@@ -132,3 +133,23 @@ def test_a_malformed_or_incomplete_passing_report_is_never_kept(tmp_path):
     assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"
     (slot / "verify.json").write_text("[" * 100000 + "]" * 100000)  # nested too deeply: unfinished, no crash
     assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-1"
+
+
+def test_legacy_records_are_adopted_once_and_never_over_a_current_one(tmp_path):
+    from ftqual.attempts import adopt_legacy_records, record_path
+
+    old = tmp_path / "results" / "kill" / f"{FP}-1"
+    old.mkdir(parents=True)
+    (old / "run.json").write_text('{"run_dir": "runs/r"}')
+    os.utime(old / "run.json", (1_000_000, 1_000_000))
+    both = tmp_path / "results" / "kill" / f"{FP}-2"
+    both.mkdir()
+    (both / "run.json").write_text('{"legacy": true}')
+    (both / "attempt.json").write_text('{"current": true}')
+    assert record_path(old) == old / "run.json"  # read where it lies before adoption
+    assert adopt_legacy_records(tmp_path, ["kill", "hang"]) == [old / "attempt.json"]
+    assert (old / "attempt.json").read_text() == '{"run_dir": "runs/r"}'
+    assert (old / "attempt.json").stat().st_mtime == 1_000_000
+    assert (both / "attempt.json").read_text() == '{"current": true}' and (both / "run.json").exists()
+    assert record_path(both) == both / "attempt.json"
+    assert adopt_legacy_records(tmp_path, ["kill"]) == []

@@ -74,11 +74,11 @@ def test_status_in_each_state(tmp_path, capsys):
         tmp_path,
         "baseline",
         "aaaaaaaaaaaa-1",
-        {"run.json": {}, "verify.json": {"verdict": "pass", "run_id": "b-1"}},
+        {"attempt.json": {}, "verify.json": {"verdict": "pass", "run_id": "b-1"}},
     )
     cause = "the launcher exited 1: the 'step' timeout (1 s) fired in every cycle (2 of 2)"
     failed = {"verdict": "fail", "run_id": "k-2", "cause": cause}
-    slot(tmp_path, "kill", "bbbbbbbbbbbb-2", {"run.json": {}, "verify.json": failed})
+    slot(tmp_path, "kill", "bbbbbbbbbbbb-2", {"attempt.json": {}, "verify.json": failed})
     slot(tmp_path, "hang", "cccccccccccc-1", {})
     run = tmp_path / "runs" / "hang-1"
     append(tmp_path / "results" / "hang" / "attempts" / "hang-1.console.log", "")
@@ -113,7 +113,7 @@ def test_the_terminal_table_holds_every_scenario(tmp_path):
         tmp_path,
         "baseline",
         "aaaaaaaaaaaa-1",
-        {"run.json": {}, "verify.json": {"verdict": "pass", "run_id": "b-1"}},
+        {"attempt.json": {}, "verify.json": {"verdict": "pass", "run_id": "b-1"}},
     )
     console = Console(record=True, width=140)
     console.print(status_table(tmp_path))
@@ -136,9 +136,9 @@ def test_a_negative_control_that_failed_as_expected_qualifies(tmp_path):
     expected = {"expect": "fail", "failing": ["clean_finish"]}
     control = {"verdict": "fail", "run_id": "r-1", "fault": "kill", "checks": checks,
                "cause": "ft_launcher gave up", "expectation": expected}  # fmt: skip
-    slot(tmp_path, "restarts_exhausted", "dddddddddddd-1", {"run.json": {}, "verify.json": control})
+    slot(tmp_path, "restarts_exhausted", "dddddddddddd-1", {"attempt.json": {}, "verify.json": control})
     unmet = {**control, "expectation": {"expect": "fail", "failing": ["resumed_from_checkpoint"]}}
-    slot(tmp_path, "no_resume", "eeeeeeeeeeee-1", {"run.json": {}, "verify.json": unmet})
+    slot(tmp_path, "no_resume", "eeeeeeeeeeee-1", {"attempt.json": {}, "verify.json": unmet})
     states = dict(scenario_states(tmp_path))
     assert states["restarts_exhausted"] == (
         "attempt dddddddddddd-1: PASS (negative control: failed as expected: clean_finish failed) (run r-1)"

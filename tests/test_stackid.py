@@ -222,7 +222,7 @@ def write_attempt(results, scenario, slot, settings_fp, stack, verdict="pass"):
     run = {"settings_fingerprint": settings_fp, "launched": False}
     if stack is not None:
         run["stack"] = stack.to_json()
-    (folder / "run.json").write_text(json.dumps(run))
+    (folder / "attempt.json").write_text(json.dumps(run))
     check = {"id": "uninterrupted_completion", "status": verdict, "detail": "", "evidence": []}
     report = {"schema": "ftqual.verify/v1", "verdict": verdict, "fault": "none", "checks": [check]}
     (folder / "verify.json").write_text(json.dumps(report))

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual import verify_schema
+from ftqual import attempts, verify_schema
 from ftqual.evidence import safeio
 from ftqual.preflight import report_schema as preflight_schema
 
@@ -86,7 +86,7 @@ def discover_results(results: Path, expect: list[str]) -> list[tuple[str, Path]]
         found |= {
             d.name
             for d in results.iterdir()
-            if d.is_dir() and ((d / "verify.json").exists() or (d / "run.json").exists())
+            if d.is_dir() and ((d / "verify.json").exists() or attempts.record_path(d).exists())
         }
     order = {name: i for i, name in enumerate(SCENARIO_ORDER)}
     names = sorted(found, key=lambda n: (order.get(n, len(order)), n))
@@ -96,7 +96,7 @@ def discover_results(results: Path, expect: list[str]) -> list[tuple[str, Path]]
 def _run_dir(doc: dict, verify_path: Path) -> Path | None:
     """Where the run directory lies now, if the report or a run.json copy beside it says so."""
     candidates = [doc.get("run_dir")]
-    copy, _ = _read_json(verify_path.parent / "run.json")
+    copy, _ = _read_json(attempts.record_path(verify_path.parent))
     if copy:
         candidates.append(copy.get("run_dir"))
     for candidate in candidates:

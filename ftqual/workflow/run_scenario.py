@@ -2,10 +2,10 @@
 
 The attempt's slot is results/<scenario>/<fingerprint>-<n>/ (rules/common.smk). Its run gets a fresh run ID,
 `<scenario>-<UTC time>-<SLURM_JOB_ID or pid>-a<n>`, and so its own runs/<run-id>/ that Snakemake never sees
-as an output and never deletes. The slot's run.json is the run directory's run.json plus where it lies,
-the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher printed).
-Nothing is launched when the preflight failed or (for a scenario other than the baseline) the baseline's
-current attempt did not pass: run.json then says why, and verify turns that into a FAIL verdict.
+as an output and never deletes. The attempt's record, attempt.json, is the run directory's run.json plus where
+it lies, the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher
+printed). Nothing is launched when the preflight failed or (for a scenario other than the baseline) the
+baseline's current attempt did not pass: attempt.json then says why, and verify makes that a FAIL verdict.
 
 The job itself fails only when interrupted, so that Snakemake redoes the slot on the next run; every other
 outcome is a verdict, reported by the summary and the gate.
@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual import procs, progress, scenarios
+from ftqual import attempts, procs, progress, scenarios
 from ftqual.attempts import attempt_key
 from ftqual.contract import TRACKER_NAME
 from ftqual.launch import gpu_turn, logport
@@ -268,8 +268,8 @@ def not_launched(say: Say, out_run: Path, record: dict, cause: str) -> int:
 
 
 def _baseline_pointer(baseline_verify: Path) -> dict:
-    """The baseline slot's run.json, beside its verify.json: where the baseline's run directory lies."""
-    return json.loads(baseline_verify.with_name("run.json").read_text())
+    """The baseline attempt's record, beside its verify.json: where the baseline's run directory lies."""
+    return json.loads(attempts.record_path(baseline_verify.parent).read_text())
 
 
 def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
@@ -512,8 +512,8 @@ class Attempt:
 
 
 def attempt_record(say: Say, attempt: Attempt, rc: int, duration_s: float, fault: str, out_run: Path) -> dict:
-    """The slot's run.json of a launched attempt: the run directory's own run.json, this job's record on
-    top, the launcher's exit and, when it failed, the cause; the fault marker copied beside `out_run`."""
+    """The record (attempt.json) of a launched attempt: the run directory's own run.json, this job's record
+    on top, the launcher's exit and, when it failed, the cause; the fault marker copied beside `out_run`."""
     record, run_id, run_dir, console = attempt.record, attempt.run_id, attempt.run_dir, attempt.console
     cwd, slurm_job = attempt.cwd, attempt.slurm_job
     run: dict = {}

@@ -62,7 +62,7 @@ def test_profile_switch_requalifies_and_reads_the_node(project):
     assert parts["node"] in cluster_nodes() and "gpus" in parts and "driver" in parts
     assert "host" not in parts  # the submitting host does not train
     assert set(summary["stack_identity"]["requalified"]) == {"baseline", "kill"}
-    record = read_json(project / "results" / "kill" / summary["attempts"]["kill"] / "run.json")
+    record = read_json(project / "results" / "kill" / summary["attempts"]["kill"] / "attempt.json")
     assert record["machine"]["slurm_job_id"] == record["slurm_job_id"]
     assert record["machine"]["node"] in cluster_nodes()
 

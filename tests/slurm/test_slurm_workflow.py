@@ -44,7 +44,7 @@ def slurm_job(job_id: str) -> dict[str, str]:
 
 def job_hosts(project, scenario: str) -> list[str]:
     """The nodes Slurm gave the scenario's job, in order (the first runs the rendezvous store)."""
-    record = read_json(current_attempt(project, scenario) / "run.json")
+    record = read_json(current_attempt(project, scenario) / "attempt.json")
     node_list = slurm_job(record["slurm_job_id"])["NodeList"]
     out = subprocess.run(["scontrol", "show", "hostnames", node_list], capture_output=True, text=True)
     return out.stdout.split()
@@ -107,7 +107,7 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
     submitted = set(re.findall(r"Job \d+ has been submitted with SLURM jobid (\d+)", proc.stdout))
     assert len(submitted) == len(SCENARIOS), proc.stdout
     for scenario in SCENARIOS:
-        record = read_json(current_attempt(project, scenario) / "run.json")
+        record = read_json(current_attempt(project, scenario) / "attempt.json")
         job_id = record["slurm_job_id"]
         assert job_id in submitted
         assert record["run_id"].startswith(f"{scenario}-") and f"-{job_id}-a1" in record["run_id"]
@@ -133,7 +133,7 @@ def test_scenario_runs_went_through_sbatch(slurm_run):
 def test_two_node_scenario_ran_one_launcher_per_node(slurm_run, scenario):
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
-    record = read_json(current_attempt(project, scenario) / "run.json")
+    record = read_json(current_attempt(project, scenario) / "attempt.json")
     job = slurm_job(record["slurm_job_id"])
     hosts = job_hosts(project, scenario)
     assert job["NumNodes"] == "2" and len(hosts) == 2, job
@@ -178,7 +178,7 @@ def test_two_node_active_world_unchanged(slurm_run, scenario):
     assert (
         f"{first} (node rank 0), {second} (node rank 1) joined cycle(s) 0-1 in a world of 2 node(s)" in detail
     )
-    node_list = slurm_job(read_json(current_attempt(project, scenario) / "run.json")["slurm_job_id"])[
+    node_list = slurm_job(read_json(current_attempt(project, scenario) / "attempt.json")["slurm_job_id"])[
         "NodeList"
     ]
     assert f"cycle_infos active_nodes {node_list} in cycle(s) 0-1" in detail
@@ -202,7 +202,7 @@ def test_node_loss_ends_the_job_within_the_join_timeout_with_evidence_from_both_
     assert values["join_timeout"] == JOIN_TIMEOUT
     assert JOIN_TIMEOUT <= values["ended_s"][first] <= JOIN_TIMEOUT + 60
     # both nodes' own word: the lost launcher killed at the injection, the survivor's ended by the rendezvous
-    record = read_json(attempt / "run.json")
+    record = read_json(attempt / "attempt.json")
     run_dir = project / record["run_dir"]
     lost = read_json(run_dir / "nodes" / f"{second}.json")
     survivor = read_json(run_dir / "nodes" / f"{first}.json")
@@ -223,7 +223,7 @@ def test_node_loss_with_a_spare_promotes_the_standby_and_training_goes_on(slurm_
     project, proc = slurm_run
     assert proc.returncode == 0, proc.stdout
     attempt = current_attempt(project, "node_spare")
-    record = read_json(attempt / "run.json")
+    record = read_json(attempt / "attempt.json")
     hosts = job_hosts(project, "node_spare")
     assert len(hosts) == 3 and "--nnodes=2:3" in record["command"]
     report = read_json(attempt / "verify.json")

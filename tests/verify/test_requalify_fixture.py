@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ftqual import attempts, stackid
+from ftqual.attempts import record_path
 from ftqual.verify import build_report
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "megatron-h200-requalify"
@@ -17,7 +18,8 @@ V016 = ("baseline/6e961af280cb-1",)
 
 
 def record(slot: str) -> dict:
-    return json.loads((ROOT / "results" / slot / "run.json").read_text())
+    # recorded by an earlier version, whose attempt records were named run.json (ftqual.attempts)
+    return json.loads(record_path(ROOT / "results" / slot).read_text())
 
 
 @pytest.mark.parametrize("run_dir", sorted((ROOT / "runs").iterdir()), ids=lambda p: p.name)

@@ -26,7 +26,8 @@ def test_dry_run_lists_the_stages_in_order(project):
     )
     slot = {
         s: re.search(
-            rf"results/{s}/([0-9a-f]{{12}}-1)/run.json", by_key[("run_scenario", f"scenario={s}")]["output"]
+            rf"results/{s}/([0-9a-f]{{12}}-1)/attempt.json",
+            by_key[("run_scenario", f"scenario={s}")]["output"],
         )[1]
         for s in ("baseline", "kill", "hang")
     }
@@ -36,8 +37,8 @@ def test_dry_run_lists_the_stages_in_order(project):
         assert run_inputs == [preflight, f"results/baseline/{slot['baseline']}/verify.json"]
         verify_inputs = by_key[("verify", f"scenario={fault}")]["input"].split(", ")
         assert verify_inputs == [
-            f"results/{fault}/{slot[fault]}/run.json",
-            f"results/baseline/{slot['baseline']}/run.json",
+            f"results/{fault}/{slot[fault]}/attempt.json",
+            f"results/baseline/{slot['baseline']}/attempt.json",
         ]
     summary_inputs = by_key[("summary", "")]["input"].split(", ")
     assert summary_inputs[0] == preflight

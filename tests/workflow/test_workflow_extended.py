@@ -31,7 +31,7 @@ def first_run(project):
 
 
 def slot_file(project, scenario, name: str) -> dict:
-    """`name` (verify.json, run.json) of the scenario's one attempt."""
+    """`name` (verify.json, attempt.json) of the scenario's one attempt."""
     [path] = sorted((project / "results" / scenario).glob(f"*-*/{name}"))
     return read_json(path)
 
@@ -64,7 +64,7 @@ def test_kill_in_save_discarded_the_unfinished_save(project, first_run):
     report = verify(project, "kill_in_save")
     assert report["verdict"] == "pass"
     assert status(report, "interrupted_save_discarded") == "pass"
-    record = slot_file(project, "kill_in_save", "run.json")
+    record = slot_file(project, "kill_in_save", "attempt.json")
     marker = read_json(project / record["run_dir"] / "fault_injected.json")
     assert marker["timing"] == "in_save" and marker["save_iteration"] > marker["checkpoint_iteration"]
     assert report["metrics"]["restored_iteration"] == marker["checkpoint_iteration"]
@@ -93,7 +93,7 @@ def test_resume_existing_started_from_the_baselines_checkpoint(project, first_ru
     report = verify(project, "resume_existing")
     assert report["verdict"] == "pass"
     assert status(report, "started_from_existing_checkpoint") == "pass"
-    record = slot_file(project, "resume_existing", "run.json")
+    record = slot_file(project, "resume_existing", "attempt.json")
     assert record["resume_from"]["iteration"] == 20 and record["resume_from"]["scenario"] == "baseline"
 
 

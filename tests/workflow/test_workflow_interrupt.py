@@ -117,7 +117,7 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
     run = read_json(run_dir / "run.json")
     assert run["interrupted_by"] in ("SIGTERM", "SIGINT") and run["exit_code"] is not None
     assert (run_dir / "logs" / "train_cycle0.log").is_file()
-    assert not list((project / "results" / "baseline").glob("*/run.json"))
+    assert not list((project / "results" / "baseline").glob("*/attempt.json"))
     summary = project / "results" / "summary.md"  # rebuilt from what exists, or gone: never a stale PASS
     assert not summary.exists() or not summary.read_text().startswith("# ftqual: PASS")
     [log] = (project / "logs" / "run_scenario" / "baseline").glob("*.log")

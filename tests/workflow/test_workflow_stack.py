@@ -109,7 +109,7 @@ def test_1_pass_names_the_stack_and_a_rerun_on_it_runs_only_the_gate(project):
     assert "| nvidia-resiliency-ext | 0.7.0 |" in md
     props = junit_properties(project)
     assert props["kill"]["stack"] == ident["digest"] and props["kill"]["stack.nvrx"] == "0.7.0"
-    record = read_json(next((project / "results" / "kill").glob("*-1/run.json")))
+    record = read_json(next((project / "results" / "kill").glob("*-1/attempt.json")))
     assert record["stack_digest"] == ident["digest"] and record["machine"]["node"]
     assert "unchanged since the latest attempts" in status(project)
 

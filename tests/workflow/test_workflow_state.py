@@ -288,3 +288,23 @@ def test_timeouts_the_baseline_disproves_are_refused_before_launch(project):
         "refused before launch: the 'step' timeout (0.01 s) is not above the baseline's slowest step"
         in (kill["cause"])
     )
+
+
+def test_a_workspace_of_an_earlier_version_keeps_its_attempts(project):
+    """Attempt records were once named run.json: after an upgrade of ftqual the same command adopts them
+    (renamed to attempt.json, content and times kept) and reruns nothing."""
+    legacy = []
+    for record in (project / "results").glob("*/*/attempt.json"):
+        record.rename(record.with_name("run.json"))
+        legacy.append(record)
+    assert legacy
+    before = {path: path.with_name("run.json").stat().st_mtime for path in legacy}
+    plan = run(project, "-n")
+    assert plan.returncode == 0, plan.stdout
+    assert "run_scenario" not in job_stats(plan.stdout) and "verify" not in job_stats(plan.stdout), (
+        plan.stdout
+    )
+    for path, mtime in before.items():
+        assert path.is_file() and not path.with_name("run.json").exists() and path.stat().st_mtime == mtime
+    again = run(project)
+    assert again.returncode == 0 and verdict_line(project).startswith("# ftqual: PASS"), again.stdout

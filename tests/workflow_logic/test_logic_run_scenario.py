@@ -1,6 +1,6 @@
 """The run_scenario rule's logic (ftqual.workflow.run_scenario) without Snakemake: the srun prefix, the
 cause's telling line, the refusals before launch, checkpoint seeding, the summary's invalidation and the
-slot's run.json."""
+slot's record (attempt.json)."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_not_launched_records_the_cause_and_succeeds(tmp_path):
 
 
 def baseline_with_checkpoint(tmp_path: Path, tracker: str | None = "20", folder: int | None = 20) -> Path:
-    """A baseline slot (verify.json, run.json pointing at its run) whose run saved iteration 20."""
+    """A baseline slot (verify.json, attempt.json pointing at its run) whose run saved iteration 20."""
     run_dir = tmp_path / "runs" / "baseline-1"
     write_json(run_dir / "run.json", {"checkpoint_dir": "checkpoints"})
     ckpt = run_dir / "checkpoints"
@@ -158,7 +158,9 @@ def baseline_with_checkpoint(tmp_path: Path, tracker: str | None = "20", folder:
         (iter_dir / "mp_rank_00" / "model_optim_rng.pt").write_bytes(b"weights")
         (iter_dir / "latest").symlink_to("mp_rank_00")
     slot = tmp_path / "results" / "baseline" / "k-1"
-    write_json(slot / "run.json", {"run_dir": str(run_dir), "run_id": "baseline-1", "scenario": "baseline"})
+    write_json(
+        slot / "attempt.json", {"run_dir": str(run_dir), "run_id": "baseline-1", "scenario": "baseline"}
+    )
     return write_json(slot / "verify.json", {"verdict": "pass"})
 
 
@@ -194,7 +196,7 @@ def test_seed_checkpoint_refuses_what_cannot_be_resumed(tmp_path):
     assert rs.seed_checkpoint(bad, dest).startswith(
         "resume_from: the baseline's checkpoint cannot be resumed: "
     )
-    unread = write_json(tmp_path / "d" / "verify.json", {"verdict": "pass"})  # no run.json beside it
+    unread = write_json(tmp_path / "d" / "verify.json", {"verdict": "pass"})  # no attempt.json beside it
     assert rs.seed_checkpoint(unread, dest).startswith(
         f"resume_from: cannot read the baseline's run ({unread.parent}): "
     )
@@ -239,7 +241,7 @@ def job(tmp_path, monkeypatch, cfg):
             write_json(tmp_path / "results" / "preflight" / "p-1" / "preflight.json", VALID_PREFLIGHT)
         ),
         baseline=str(tmp_path / "results" / "baseline" / "b-1" / "verify.json"),
-        output=f"results/kill/{key}-1/run.json",
+        output=f"results/kill/{key}-1/attempt.json",
         resources=SimpleNamespace(),
         log=log,
         console=console,
@@ -286,7 +288,7 @@ def test_run_with_resume_from_refuses_an_unseedable_baseline_before_launch(job, 
     }
     cfg = scenarios.resolve(job["config"], env={})
     key = attempt_key(cfg.fingerprint(cfg.by_name["kill"]), STACK["digest"])
-    job["slot"], job["output"] = f"{key}-1", f"results/kill/{key}-1/run.json"
+    job["slot"], job["output"] = f"{key}-1", f"results/kill/{key}-1/attempt.json"
     # a passed baseline whose run kept no checkpoint tracker
     verify = baseline_with_checkpoint(tmp_path, tracker=None)
     job["baseline"] = str(verify)
@@ -297,7 +299,7 @@ def test_run_with_resume_from_refuses_an_unseedable_baseline_before_launch(job, 
     assert not (tmp_path / "checkpoints").exists()
 
 
-# --- the slot's run.json after the launcher -------------------------------------------------------------
+# --- the attempt's record after the launcher -------------------------------------------------------------
 
 
 def attempt_in(tmp_path: Path, run_json: dict | None = None) -> rs.Attempt:
@@ -320,7 +322,7 @@ def test_attempt_record_of_a_failed_launcher_names_its_telling_line(tmp_path):
         "closing\n"
     )
     (attempt.run_dir / "fault_injected.json").write_text('{"cycle": 0}')
-    out_run = tmp_path / "results" / "kill" / "k-1" / "run.json"
+    out_run = tmp_path / "results" / "kill" / "k-1" / "attempt.json"
     out_run.parent.mkdir(parents=True)
     say, log, console = voice()
     run = rs.attempt_record(say, attempt, 1, 12.34567, "kill", out_run)

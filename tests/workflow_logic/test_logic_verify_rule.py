@@ -29,7 +29,7 @@ EXPECT_PASS = {"expect": "pass", "failing": []}
 
 @pytest.fixture
 def slot(tmp_path):
-    run_json = tmp_path / "results" / "kill" / "k-1" / "run.json"
+    run_json = tmp_path / "results" / "kill" / "k-1" / "attempt.json"
     run_json.parent.mkdir(parents=True)
     return run_json
 
