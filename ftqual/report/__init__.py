@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.expect:
             raise UsageError("--expect needs --results")
         if not pairs and args.results is not None:
-            raise UsageError(f"no scenario under {args.results} (no <scenario>/verify.json or run.json)")
+            raise UsageError(f"no scenario under {args.results} (no <scenario>/verify.json or attempt.json)")
         if not pairs:
             raise UsageError("give --verify NAME=PATH (repeatable) or --results DIR")
         mtbf = _mtbf(args.mtbf_hours, args.gpus_for_mtbf)

@@ -80,7 +80,8 @@ def load_preflight(path: str | Path | None) -> PreflightInput:
 
 
 def discover_results(results: Path, expect: list[str]) -> list[tuple[str, Path]]:
-    """Scenario directories under `results` (those with a verify.json or run.json) plus the expected names."""
+    """Scenario directories under `results` (those with a verify.json or an attempt record) plus the expected
+    names."""
     found = set(expect)
     if results.is_dir():
         found |= {
@@ -94,7 +95,7 @@ def discover_results(results: Path, expect: list[str]) -> list[tuple[str, Path]]
 
 
 def _run_dir(doc: dict, verify_path: Path) -> Path | None:
-    """Where the run directory lies now, if the report or a run.json copy beside it says so."""
+    """Where the run directory lies now, if the report or the attempt record beside it says so."""
     candidates = [doc.get("run_dir")]
     copy, _ = _read_json(attempts.record_path(verify_path.parent))
     if copy:
