@@ -1,17 +1,90 @@
 """Constants that several stages must agree on, in one place.
 
 The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
-fault kinds. The stdlib-only worker wrapper (scripts/megatron_gpt_worker.py) keeps its own copy of the
-tracker name and fault kinds; tests/test_contract.py pins that copy to this one.
+fault kinds with the path each is detected by. The stdlib-only worker wrapper (scripts/megatron_gpt_worker.py)
+keeps its own copy of the tracker name and fault kinds; tests/test_contract.py pins that copy to this one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAULTS = ("none", "kill", "hang", "node_loss")
-# Faults of one rank (the others take a whole node: its ft_launcher and every process below it).
-RANK_FAULTS = ("kill", "hang")
+# The walkthrough's three, the node loss, and NVRx's fault catalog (nvidia_resiliency_ext.shared_utils.
+# inject_fault.Fault) as one rank of a training job meets it.
+FAULTS = (
+    "none",
+    "kill",
+    "hang",
+    "node_loss",
+    "segfault",
+    "abort",
+    "exception",
+    "sigterm",
+    "sigint",
+    "gil_lock",
+    "gpu_error",
+    "gpu_hang",
+)
+# Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it).
+RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss"))
+# Faults only a GPU can suffer: refused on the smoke workload, which has none.
+GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
+# Faults after which the rank lives on and no step completes: only a section (or out-of-section) timeout of
+# the rank monitor can detect them; an exit seen first means something else ended the rank.
+LIVE_FAULTS = ("hang", "gil_lock", "gpu_hang")
+# Faults the rank dies of, each with the exit codes ft_launcher may report for it (torch's elastic agent
+# prints a death by signal N as -N; a shell between would make it 128+N). sigterm is the default action's
+# death (a workload that handles SIGTERM itself is told apart by the check); sigint is Python's
+# KeyboardInterrupt, uncaught: Python re-raises SIGINT (-2) only when the exception ends the interpreter's
+# top-level code, and under ft_launcher on CPU the rank exits 1 after the traceback; gpu_error ends in an
+# uncaught CUDA error (exit 1) or an abort in the CUDA teardown after it (-6).
+EXIT_CODES: dict[str, tuple[int, ...]] = {
+    "kill": (-9, 137),
+    "segfault": (-11, 139),
+    "abort": (-6, 134),
+    "exception": (1,),
+    "sigterm": (-15, 143),
+    "sigint": (-2, 130, 1),
+    "gpu_error": (1, -6, 134),
+}
+# What each fault does to the rank, in one phrase (the preflight, the docs).
+FAULT_ACTIONS = {
+    "none": "no fault",
+    "kill": "SIGKILL",
+    "hang": "SIGSTOP",
+    "node_loss": "SIGKILL of the node's ft_launcher and every process below it",
+    "segfault": "a segmentation fault (SIGSEGV)",
+    "abort": "os.abort() (SIGABRT)",
+    "exception": "an exception raised in the training thread",
+    "sigterm": "SIGTERM",
+    "sigint": "SIGINT",
+    "gil_lock": "a thread that holds the GIL forever",
+    "gpu_error": "an illegal device access (the CUDA context dies)",
+    "gpu_hang": "a GPU kernel that never ends",
+}
+
+
+def detection_path(fault: str) -> str | None:
+    """How ft_launcher must detect `fault`: "exit" (the rank's death), "timeout" (a live rank's section or
+    out-of-section timeout), "node" (node_loss: a surviving node's report), None for no fault."""
+    if fault in LIVE_FAULTS:
+        return "timeout"
+    if fault in EXIT_CODES:
+        return "exit"
+    return "node" if fault == "node_loss" else None
+
+
+def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: str = " ") -> str | None:
+    """Why `fault` cannot run on `workload`, in one line (the setting said as `name``separator``fault`: the
+    config's `fault gpu_error`, the environment's `NVRX_DEMO_FAULT=gpu_error`), or None."""
+    if fault not in GPU_ONLY_FAULTS or workload != "smoke":
+        return None
+    return (
+        f"{name}{separator}{fault} is GPU-only: the smoke workload runs on CPU and has no CUDA context to "
+        "break; use the megatron workload on GPUs"
+    )
+
+
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
 

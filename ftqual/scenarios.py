@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual import constraints
+from ftqual.contract import gpu_only_problem
 from ftqual.launch import settings as launch_settings
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
@@ -403,6 +404,8 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
         ]
         problems += [f"{where}: {p}" for p in shape if p]
         problems += [f"{where}: {p}" for p in _fault_problems(s)]
+        gpu_only = gpu_only_problem(s.fault, cfg.workload)
+        problems += [f"{where}: {gpu_only}"] if gpu_only else []
         if s.resume_from is not None:
             problems += [f"{where}: {p}" for p in _resume_problems(cfg, s)]
     return problems

@@ -30,6 +30,7 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "kill": RECOVERY_CHECKS,
     "hang": RECOVERY_CHECKS,
     "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
+    **{f: RECOVERY_CHECKS for f in FAULTS if f not in ("none", "kill", "hang", "node_loss")},
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",

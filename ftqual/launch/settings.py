@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual import constraints
-from ftqual.contract import FAULTS, MODEL, TRACKER_NAME
+from ftqual.contract import FAULTS, MODEL, TRACKER_NAME, gpu_only_problem
 from ftqual.launch import stack
 
 __all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings"]
@@ -423,6 +423,7 @@ def load_settings(
     if fault not in FAULTS:
         # The walkthrough's own message, word for word (node_loss is the workflow's extension, below).
         raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {shown(fault)})")
+    _refuse(gpu_only_problem(fault, workload, "NVRX_DEMO_FAULT", "="))
 
     nnodes = _int(env, "NNODES", "1", 1, MAX_NNODES)
     spare_nodes = _int(env, "NVRX_SPARE_NODES", "0", 0, MAX_NNODES)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftqual.contract import MODEL, ModelShape
+from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
 from ftqual.scenarios import Scenario, WorkflowConfig
 
@@ -251,7 +251,7 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
         "kill": f"SIGKILL rank {s.rank}",
         "hang": f"SIGSTOP rank {s.rank}",
         "node_loss": f"SIGKILL the node of rank {s.rank} (its ft_launcher and every process below it)",
-    }[s.fault]
+    }.get(s.fault) or f"{FAULT_ACTIONS.get(s.fault, s.fault)} to rank {s.rank}"
     detail = f"{what}, {s.train_iters} iterations, checkpoint every {s.save_interval}"
     if s.fault == "hang":
         detail += f"; {hang_budget(s)}"

@@ -293,14 +293,14 @@ def test_seed_entry_script_dry_run(repo_root, megatron_checkout, work):
     assert "--rdzv-id=gpt-recovery-001" in line and line.endswith("--seed=3")
     bad = subprocess.run(
         ["bash", str(repo_root / "scripts" / "run_megatron_gpt.sh")],
-        env={**env, "NVRX_DEMO_FAULT": "segfault"},
+        env={**env, "NVRX_DEMO_FAULT": "meteor"},
         capture_output=True,
         text=True,
         cwd="/",
     )
     assert bad.returncode == 2
     assert bad.stdout == ""
-    assert bad.stderr.strip() == "NVRX_DEMO_FAULT must be none, kill, or hang (got 'segfault')"
+    assert bad.stderr.strip() == "NVRX_DEMO_FAULT must be none, kill, or hang (got 'meteor')"
 
 
 def test_multinode_log_server_port_is_common_to_all_nodes(base_env, run_launch):
