@@ -2,7 +2,8 @@
 """ft_launcher's entrypoint on every rank: run the workload in-process, inject up to N faults, one per cycle.
 
     megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
-        --fault none|kill|hang|node_loss [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
+        --fault none|kill|hang|node_loss|segfault|abort|exception|sigterm|sigint|gil_lock|gpu_error|gpu_hang
+        [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
         [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
         -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
@@ -12,8 +13,11 @@ pid we signal. Injection k of N (--injections, default 1) is recorded in its own
 --fault-marker (fault_injected.json), the k-th in fault_injected.<k>.json beside it. A worker counts the
 markers at its start; on the fault rank, while fewer than N exist, it arms injection count+1 with the
 tracker's value at its start as baseline, so each injection follows a checkpoint completed in its own cycle.
-Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then sends itself SIGKILL (kill) or
-SIGSTOP (hang); once N markers exist, replacement workers never inject again. node_loss takes the whole
+Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then injects the fault: SIGKILL
+(kill), SIGSTOP (hang), a segmentation fault, os.abort(), an exception raised on the training thread, SIGTERM
+or SIGINT to itself, a thread that holds the GIL forever (gil_lock), or on a GPU an illegal device access
+(gpu_error) or a kernel that never ends (gpu_hang); the marker's `method` says how (Injector.action).
+Once N markers exist, replacement workers never inject again. node_loss takes the whole
 node: the node's ft_launcher (from --pid-dir's <host>.launcher.json, proven this worker's live ancestor) is
 stopped, every process below it listed in the marker's `node`, then all of them, ft_launcher and this rank
 are SIGKILLed.
@@ -50,13 +54,29 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 MARKER_SCHEMA = "ftqual.fault/v1"
 # Copies of ftqual.contract (this file stays stdlib-only); tests/test_contract.py pins them to it.
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
-FAULTS = ("none", "kill", "hang", "node_loss")
+FAULTS = (
+    "none",
+    "kill",
+    "hang",
+    "node_loss",
+    "segfault",
+    "abort",
+    "exception",
+    "sigterm",
+    "sigint",
+    "gil_lock",
+    "gpu_error",
+    "gpu_hang",
+)
+GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
+SMOKE_ENTRYPOINT = "smoke_train.py"
 POLL_SECONDS = 0.2
 INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
@@ -408,6 +428,63 @@ def install_section_hooks(watch: SectionWatch) -> bool:
     return True
 
 
+class InjectedFault(Exception):
+    """The `exception` fault: an exception of the training loop's thread, which nothing in it catches."""
+
+
+GIL_SLEEP_S = 0xFFFFFFFF  # libc sleep()'s longest: 136 years
+
+
+def hold_gil_forever(ready: threading.Event | None = None) -> None:
+    """Call libc's sleep() through ctypes.PyDLL, which keeps the GIL for the whole call (ctypes.CDLL releases
+    it): no other thread of this process runs Python again, yet the process lives. What does not block the
+    GIL: time.sleep and any blocking I/O (they release it), and sys.setswitchinterval (it only sets how soon
+    a holder is asked to drop the GIL at its next bytecode; a holder inside one C call never sees the ask).
+    NVRx's lock_gil (a regular expression that backtracks for hours) holds it too, but burns a core the
+    whole time, which a test machine of two cores cannot spare. Ours, not NVRx's, for that reason; a signal
+    with a Python handler interrupts sleep(), hence the loop."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None)
+    libc.sleep.argtypes = [ctypes.c_uint]
+    if ready is not None:
+        ready.set()
+    while True:
+        libc.sleep(GIL_SLEEP_S)
+
+
+def async_raise(thread_id: int, exc_type: type) -> None:
+    """Raise `exc_type` in another thread at its next bytecode (NVRx's inject_fault.async_raise, which we do
+    not import: its module imports torch at import time)."""
+    import ctypes
+
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    set_async_exc.restype = ctypes.c_int
+    if set_async_exc(thread_id, exc_type) != 1:
+        set_async_exc(thread_id, None)
+        raise RuntimeError(f"could not raise {exc_type.__name__} in thread {thread_id}")
+
+
+def nvrx_injector():
+    """NVRx's own injector module (nvidia_resiliency_ext.shared_utils.inject_fault), None when it cannot be
+    imported; imported only at a GPU fault's injection (it imports torch, which the workload already did)."""
+    try:
+        from nvidia_resiliency_ext.shared_utils import inject_fault
+    except Exception as exc:  # any import failure: the GPU fault cannot be injected, said in one line
+        log(f"NVRx's inject_fault cannot be imported ({type(exc).__name__}: {exc}); not injecting")
+        return None
+    return inject_fault
+
+
+def gpu_present() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
 class Injector:
     """Once-only injection k of a run on the fault rank, triggered by the tracker advancing past its baseline
     (timing `checkpoint`) or by the end of a checkpointing section with a save in flight (`in_save`)."""
@@ -478,6 +555,81 @@ class Injector:
             record["save_iteration"] = self.save_iteration
         return record
 
+    def action(self) -> tuple[str, object] | None:
+        """(how the fault is injected, as the marker's `method` says it; the call that injects it), prepared
+        before the marker is claimed; None, with the reason logged, when it cannot be injected here.
+
+        Ours (stdlib, in this process, at once) where NVRx's inject_fault does not suit the once-only
+        contract: its injectors run after a delay on a thread or a forked process of their own, and its
+        module imports torch. The signals and os.abort() are one call each; the segfault reads address 1
+        through ctypes, as NVRx's segfault injector does. The GPU faults are NVRx's own functions, called
+        with no delay on the thread that injects (raise_gpu_error, gpu_sleep)."""
+        pid = os.getpid()
+        training = threading.current_thread() is threading.main_thread()
+        fault = self.fault
+        signals = {
+            "kill": signal.SIGKILL,
+            "hang": signal.SIGSTOP,
+            "node_loss": signal.SIGKILL,
+            "sigterm": signal.SIGTERM,
+            "sigint": signal.SIGINT,
+        }
+        if fault in signals:
+            sig = signals[fault]
+            method = f"os.kill(own pid, {sig.name})"
+            if fault == "node_loss":
+                method = (
+                    "SIGSTOP of the node's ft_launcher, then SIGKILL of every process below it, of it, and "
+                    + method
+                )
+            return method, lambda: self.kill(pid, sig)
+        if fault == "segfault":
+            import ctypes
+
+            return "ctypes.string_at(1): a read of address 1 (SIGSEGV)", lambda: ctypes.string_at(1)
+        if fault == "abort":
+            return "os.abort() (SIGABRT)", os.abort
+        if fault == "exception":
+            if training:
+                return "raise InjectedFault on the training thread", self._raise
+            main = threading.main_thread().ident
+            return "PyThreadState_SetAsyncExc(training thread, InjectedFault)", lambda: async_raise(
+                main, InjectedFault
+            )
+        if fault == "gil_lock":
+            if training:
+                return (
+                    "thread ftqual-gil-lock holds the GIL (libc sleep() through ctypes.PyDLL); the training "
+                    "thread waits for it",
+                    self._lock_gil,
+                )
+            return "libc sleep() through ctypes.PyDLL on the injector's thread (GIL held)", hold_gil_forever
+        if fault in GPU_ONLY_FAULTS:
+            if not gpu_present():
+                log(f"fault {fault} needs a CUDA device and this process sees none; not injecting")
+                return None
+            nvrx = nvrx_injector()
+            if nvrx is None:
+                return None
+            if fault == "gpu_error":
+                method = "NVRx inject_fault.raise_gpu_error: an out-of-bounds index on the device"
+                return method, lambda: nvrx.raise_gpu_error(0.0, None)
+            torch = sys.modules["torch"]
+            device = torch.cuda.current_device()
+            method = "NVRx inject_fault.gpu_sleep: torch.cuda._sleep(1 << 62) on the current stream"
+            return method, lambda: nvrx.gpu_sleep(0.0, device, None)
+        log(f"no way to inject fault {fault!r}; not injecting")
+        return None
+
+    def _raise(self) -> None:
+        raise InjectedFault(f"ftqual injected an exception on rank {self.identity['rank']}")
+
+    def _lock_gil(self) -> None:
+        ready = threading.Event()
+        threading.Thread(target=hold_gil_forever, args=(ready,), name="ftqual-gil-lock", daemon=True).start()
+        ready.wait()
+        time.sleep(1.0)  # releases the GIL: the holder takes it, and this thread never runs again
+
     def inject(self, section: str | None) -> bool:
         """Claim the marker and signal ourselves; at most once, never after the workload ended."""
         with self.lock:
@@ -485,6 +637,10 @@ class Injector:
                 return False
             self.finished = True
         record = self.record(section)
+        prepared = self.action()
+        if prepared is None:
+            return False
+        record["method"], act = prepared
         node = None
         if self.fault == "node_loss":
             node = self.freeze_node()
@@ -504,7 +660,7 @@ class Injector:
             for pid in node["processes"]:
                 self._signal(pid, signal.SIGKILL)
             self._signal(node["launcher_pid"], signal.SIGKILL)
-        self.kill(os.getpid(), signal.SIGSTOP if self.fault == "hang" else signal.SIGKILL)
+        act()
         return True
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
@@ -628,9 +784,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
     if args.fault != "none" and args.fault_rank is None:
-        parser.error("--fault-rank is required with --fault kill|hang|node_loss")
+        parser.error(f"--fault-rank is required with --fault {args.fault}")
     if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
         parser.error("--fault-timing in_save needs --fault kill")
+    if args.fault in GPU_ONLY_FAULTS and args.entrypoint.name == SMOKE_ENTRYPOINT:
+        parser.error(f"--fault {args.fault} is GPU-only: the smoke workload runs on CPU and has no GPU")
     return args, workload
 
 

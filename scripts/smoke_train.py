@@ -10,6 +10,12 @@ Megatron's ft_integration uses it (sections `setup`, `step`, `checkpointing`), a
 parse are printed in Megatron core_v0.19's exact formats: iteration lines from the last rank, the rest
 from rank 0. Accepts Megatron-style arguments (unknown ones are ignored) plus --smoke-step-seconds and
 --smoke-save-seconds, which slow steps and saves down so that faults land where tests want them.
+
+Signals as Megatron core_v0.19's pretrain meets them: without --exit-signal-handler none is handled (SIGTERM's
+default action ends the rank, -15; SIGINT raises KeyboardInterrupt, -2); with it, SIGTERM is only recorded,
+and after each iteration every rank learns whether any rank got it; then all save a checkpoint, rank 0 prints
+`[exiting program after receiving SIGTERM.] datetime: ...` and every rank exits 0, as Megatron's
+checkpoint_and_decide_exit and train() do.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import time
 from datetime import datetime
@@ -65,6 +72,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--async-save", action="store_true", default=None)
     add("--eval-iters", type=int, default=100)
     add("--eval-interval", type=int, default=None)
+    add("--exit-signal-handler", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
     args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
@@ -88,9 +96,16 @@ class Printer:
             print(message, flush=True)
 
 
+# Arguments added after runs were recorded: printed only when given, so the block of every earlier kind of run
+# stays line for line what it was.
+PRINTED_ONLY_WHEN_SET = ("exit_signal_handler",)
+
+
 def print_arguments(args: argparse.Namespace, out: Printer) -> None:
     out.rank_0("------------------------ arguments ------------------------")
     for name in sorted(vars(args)):
+        if name in PRINTED_ONLY_WHEN_SET and not getattr(args, name):
+            continue
         out.rank_0("  {} {} {}".format(name, "." * (48 - len(name)), getattr(args, name)))
     out.rank_0("-------------------- end of arguments ---------------------")
 
@@ -156,6 +171,27 @@ class FaultTolerance:
         self.out.rank_0("FT: closing...")
         self.client.shutdown_workload_monitoring()
         self.out.rank_0("FT: closed.")
+
+
+class ExitSignal:
+    """Megatron's --exit-signal-handler (its DistributedSignalHandler of SIGTERM): the handler records the
+    signal; `any_received` tells every rank whether any rank got one (a collective, once per iteration)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.received = False
+        if enabled:
+            signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum, frame) -> None:
+        self.received = True
+
+    def any_received(self) -> bool:
+        if not self.enabled:
+            return False
+        flag = torch.tensor([1 if self.received else 0], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
 
 class TinyLM(torch.nn.Module):
@@ -317,6 +353,19 @@ def iteration_line(
     )
 
 
+def exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending) -> int:
+    """A rank got SIGTERM under --exit-signal-handler: save this iteration, say why, exit 0 on every rank."""
+    if args.save:
+        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+    out.rank_0(f"[exiting program after receiving SIGTERM.] datetime: {stamp()} ")
+    if pending is not None:
+        finalize_checkpoint(args, pending, ft, out, rank)
+    ft.shutdown()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -332,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_arguments(args, out)
 
+    exit_signal = ExitSignal(args.exit_signal_handler)
     ft = FaultTolerance(args, out)
     out.rank_0("> initializing torch distributed ...")
     dist.init_process_group(backend="gloo")
@@ -367,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             elapsed_ms = (now - last_log) * 1000.0 / args.log_interval
             last_log = now
             out.rank_last(iteration_line(iteration, args, consumed, elapsed_ms, loss, grad_norm))
+        if exit_signal.any_received():
+            return exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
         if args.save and args.save_interval and iteration % args.save_interval == 0:
             pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
             last_saved = iteration
