@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.checks.run_plan import RunPlan
+from ftqual.contract import EXIT_CODES, LIVE_FAULTS, detection_path
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
+from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
 CHECKPOINT_BEFORE_FAILURE = "checkpoint_before_failure"
 FAILURE_DETECTED = "failure_detected_and_restarted"
+# The walkthrough's faults keep their texts (recorded runs' reports compare equal); the fault catalog's are
+# judged by the path each must be detected by (ftqual.contract.detection_path).
+CATALOG_FAULTS = tuple(f for f in (*EXIT_CODES, *LIVE_FAULTS) if f not in ("kill", "hang"))
+SIGTERM_EXIT = "exiting program after receiving SIGTERM."  # Megatron's (and the smoke workload's) milestone
 
 
 def checkpoint_before_failure(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
@@ -118,8 +124,12 @@ def _tracker_progress(snap: RunSnapshot, f: Findings | Scoped, k: int, cycle: in
 def failure_detected_and_restarted(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the requested fault was injected (fault_injected.json exists) and the launcher detected
     *that* failure: after the injection and in its cycle, a kill by the killed local rank's exit, a hang by
-    a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); it
-    then decided to restart, the failed cycle ended and the replacement cycle started after it. With N
+    a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); each
+    fault of the catalog by its own path: a rank that dies (segfault, abort, exception, sigterm, sigint,
+    gpu_error) by its exit with that fault's code and no timeout before it, a rank that lives on
+    (gil_lock, gpu_hang) by a timeout before any exit; a workload that handled SIGTERM itself is said
+    (with the checkpoint it wrote on the way out) and fails, as nothing was restarted. It then decided to
+    restart, the failed cycle ended and the replacement cycle started after it. With N
     injections, each one's (fault_injected.<k>.json), in its own cycle, and at least N restart decisions."""
     cid = FAILURE_DETECTED
     if not exp.faulty:
@@ -168,6 +178,22 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
     if exp.fault == "kill":
         _kill_exit(snap, f, exits, injected_local, marker)
         return
+    if exp.fault in CATALOG_FAULTS:
+        if marker.method:
+            f.fact(f"injected by {marker.method}", marker.ref)
+            f.values["method"] = marker.method
+        if detection_path(exp.fault) == "exit":
+            _exit_path(snap, f, exits, injected_local, marker, exp.fault)
+            return
+        first = derive.qualifying_failures(snap, marker)[:1]
+        if first and isinstance(first[0], WorkerExit):
+            item = first[0]
+            f.problem(
+                f"the first report after the injection is a worker exit (local_rank {item.local_rank}, code "
+                f"{item.exit_code}), not a timeout: a {exp.fault} leaves the rank alive, so only its section "
+                "or out-of-section timeout may detect it; another path fired",
+                item.ref,
+            )
     if exp.fault == "node_loss":
         # The lost node's launcher died with its workers and reports nothing: a surviving node's launcher
         # sees the loss as its own worker failing (the collective broke) or a section timing out.
@@ -265,6 +291,111 @@ def _kill_exit(
     if item.exit_code != -9:
         f.note(f"exit code {item.exit_code}, not -9 (SIGKILL)")
     _rank_note(f, first.local_rank, injected_local)
+
+
+def _exit_path(
+    snap: RunSnapshot,
+    f: Findings | Scoped,
+    exits: list,
+    injected_local: int | None,
+    marker: FaultMarker,
+    fault: str,
+) -> None:
+    """A fault the rank dies of: its exit (the marker's local rank, one of the fault's codes) must be what
+    the launcher saw, and no section or out-of-section timeout before it (that would be another path)."""
+    wanted = EXIT_CODES[fault]
+    f.values["expected_exit_codes"] = list(wanted)
+    cycle = derive.fault_cycle(snap, marker)
+    timeouts = [t for t in derive.qualifying_failures(snap, marker) if isinstance(t, TimeoutFired)]
+    if not exits:
+        if fault == "sigterm" and _handled_sigterm(snap, f, marker, cycle):
+            return
+        if timeouts:
+            first = timeouts[0]
+            what = f"section '{first.section}'" if first.section else "out of section"
+            f.problem(
+                f"launcher.log shows no worker exit after the injection in cycle {cycle} but a timeout "
+                f"({what}, local_rank {first.local_rank}): a {fault} must be detected by the rank's exit; "
+                "another path fired",
+                first.ref,
+            )
+            return
+        f.missing_fact(
+            "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
+            f"cycle {cycle}",
+            snap.sources["launcher_log"].complete,
+        )
+        return
+    host = marker.host
+    mine = [
+        e
+        for e in exits
+        if injected_local is not None
+        and e.local_rank == injected_local
+        and (host is None or e.host is None or e.host == host)
+    ]
+    first = exits[0]
+    f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
+    if injected_local is None:
+        f.unknown("fault_injected.json has no local_rank: the faulted worker's exit cannot be identified")
+        return
+    if not mine:
+        f.problem(
+            f"the launcher reported exits of local rank(s) {sorted({e.local_rank for e in exits})}, "
+            f"not of the faulted local rank {injected_local}",
+            first.ref,
+        )
+        return
+    item = mine[0]
+    f.values["exit_code"] = item.exit_code
+    codes = " or ".join(str(c) for c in wanted)
+    if item.exit_code not in wanted:
+        f.problem(
+            f"worker local_rank {item.local_rank} exited with code {item.exit_code}; "
+            f"a {fault} exits with {codes}",
+            item.ref,
+        )
+    else:
+        f.fact(
+            f"worker local_rank {item.local_rank} exited with code {item.exit_code} ({fault}: {codes})",
+            item.ref,
+        )
+    early = [t for t in timeouts if t.t is not None and (item.t is None or t.t < item.t)]
+    if early:
+        what = f"section '{early[0].section}'" if early[0].section else "out of section"
+        f.problem(
+            f"a timeout ({what}) fired before the exit: the {fault} was detected by another path than the "
+            "rank's exit",
+            early[0].ref,
+        )
+    _rank_note(f, first.local_rank, injected_local)
+
+
+def _handled_sigterm(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker, cycle: int) -> bool:
+    """The workload caught SIGTERM and ended in order (Megatron's --exit-signal-handler): say so, with the
+    checkpoint it wrote on the way out; a failure, as ft_launcher saw none and restarted nothing."""
+    log = snap.train_log(cycle)
+    said = log.milestone(SIGTERM_EXIT) if log is not None else None
+    if log is None or said is None:
+        return False
+    after = [
+        e
+        for e in log.saves_of("done")
+        if marker.injected_at is None or e.t is None or e.t >= marker.injected_at
+    ]
+    if after:
+        wrote = f"wrote checkpoint {after[0].iteration} on the way out"
+    else:
+        wrote = "wrote no checkpoint on the way out"
+    f.values["handled_by_workload"] = True
+    f.values["exit_checkpoint_iteration"] = after[0].iteration if after else None
+    f.problem(
+        f"the workload handled SIGTERM itself ('{SIGTERM_EXIT}' in logs/train_cycle{cycle}.log) and "
+        f"{wrote}; its ranks ended in order, so ft_launcher saw no failure and restarted nothing",
+        said.ref,
+        *(e.ref for e in after[:1]),
+    )
+    return True
 
 
 def _rank_note(f: Findings | Scoped, reported: int | None, injected: int | None) -> None:

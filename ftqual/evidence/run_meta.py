@@ -98,6 +98,9 @@ class FaultMarker:
     save_iteration: int | None = None  # in_save: the save in flight at the injection
     number: int = 1  # k, from the file name (fault_injected.json is 1)
     node: dict | None = None  # node_loss: {"host", "launcher_pid", "processes"} the wrapper killed
+    method: str | None = (
+        None  # how the wrapper injected it, e.g. "os.abort() (SIGABRT)" (absent in older markers)
+    )
 
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -188,6 +191,7 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         save_iteration=_int(data.get("save_iteration")),
         number=number,
         node=data.get("node") if isinstance(data.get("node"), dict) else None,
+        method=data.get("method") if isinstance(data.get("method"), str) else None,
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ftqual.contract import LIVE_FAULTS, detection_path
+
 MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
 KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
 RANK_MONITOR_INTERVAL_S = 5.0  # the rank monitor checks section/heartbeat timeouts this often
@@ -60,10 +62,22 @@ def _budget(
 def detection_budget(
     fault: str, detected_by: str | None, timeouts: dict, expected: dict
 ) -> tuple[float | None, str]:
-    """Budget for fault -> detection, and its formula."""
+    """Budget for fault -> detection, and its formula. The budget follows the path the fault must be detected
+    by (ftqual.contract.detection_path): a fault the rank dies of within the launcher's monitor interval,
+    whatever fired; a live one (hang, gil_lock, gpu_hang) by the timeout of the section that caught it.
+    kill and hang keep their budget by what fired (their recorded reports compare equal)."""
     monitor = _num(expected.get("monitor_interval_s")) or MONITOR_INTERVAL_S
     check = _num(expected.get("rank_monitor_interval_s")) or RANK_MONITOR_INTERVAL_S
     by = detected_by or ""
+    path = detection_path(fault)
+    catalog = fault not in ("kill", "hang")
+    if catalog and path == "exit":
+        return (
+            monitor + KILL_MARGIN_S,
+            f"launcher monitor interval {monitor:g} s + {KILL_MARGIN_S:g} s margin (a {fault} ends the rank)",
+        )
+    if catalog and path == "timeout" and by == "exit":
+        by = ""  # a live fault's exit is not its detection path: the largest timeout bounds it
     if by == "exit" or (not by and fault == "kill"):
         return (
             monitor + KILL_MARGIN_S,
@@ -76,7 +90,7 @@ def detection_budget(
             return None, f"timeout of section '{section}' unknown"
         name = "out-of-section timeout" if section == "out_of_section" else f"'{section}' section timeout"
         return timeout + check, f"{name} {timeout:g} s + rank monitor check interval {check:g} s"
-    if fault == "hang":
+    if fault in LIVE_FAULTS:
         known = [v for v in (_num(x) for x in timeouts.values()) if v is not None]
         if not known:
             return None, "section unknown and no timeouts configured"
