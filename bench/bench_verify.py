@@ -36,7 +36,7 @@ from tests.support.synthetic.runs import Spec, chatter_for_target, generate  # n
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "data" / "megatron-h200-2gpu-dp2"
-SECTION = "## Verifier at scale (issue: scale)"
+SECTION = "## Verifier at scale"
 TARGET_MBPS = 100.0
 TARGET_DRYRUN_S = 3.0
 TARGET_OVERHEAD = 0.05

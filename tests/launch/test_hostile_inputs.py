@@ -161,7 +161,7 @@ def test_every_hostile_value_is_refused(name, dry_run, hostile_env, stand_in_lau
 
 
 def test_corpus_covers_every_kind(tmp_path):
-    """Every variable meets at least 40 hostile values, of every kind the issue lists."""
+    """Every variable meets at least 40 hostile values, of every kind a broken caller or a hand edit makes."""
     for name in settings.VARIABLES:
         assert len(cases(name)) >= 40, name
     keys = corpus(tmp_path, tmp_path)
