@@ -2,9 +2,10 @@
 
 import sys
 
+from ftqual.workflow import rule_log
+
 sm = snakemake  # noqa: F821 - injected by Snakemake's script directive
-log = open(sm.log[0], "w", buffering=1)
-sys.stderr = log
+log = rule_log(sm)
 
 from ftqual.workflow import verify_rule  # noqa: E402 - errors go to the log
 
