@@ -11,9 +11,12 @@ lines.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.run_plan import RunPlan
 from ftqual.checks.world import names
+from ftqual.evidence.nodes import NodeRecord
 from ftqual.evidence.snapshot import RunSnapshot
 
 NODE_LOSS_OUTCOME = "node_loss_outcome"
@@ -73,6 +76,17 @@ def node_loss_outcome(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         else:
             _ended(snap, f, survivors, exp)
     return f.result()
+
+
+def _readable(snap: RunSnapshot, f: Findings, hosts: list[str]) -> Iterator[tuple[str, NodeRecord]]:
+    """Each host with its node record, in order; a record that could not be read is reported unknown and
+    skipped."""
+    for host in hosts:
+        record = snap.nodes[host]
+        if record.error:
+            f.unknown(record.error, record.ref)
+            continue
+        yield host, record
 
 
 def _lost_node(snap: RunSnapshot, f: Findings, lost: str, launcher_pid: object) -> None:
@@ -198,11 +212,7 @@ def _went_on(snap: RunSnapshot, f: Findings, survivors: list[str], lost: str) ->
             next(j.ref for j in after if j.host == lost),
         )
     ended: dict[str, float] = {}
-    for host in survivors:
-        record = snap.nodes[host]
-        if record.error:
-            f.unknown(record.error, record.ref)
-            continue
+    for host, record in _readable(snap, f, survivors):
         if record.exit_code != 0:
             f.problem(f"{record.describe()}: with a spare node the job must go on and finish", record.ref)
             continue
@@ -219,11 +229,7 @@ def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: RunPlan) -
     log = snap.launcher
     limit = exp.join_timeout_s
     ended: dict[str, float] = {}
-    for host in survivors:
-        record = snap.nodes[host]
-        if record.error:
-            f.unknown(record.error, record.ref)
-            continue
+    for host, record in _readable(snap, f, survivors):
         if record.exit_code == 0:
             f.problem(f"{record.describe()}: the job went on without the lost node", record.ref)
             continue
