@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
+from ftqual.checks.result import CheckResult, Findings, inconclusive, skip, unready
 from ftqual.checks.run_plan import RunPlan
 from ftqual.checks.series import Mask, Series, Spans, Window, relative
 from ftqual.evidence import derive
@@ -100,10 +100,9 @@ def replay_consistency(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | 
     first TRANSIENT_ITERATIONS iterations after the restore that later covered iterations show to be
     without consequence."""
     cid = REPLAY
-    if not exp.faulty:
-        return skip(cid, "no fault in this scenario: nothing was replayed")
-    if not snap.ok("train_logs"):
-        return inconclusive(cid, snap.reason("train_logs"))
+    early = unready(cid, snap, exp, "train_logs", no_fault="no fault in this scenario: nothing was replayed")
+    if early is not None:
+        return early
     restored = derive.restore(snap)
     if restored is None:
         return inconclusive(cid, "no restored iteration: nothing to compare the iterations after it with")

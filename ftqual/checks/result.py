@@ -107,6 +107,18 @@ def inconclusive(check_id: str, why: str) -> CheckResult:
     return CheckResult(check_id, "inconclusive", why)
 
 
+def unready(check_id: str, snap, exp, *evidence: str, no_fault: str = "no fault in this scenario"):
+    """The early result of a check that judges a fault from the named evidence: skip when the scenario
+    injects none, inconclusive (the reason the snapshot gives) when a piece of that evidence could not be
+    read; None when the check can go on."""
+    if not exp.faulty:
+        return skip(check_id, no_fault)
+    for name in evidence:
+        if not snap.ok(name):
+            return inconclusive(check_id, snap.reason(name))
+    return None
+
+
 def verdict(results: Iterable[CheckResult]) -> str:
     """Any gating check failed: fail; else any gating check inconclusive: inconclusive; else pass."""
     statuses = {r.status for r in results if r.gates}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip, unready
 from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
@@ -23,10 +23,8 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     consumed samples (K+1) x global batch size. With N injections, the cycle after each one resumed so,
     from a checkpoint at or after that injection's, completed before that cycle."""
     cid = RESUMED
-    if not exp.faulty:
-        return skip(cid, "no fault in this scenario")
-    if not snap.ok("train_logs"):
-        return inconclusive(cid, snap.reason("train_logs"))
+    if (early := unready(cid, snap, exp, "train_logs")) is not None:
+        return early
     f = Findings(cid)
     if len(snap.markers) <= 1:
         _resumed_after(snap, f, snap.marker)
@@ -148,10 +146,8 @@ def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     (its `.metadata` real); the final iteration was reached; the tracker names it and its folder is a
     completed checkpoint."""
     cid = PROGRESS
-    if not exp.faulty:
-        return skip(cid, "no fault in this scenario")
-    if not snap.ok("train_logs"):
-        return inconclusive(cid, snap.reason("train_logs"))
+    if (early := unready(cid, snap, exp, "train_logs")) is not None:
+        return early
     f = Findings(cid)
     cycle = derive.replacement_cycle(snap)
     later_logs = [log for log in snap.train_logs if log.cycle >= cycle]
