@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ftqual.evidence.model import Ref, clean
+
+if TYPE_CHECKING:
+    from ftqual.checks.run_plan import RunPlan
+    from ftqual.evidence.snapshot import RunSnapshot
 
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 
@@ -107,7 +112,13 @@ def inconclusive(check_id: str, why: str) -> CheckResult:
     return CheckResult(check_id, "inconclusive", why)
 
 
-def unready(check_id: str, snap, exp, *evidence: str, no_fault: str = "no fault in this scenario"):
+def unready(
+    check_id: str,
+    snap: RunSnapshot,
+    exp: RunPlan,
+    *evidence: str,
+    no_fault: str = "no fault in this scenario",
+) -> CheckResult | None:
     """The early result of a check that judges a fault from the named evidence: skip when the scenario
     injects none, inconclusive (the reason the snapshot gives) when a piece of that evidence could not be
     read; None when the check can go on."""
