@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.contract import TRACKER_NAME
+from ftqual.contract import LIVE_FAULTS, TRACKER_NAME
 from ftqual.evidence import safeio
 from ftqual.evidence.patterns import launcher as launcher_lines
 from ftqual.evidence.patterns import train as train_lines
@@ -96,8 +96,9 @@ class Watcher:
         return self._last_iteration
 
     def waiting(self) -> str | None:
-        """What a run waits for while a hang is not yet detected, and how long is left."""
-        if self.fault != "hang" or not self._injected or self._detected:
+        """What a run waits for while a live fault (a hang, a held GIL, a GPU kernel that never ends) is not
+        yet detected, and how long is left."""
+        if self.fault not in LIVE_FAULTS or not self._injected or self._detected:
             return None
         section = self._injected.get("section") or "step"
         limit = self.timeouts.get(section) or self.timeouts.get("out_of_section")

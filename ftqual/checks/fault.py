@@ -245,26 +245,34 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
         f.fact(f"worker local_rank {exit_.local_rank} then exited with code {exit_.exit_code}", exit_.ref)
 
 
+def _no_worker_exit(snap: RunSnapshot, f: Findings | Scoped, cycle: int | None) -> None:
+    f.missing_fact(
+        "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
+        f"cycle {cycle}",
+        snap.sources["launcher_log"].complete,
+    )
+
+
+def _exits_of_rank(exits: list, local_rank: int | None, host: str | None) -> list:
+    """The faulted worker's exits: its local rank, on its host where both the marker and the line name one."""
+    return [
+        e
+        for e in exits
+        if local_rank is not None
+        and e.local_rank == local_rank
+        and (host is None or e.host is None or e.host == host)
+    ]
+
+
 def _kill_exit(
     snap: RunSnapshot, f: Findings | Scoped, exits: list, injected_local: int | None, marker: FaultMarker
 ) -> None:
     """A kill is detected by the killed worker's exit: the marker's local rank (and host, when both name
     one) must be among the exits after the injection in its cycle; a peer may be listed first."""
     if not exits:
-        f.missing_fact(
-            "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
-            f"cycle {derive.fault_cycle(snap, marker)}",
-            snap.sources["launcher_log"].complete,
-        )
+        _no_worker_exit(snap, f, derive.fault_cycle(snap, marker))
         return
-    host = marker.host
-    killed = [
-        e
-        for e in exits
-        if injected_local is not None
-        and e.local_rank == injected_local
-        and (host is None or e.host is None or e.host == host)
-    ]
+    killed = _exits_of_rank(exits, injected_local, marker.host)
     first = exits[0]
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
     pid = marker.pid
@@ -320,20 +328,9 @@ def _exit_path(
                 first.ref,
             )
             return
-        f.missing_fact(
-            "launcher.log shows no worker exit (`failed (exitcode: N) local_rank: R`) after the injection in "
-            f"cycle {cycle}",
-            snap.sources["launcher_log"].complete,
-        )
+        _no_worker_exit(snap, f, cycle)
         return
-    host = marker.host
-    mine = [
-        e
-        for e in exits
-        if injected_local is not None
-        and e.local_rank == injected_local
-        and (host is None or e.host is None or e.host == host)
-    ]
+    mine = _exits_of_rank(exits, injected_local, marker.host)
     first = exits[0]
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
     if injected_local is None:

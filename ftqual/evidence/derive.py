@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from ftqual.contract import LIVE_FAULTS
 from ftqual.evidence.iterations import HAS_LOSS, HAS_T, micros
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.evidence.model import Ref
@@ -101,11 +102,12 @@ def failures_before_injection(snap: RunSnapshot) -> list[WorkerExit | TimeoutFir
 
 def detection(snap: RunSnapshot, marker: FaultMarker | None = None) -> Detection | None:
     """What the launcher reported first after the injection, in its cycle: for a hang the first timestamped
-    section or out-of-section timeout, else (and for a kill) the first timeout or worker exit."""
+    section or out-of-section timeout (every live fault: the rank lives on), else (a kill and every fault the
+    rank dies of) the first timeout or worker exit."""
     info = snap.cycles.by_cycle(fault_cycle(snap, marker)) if snap.cycles else None
     cycle_end = info.end if info is not None else None
     found = qualifying_failures(snap, marker)
-    if snap.meta.fault == "hang":
+    if snap.meta.fault in LIVE_FAULTS:
         timeouts = [f for f in found if isinstance(f, TimeoutFired) and f.t is not None]
         found = timeouts or found
     for fact in found:

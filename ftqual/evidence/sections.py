@@ -40,6 +40,7 @@ from datetime import datetime
 
 import numpy as np
 
+from ftqual.contract import LIVE_FAULTS
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_ELAPSED, HAS_T, micros
 from ftqual.evidence.model import Ref
@@ -314,7 +315,7 @@ def _out_of_section(log: TrainLog, spans: list[tuple[SaveEvent, SaveEvent]]) -> 
 def _hung_sections(snap: RunSnapshot) -> dict[int, str]:
     """The fault cycle of each injected hang -> the section it held (the timeout that caught it, else the
     placement the run asked for)."""
-    if snap.meta.fault != "hang":
+    if snap.meta.fault not in LIVE_FAULTS:  # a hang, a held GIL, a kernel that never ends
         return {}
     out: dict[int, str] = {}
     for marker in snap.markers or ((snap.marker,) if snap.marker else ()):

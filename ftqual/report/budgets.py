@@ -13,6 +13,11 @@ from ftqual.contract import LIVE_FAULTS, detection_path
 
 MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
 KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
+# A rank that dies through Python's exception machinery (an exception, SIGINT's KeyboardInterrupt) exits only
+# after the interpreter unwinds, prints the traceback and runs its exit handlers (torch's among them): 1.2 s
+# on CPU with the smoke workload, where a signal's death takes 0.2-0.3 s.
+UNWIND_MARGIN_S = 2.0
+UNWINDING_FAULTS = ("exception", "sigint")
 RANK_MONITOR_INTERVAL_S = 5.0  # the rank monitor checks section/heartbeat timeouts this often
 WORKERS_STOP_TIMEOUT_S = (
     15.0  # --workers-stop-timeout default (SIGTERM -> SIGKILL); a stopped rank takes all of it
@@ -71,6 +76,12 @@ def detection_budget(
     by = detected_by or ""
     path = detection_path(fault)
     catalog = fault not in ("kill", "hang")
+    if catalog and path == "exit" and fault in UNWINDING_FAULTS:
+        return (
+            monitor + KILL_MARGIN_S + UNWIND_MARGIN_S,
+            f"launcher monitor interval {monitor:g} s + {KILL_MARGIN_S:g} s margin + {UNWIND_MARGIN_S:g} s "
+            f"for the interpreter to unwind (a {fault} ends the rank through Python's exception handling)",
+        )
     if catalog and path == "exit":
         return (
             monitor + KILL_MARGIN_S,

@@ -7,6 +7,8 @@ legend follow.
 
 from __future__ import annotations
 
+from ftqual.contract import RANK_FAULTS
+from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 
 STATUS_CELL = {"pass": "✅ pass", "fail": "❌ FAIL", "inconclusive": "⚠️ inconclusive", "skip": "⏭ skip"}
@@ -268,7 +270,7 @@ def replay_section(summary: dict) -> list[str]:
     out: list[str] = []
     for sc in summary["scenarios"]:
         rp = sc.get("replay")
-        if sc["fault"] not in ("kill", "hang"):
+        if sc["fault"] not in RANK_FAULTS:
             continue
         if rp is None:
             out.append(f"- **{sc['name']}**: the verify report has no `replay_consistency` check.")
@@ -435,6 +437,10 @@ def render_markdown(summary: dict) -> str:
         "## Checks",
         "",
         *check_table(summary),
+        "",
+        "## Faults",
+        "",
+        *fault_table_section(summary.get("faults") or []),
         "",
         "## Recovery latency against budgets",
         "",

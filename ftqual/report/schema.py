@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ftqual.contract import FAULTS
+
 _STATUS = {"enum": ["pass", "fail", "inconclusive", "skip"]}
 _VERDICT = {"enum": ["pass", "fail", "inconclusive"]}
 _NUM = {"type": ["number", "null"]}
@@ -89,7 +91,7 @@ _SCENARIO = {
         "reason": _STR,
         "source": {"type": "string"},
         "run_id": _STR,
-        "fault": {"enum": ["none", "kill", "hang"]},
+        "fault": {"enum": list(FAULTS)},
         "raw_verdict": _VERDICT,
         "expect": {"enum": ["pass", "fail"]},
         "expect_failing": {"type": "array", "items": {"type": "string"}},
@@ -174,6 +176,21 @@ SUMMARY_SCHEMA = {
         },
         "legend": {"type": "object", "additionalProperties": {"type": "string"}},
         "plots": {"type": "object", "additionalProperties": {"type": "string"}},
+        "faults": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "scenario",
+                    "fault",
+                    "expected_path",
+                    "detected_by",
+                    "path_as_expected",
+                    "verdict",
+                ],
+                "properties": {"fault": {"enum": list(FAULTS)}, "verdict": _VERDICT},
+            },
+        },
         "timeouts": {
             "type": "object",
             "required": ["rows", "margins", "rule", "recommended", "flags", "config"],

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 from ftqual import stackid
 from ftqual import verdict as verdict_mod
-from ftqual.contract import FAULTS
+from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
+from ftqual.report.faults_table import build_fault_table
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 from ftqual.report.timeouts import build_timeouts
@@ -215,7 +216,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "goodput": None,
         "stack": scenario_stack(doc),
     }
-    if fault in ("kill", "hang"):
+    if fault in RANK_FAULTS:  # a rank's fault, recovered from: its latency budgets, replay and goodput
         scenario["budgets"] = [b.to_dict() for b in budgets_mod.budgets_for(fault, metrics, expected)]
         scenario["replay"] = _replay(doc)
         scenario["goodput"] = _goodput(metrics, derived, options)
@@ -475,6 +476,7 @@ def build_summary(
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
         "plots": dict(options.plots),
         "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
+        "faults": build_fault_table(scenarios),
     }
 
 

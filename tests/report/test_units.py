@@ -25,6 +25,10 @@ TIMEOUTS = {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 1
         ("hang", "section:checkpointing", 605.0),
         ("hang", "out_of_section", 185.0),
         ("hang", None, 905.0),  # unknown section: the largest timeout
+        ("segfault", "exit", 1.0),
+        ("exception", "exit", 3.0),  # the interpreter unwinds and prints the traceback before the rank exits
+        ("sigint", "exit", 3.0),
+        ("gil_lock", "section:step", 125.0),
     ],
 )
 def test_detection_budget(fault, detected_by, budget):

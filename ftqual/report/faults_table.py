@@ -1,0 +1,74 @@
+"""The fault table of the report: every fault scenario that ran, side by side (pure). Per fault: what it did
+to the rank, the path by which NVRx had to learn of it (the rank's exit, a section timeout of a rank that
+lives on, a surviving node's report), the path the verifier saw, detection, restart, failure to the first
+step after, lost iterations, and the scenario's verdict; all from the verify reports' metrics, nothing
+measured again."""
+
+from __future__ import annotations
+
+from ftqual.contract import FAULT_ACTIONS, detection_path
+
+COLUMNS = ("detection_s", "restart_s", "failure_to_first_step_s", "lost_iterations")
+
+
+def _seen_path(detected_by: object) -> str | None:
+    """The verifier's `detected_by` said as a path: `exit`, `timeout` (`section:<name>`, `out_of_section`)."""
+    if not isinstance(detected_by, str) or not detected_by:
+        return None
+    if detected_by == "exit":
+        return "exit"
+    if detected_by.startswith("section:") or detected_by == "out_of_section":
+        return "timeout"
+    return detected_by
+
+
+def build_fault_table(scenarios: list[dict]) -> list[dict]:
+    """One row per fault scenario of the summary, in the summary's order."""
+    rows = []
+    for sc in scenarios:
+        fault = sc.get("fault")
+        if fault in (None, "none"):
+            continue
+        metrics = sc.get("metrics") or {}
+        expected, seen = detection_path(fault), _seen_path(metrics.get("detected_by"))
+        row = {
+            "scenario": sc["name"],
+            "fault": fault,
+            "action": FAULT_ACTIONS.get(fault, fault),
+            "expected_path": expected,
+            "detected_by": metrics.get("detected_by"),
+            "path_as_expected": None if seen is None or expected in (None, "node") else seen == expected,
+            "verdict": sc["verdict"],
+        }
+        row.update({key: metrics.get(key) for key in COLUMNS})
+        rows.append(row)
+    return rows
+
+
+def _cell(value: object, unit: str = " s") -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}{unit}"
+    return f"{value}{unit if unit != ' s' else ''}"
+
+
+def fault_table_section(rows: list[dict]) -> list[str]:
+    """The table in Markdown; a path that is not the fault's own is marked (its check fails the scenario)."""
+    if not rows:
+        return ["No fault scenario ran."]
+    out = [
+        "| scenario | fault | what it does | NVRx must see | seen | detection | restart "
+        "| failure to first step | lost iterations | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        seen = r["detected_by"] or "—"
+        if r["path_as_expected"] is False:
+            seen = f"**{seen}** (not the fault's path)"
+        out.append(
+            f"| {r['scenario']} | `{r['fault']}` | {r['action']} | {r['expected_path'] or '—'} | {seen} | "
+            f"{_cell(r['detection_s'])} | {_cell(r['restart_s'])} | {_cell(r['failure_to_first_step_s'])} | "
+            f"{_cell(r['lost_iterations'], '')} | {r['verdict'].upper()} |"
+        )
+    return out

@@ -1,0 +1,52 @@
+"""The report's fault table (ftqual.report.faults_table): every fault side by side, the path NVRx had to see
+against the one the verifier saw, and a summary with catalog faults valid against its own schema."""
+
+from __future__ import annotations
+
+import jsonschema
+
+from ftqual.report.faults_table import build_fault_table, fault_table_section
+from ftqual.report.schema import SUMMARY_SCHEMA
+
+
+def scenario(name, fault, detected_by, verdict="pass", **metrics):
+    measured = {"detected_by": detected_by, "detection_s": 0.2, "restart_s": 2.6, **metrics}
+    return {"name": name, "fault": fault, "verdict": verdict, "metrics": measured}
+
+
+def test_each_fault_with_its_own_path_and_the_wrong_one_marked():
+    rows = build_fault_table(
+        [
+            scenario("baseline", "none", None),
+            scenario("segfault", "segfault", "exit", lost_iterations=5),
+            scenario("gil_lock", "gil_lock", "section:step"),
+            scenario("sigterm", "sigterm", "section:step", verdict="fail"),  # a timeout where an exit must be
+        ]
+    )
+    assert [r["scenario"] for r in rows] == ["segfault", "gil_lock", "sigterm"]  # no row for the baseline
+    by = {r["scenario"]: r for r in rows}
+    assert by["segfault"]["expected_path"] == "exit" and by["segfault"]["path_as_expected"] is True
+    assert by["gil_lock"]["expected_path"] == "timeout" and by["gil_lock"]["path_as_expected"] is True
+    assert by["sigterm"]["path_as_expected"] is False
+    text = "\n".join(fault_table_section(rows))
+    assert (
+        "| segfault | `segfault` | a segmentation fault (SIGSEGV) | exit | exit | 0.20 s | 2.60 s |" in text
+    )
+    assert "**section:step** (not the fault's path)" in text
+
+
+def test_no_fault_scenario_says_so():
+    assert fault_table_section(build_fault_table([scenario("baseline", "none", None)])) == [
+        "No fault scenario ran."
+    ]
+
+
+def test_the_schema_takes_every_fault():
+    fault_enum = SUMMARY_SCHEMA["properties"]["faults"]["items"]["properties"]["fault"]["enum"]
+    scenario_enum = SUMMARY_SCHEMA["properties"]["scenarios"]["items"]["properties"]["fault"]["enum"]
+    for fault in ("segfault", "gil_lock", "gpu_hang", "node_loss"):
+        assert fault in fault_enum and fault in scenario_enum
+    jsonschema.validate(
+        {"faults": build_fault_table([scenario("abort", "abort", "exit")])},
+        {"type": "object", "properties": {"faults": SUMMARY_SCHEMA["properties"]["faults"]}},
+    )
