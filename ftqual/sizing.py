@@ -121,6 +121,10 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
     if log is None:
         return None
     start = 0
+    # A fault placed in a checkpointing section lands in the next save after the tracker passed, as an
+    # in-save kill does: it needs that save to begin with training left.
+    in_a_save = scenario.fault_timing == "in_save" or scenario.hang_placement == "checkpointing"
+    timing = "in_save" if in_a_save else scenario.fault_timing
     if scenario.resume_from:
         done = [e.iteration for e in log.saves_of("done")]
         start = max(done) if done else 0
@@ -129,7 +133,7 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
         start,
         scenario.save_interval,
         scenario.injections,
-        scenario.fault_timing,
+        timing,
         finalize_lag(log),
     )
     return None if problem is None else f"refused before launch: {problem}"

@@ -77,6 +77,11 @@ FAULTS = (
 )
 GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
 SMOKE_ENTRYPOINT = "smoke_train.py"
+# Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
+# section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of
+# every section (the out-of-section timeout), or at once wherever the rank is (the walkthrough's behaviour).
+PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section")
+SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
 POLL_SECONDS = 0.2
 INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
@@ -713,7 +718,7 @@ class Injector:
         return True
 
     def _on_section_start(self, name: str) -> None:
-        if name != "step" or self.placement != "step" or self.timing != "checkpoint":
+        if self.timing != "checkpoint" or SECTION_OF_PLACEMENT.get(self.placement) != name:
             return
         if self.armed_at is None:
             # The training thread reads the tracker itself at every step: on a GPU a whole save interval
@@ -721,10 +726,17 @@ class Injector:
             # within 0.7 s, the poller never armed, and the run ended without its fault).
             self.on_tracker(poll_tracker(self.tracker))
         if self.armed_at is not None:
-            self.inject("step")
+            self.inject(name)
 
     def _on_section_end(self, name: str) -> None:
-        """in_save: a checkpointing section ended with a save newer than the tracker still in flight."""
+        """in_save: a checkpointing section ended with a save newer than the tracker still in flight;
+        placement out_of_section: a step's section ended (the monitor knows), and no section is open."""
+        if name == "step" and self.placement == "out_of_section" and self.timing == "checkpoint":
+            if self.armed_at is None:
+                self.on_tracker(poll_tracker(self.tracker))
+            if self.armed_at is not None and self.watch is not None and self.watch.current() is None:
+                self.inject(None)
+            return
         if name != "checkpointing" or self.timing != "in_save":
             return
         value = poll_tracker(self.tracker)
@@ -775,7 +787,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--fault-rank", type=int, default=None)
     parser.add_argument("--run-id", default=None, help="default: TORCHELASTIC_RUN_ID")
-    parser.add_argument("--hang-placement", choices=("step", "immediate"), default="step")
+    parser.add_argument("--hang-placement", choices=PLACEMENTS, default="step")
     parser.add_argument("--pid-dir", type=Path, default=None)
     parser.add_argument("--injections", type=positive_int, default=1, help="faults in the run, one per cycle")
     parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")

@@ -21,6 +21,8 @@ SHIPPED = [
     ("config.yaml",),
     ("config.yaml", "megatron-h200.yaml"),
     ("config.yaml", "megatron-h200.yaml", "megatron-h200-1gpu.yaml"),
+    ("config.yaml", "timeouts.yaml"),
+    ("config.yaml", "megatron-h200.yaml", "timeouts.yaml"),
 ]
 
 
@@ -108,7 +110,7 @@ def snakemake_config(*overrides: dict) -> dict:
         ({"train_iter": 5}, "Additional properties are not allowed ('train_iter' was unexpected)"),
         ({"train_iters": 0}, "0 is less than the minimum of 1"),
         ({"workload": "gpu"}, "'gpu' is not one of ['smoke', 'megatron']"),
-        ({"hang_placement": "later"}, "'later' is not one of ['step', 'immediate']"),
+        ({"hang_placement": "later"}, "'later' is not one of ['step', 'immediate', 'checkpointing'"),
         (
             {"scenarios": {"kill": {"fault": "kill", "rnak": 0}}},  # a typo inside a scenario
             "Additional properties are not allowed ('rnak' was unexpected)",

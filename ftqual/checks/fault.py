@@ -237,12 +237,52 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
         f"open {timeout.elapsed_s:.2f} s, timeout {timeout.timeout_s:.2f} s",
         timeout.ref,
     )
+    _placed_section_fired(f, marker, timeout)
     f.values.update(reported_local_rank=timeout.local_rank, timeout_s=timeout.timeout_s)
     _rank_note(f, timeout.local_rank, injected_local)
     if marker is not None and marker.host and timeout.host and timeout.host != marker.host:
         f.note(f"timeout reported on host {timeout.host}, injection on {marker.host}")
     if exit_ is not None:
         f.fact(f"worker local_rank {exit_.local_rank} then exited with code {exit_.exit_code}", exit_.ref)
+
+
+# Placements that put a live fault in a known section (the immediate one lands wherever the rank is).
+PLACED_SECTIONS = {"step": "step", "checkpointing": "checkpointing", "out_of_section": None}
+
+
+def _placed_section_fired(f: Findings | Scoped, marker: FaultMarker, timeout: TimeoutFired) -> None:
+    """A live fault placed in a section must be caught by that section's timeout (out of every section: the
+    out-of-section timeout): another one firing means the rank was somewhere else when it stopped, or a
+    timeout fires for a reason of its own."""
+    if marker.placement not in PLACED_SECTIONS:
+        return
+    wanted = marker.section
+    if timeout.section == wanted:
+        return
+    placed = f"section '{wanted}'" if wanted else "out of every section"
+    fired = f"the '{timeout.section}' section timeout" if timeout.section else "the out-of-section timeout"
+    peer = (
+        timeout.local_rank is not None
+        and marker.local_rank is not None
+        and (
+            timeout.local_rank != marker.local_rank
+            or (timeout.host and marker.host and timeout.host != marker.host)
+        )
+    )
+    if peer:
+        # A peer waiting on the stopped rank (in a collective of its own step) timed out first: a true
+        # detection, whose cost is the peer's timeout, not the placed section's.
+        f.note(
+            f"the fault was placed {placed}, and a peer caught it first: local_rank {timeout.local_rank}'s "
+            f"{fired.removeprefix('the ')} fired while it waited on the stopped rank"
+        )
+        return
+    f.problem(
+        f"the fault was placed {placed} ({marker.ref.path}: placement {marker.placement}), but {fired} "
+        "caught it: another section's timeout fired",
+        marker.ref,
+        timeout.ref,
+    )
 
 
 def _no_worker_exit(snap: RunSnapshot, f: Findings | Scoped, cycle: int | None) -> None:

@@ -101,6 +101,8 @@ class FaultMarker:
     method: str | None = (
         None  # how the wrapper injected it, e.g. "os.abort() (SIGABRT)" (absent in older markers)
     )
+    placement: str | None = None  # where it was made to land: step, checkpointing, out_of_section, immediate
+    section: str | None = None  # the section the rank was in at the injection (None: out of every section)
 
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -192,6 +194,8 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         number=number,
         node=data.get("node") if isinstance(data.get("node"), dict) else None,
         method=data.get("method") if isinstance(data.get("method"), str) else None,
+        placement=data.get("placement") if isinstance(data.get("placement"), str) else None,
+        section=data.get("section") if isinstance(data.get("section"), str) else None,
     )
 
 

@@ -34,7 +34,8 @@ from ftqual.launch import stack
 __all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings"]
 
 WORKLOADS = ("megatron", "smoke")
-HANG_PLACEMENTS = ("step", "immediate")
+# Where a rank fault lands once armed (the wrapper's --hang-placement; config/schema.yaml says each).
+HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section")
 FAULT_TIMINGS = ("checkpoint", "in_save")
 SECTIONS = ("setup", "step", "checkpointing")
 

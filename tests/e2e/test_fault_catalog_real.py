@@ -42,7 +42,7 @@ EXIT_LINE = re.compile(r"^.*failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d
 TIMEOUT_LINE = re.compile(r"^.*\[Cycle \d+\] Section '\w+' has been open for .*$", re.M)
 
 
-def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str]) -> Path:
+def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], **extra: str) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
     env.update(
         NVRX_WORKLOAD="smoke",
@@ -54,7 +54,7 @@ def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str]
         NVRX_TERM_TIMEOUT="5",
         NVRX_WORKERS_STOP_TIMEOUT="5",
         TMPDIR="/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
-        **SHORT,
+        **{**SHORT, **extra},
     )
     proc = subprocess.run(
         [sys.executable, "-m", "ftqual.launch", *FAST, *args],

@@ -191,6 +191,37 @@ def test_a_step_arms_from_the_tracker_itself_when_the_poller_is_too_slow(w, tmp_
     )
 
 
+def test_checkpointing_placement_waits_for_the_next_save_section(w, tmp_path):
+    injector, kills = make_injector(w, tmp_path, fault="hang", placement="checkpointing")
+    assert injector.on_tracker(5) is True  # armed
+    injector.watch.started("step")
+    injector.watch.ended("step")
+    injector.watch.closed("step")
+    assert kills == []  # a step is not the placement
+    injector.watch.started("checkpointing")
+    assert kills == [(os.getpid(), signal.SIGSTOP)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["placement"], marker["section"]) == ("checkpointing", "checkpointing")
+
+
+def test_out_of_section_placement_lands_after_a_step_closed_with_no_section_open(w, tmp_path):
+    injector, kills = make_injector(w, tmp_path, fault="hang", placement="out_of_section")
+    injector.on_tracker(5)
+    injector.watch.started("checkpointing")  # a section still open: not out of every section
+    injector.watch.started("step")
+    injector.watch.ended("step")
+    injector.watch.closed("step")
+    assert kills == []
+    injector.watch.ended("checkpointing")
+    injector.watch.started("step")
+    assert kills == []  # a step's start is not the placement
+    injector.watch.ended("step")
+    injector.watch.closed("step")
+    assert kills == [(os.getpid(), signal.SIGSTOP)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["placement"], marker["section"]) == ("out_of_section", None)
+
+
 def test_without_section_hooks_placement_falls_back_to_immediate(w, tmp_path):
     injector, kills = make_injector(w, tmp_path, watch=False)
     assert injector.placement == "immediate"
