@@ -4,43 +4,18 @@ arguments in every cycle, and a kill that never comes because no checkpoint comp
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ftqual.causes import classify
+from tests.support.launch import launch_smoke
 
 pytestmark = pytest.mark.e2e
 
 
 def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], extra: dict) -> Path:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
-    env.update(
-        NVRX_WORKLOAD="smoke",
-        NVRX_WORK_DIR=str(work),
-        NVRX_RUN_ID=run_id,
-        NVRX_DEMO_FAULT=fault,
-        GPUS_PER_NODE="2",
-        NVRX_MAX_RESTARTS="1",
-        NVRX_TERM_TIMEOUT="5",
-        NVRX_WORKERS_STOP_TIMEOUT="5",
-        TMPDIR="/tmp",
-        **extra,
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ftqual.launch", *args],
-        env=env,
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    run_dir = work / "runs" / run_id
-    assert run_dir.is_dir(), proc.stderr
-    return run_dir
+    return launch_smoke(repo_root, work, run_id, fault, args, extra)
 
 
 def test_rejected_arguments_in_every_cycle(repo_root, tmp_path):

@@ -7,7 +7,6 @@ path that fault must be detected by. Each fault runs once per module (8 iteratio
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ftqual.contract import EXIT_CODES, GPU_ONLY_FAULTS, LIVE_FAULTS
+from tests.support.launch import launch_smoke
 
 pytestmark = pytest.mark.e2e
 
@@ -43,30 +43,7 @@ TIMEOUT_LINE = re.compile(r"^.*\[Cycle \d+\] Section '\w+' has been open for .*$
 
 
 def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], **extra: str) -> Path:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
-    env.update(
-        NVRX_WORKLOAD="smoke",
-        NVRX_WORK_DIR=str(work),
-        NVRX_RUN_ID=run_id,
-        NVRX_DEMO_FAULT=fault,
-        GPUS_PER_NODE="2",
-        NVRX_MAX_RESTARTS="1",
-        NVRX_TERM_TIMEOUT="5",
-        NVRX_WORKERS_STOP_TIMEOUT="5",
-        TMPDIR="/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
-        **{**SHORT, **extra},
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ftqual.launch", *FAST, *args],
-        env=env,
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    run_dir = work / "runs" / run_id
-    assert run_dir.is_dir(), proc.stderr
-    return run_dir
+    return launch_smoke(repo_root, work, run_id, fault, [*FAST, *args], {**SHORT, **extra}, timeout=240)
 
 
 def verify(repo_root: Path, run_dir: Path) -> tuple[int, dict]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,3 +35,34 @@ def checkpoint_dir(tmp_path: Path, tracker: str | bytes, iterations=()) -> str:
     for iteration in iterations:
         (ckpt / f"iter_{iteration:07d}").mkdir()
     return str(ckpt)
+
+
+def launch_smoke(
+    repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], env: dict, timeout: float = 300
+) -> Path:
+    """`python -m ftqual.launch ARGS` with the smoke workload on two ranks, one restart and short stop
+    timeouts, none of the caller's launcher or Slurm variables, and `env` on top; the run directory."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
+    full.update(
+        NVRX_WORKLOAD="smoke",
+        NVRX_WORK_DIR=str(work),
+        NVRX_RUN_ID=run_id,
+        NVRX_DEMO_FAULT=fault,
+        GPUS_PER_NODE="2",
+        NVRX_MAX_RESTARTS="1",
+        NVRX_TERM_TIMEOUT="5",
+        NVRX_WORKERS_STOP_TIMEOUT="5",
+        TMPDIR="/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
+        **env,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ftqual.launch", *args],
+        env=full,
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    run_dir = work / "runs" / run_id
+    assert run_dir.is_dir(), proc.stderr
+    return run_dir
