@@ -47,6 +47,9 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
     "sigint": (-2, 130, 1),
     "gpu_error": (1, -6, 134),
 }
+# Faults the rank dies of through Python's exception handling: it unwinds (prints the traceback, runs its exit
+# handlers) for about a second before it exits, and a peer whose collective broke with it can die first.
+UNWINDING_FAULTS = ("exception", "sigint")
 # What each fault does to the rank, in one phrase (the preflight, the docs).
 FAULT_ACTIONS = {
     "none": "no fault",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.checks.run_plan import RunPlan
-from ftqual.contract import EXIT_CODES, LIVE_FAULTS, detection_path
+from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection_path
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
@@ -375,6 +375,18 @@ def _exit_path(
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
     if injected_local is None:
         f.unknown("fault_injected.json has no local_rank: the faulted worker's exit cannot be identified")
+        return
+    if not mine and fault in UNWINDING_FAULTS and not timeouts:
+        # The faulted rank unwinds for about a second before it exits; a peer whose collective broke with it
+        # can die first, and the launcher then stops the group before the faulted rank's own exit is
+        # reported (seen on CPU with two ranks, exception and sigint). The peer's exit is the detection.
+        f.note(
+            f"a peer died first: the launcher reported the exit of local rank(s) "
+            f"{sorted({e.local_rank for e in exits})} (code {first.exit_code}) while the faulted local rank "
+            f"{injected_local} was still unwinding its {fault}; its own exit code was not reported",
+            first.ref,
+        )
+        f.fact(f"worker local_rank {first.local_rank} exited with code {first.exit_code}", first.ref)
         return
     if not mine:
         f.problem(
