@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # config/faults.yaml (NVRx's fault catalog) on one H200, every fault on rank 0, in two device calls (one 600 s
-# call holds the baseline and four faults):
+# call holds the baseline and three or four faults, about 110 s each):
 #   tools/gpu/faults.sh first    # baseline, gpu_error, gpu_hang, gil_lock, segfault (tools/gpu/faults-first.yaml)
-#   tools/gpu/faults.sh second   # the first call's results/, runs/ and logs/ carried back: the rest of the
-#                                # catalog (abort, exception, sigterm, sigint); the first call's attempts are reused
+#   tools/gpu/faults.sh second   # the first call's results/, runs/ and logs/ carried back (carry them): abort,
+#                                # exception, sigterm and whatever the first call did not finish
+#                                # (tools/gpu/faults-second.yaml); the earlier attempts are reused
+#   tools/gpu/faults.sh third    # the same, carried again: the whole catalog (sigint is what is left)
 # Source of the stack: tools/gpu/env.sh (.whl, .megatron). Writes $OUT/<part>.log, the summaries,
 # $OUT/gpu-<part>.txt (nvidia-smi around the workflow) and $OUT/faults.tar.gz (results, logs, run
 # directories without checkpoint payloads).
 set -u
-part=${1:?usage: tools/gpu/faults.sh first|second}
+part=${1:?usage: tools/gpu/faults.sh first|second|third}
 out=${OUT:-$PWD/faults-out}
 mkdir -p "$out"
 source tools/gpu/env.sh || { echo "faults: the stack could not be set up" >&2; exit 1; }
 configs=(config/megatron-h200.yaml config/megatron-h200-1gpu.yaml config/faults.yaml tools/gpu/faults-1gpu.yaml)
 case $part in
 first) configs+=(tools/gpu/faults-first.yaml) ;;
-second) ;;
-*) echo "usage: tools/gpu/faults.sh first|second" >&2; exit 2 ;;
+second) configs+=(tools/gpu/faults-second.yaml) ;;
+third) ;;
+*) echo "usage: tools/gpu/faults.sh first|second|third" >&2; exit 2 ;;
 esac
 # The GPU before and after: a fault that left a process or memory behind shows here too.
 nvidia-smi --query-gpu=index,memory.used --format=csv >"$out/gpu-$part.txt" 2>&1
