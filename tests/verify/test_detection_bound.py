@@ -1,7 +1,7 @@
 """detected_within_timeout on recorded H200 runs: the hang placed in a step, caught after 121.5 s under a
 120 s step timeout, passes; edited copies fail where the timeouts promise less than the run took (a step
 timeout shortened to 100 s in run.json: the bound of a recommendation the run disproves; the injection
-moved 30 s earlier); the immediate placement is bounded by the section that fired; a kill has no such check."""
+moved 30 s earlier); the immediate placement is bounded by the section that fired; a kill has none."""
 
 from __future__ import annotations
 
