@@ -77,6 +77,8 @@ class RunMeta:
     join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
     spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
     interrupted_by: str | None = None  # the signal that stopped our launcher from outside (run_schema)
+    # run.json's timeouts_from: the configured timeouts `timeouts` were recommended from (None: configured)
+    timeouts_from: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,11 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         join_timeout=_int(data.get("join_timeout")),
         spare_nodes=_int(data.get("spare_nodes")) or 0,
         interrupted_by=data.get("interrupted_by"),
+        timeouts_from=(
+            {k: float(v) for k, v in data["timeouts_from"].items()}
+            if isinstance(data.get("timeouts_from"), dict)
+            else None
+        ),
     )
 
 

@@ -151,6 +151,8 @@ def run_record(
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,
         "spare_nodes": s.spare_nodes,
+        "timeouts_source": s.timeouts_source,
+        "timeouts_from": s.timeouts_from_record(),
     }
 
 
