@@ -84,5 +84,3 @@ def test_a_recommendation_the_run_disproves_fails(repo_root, proved, tmp_path):
     assert code == 1 and quiet["status"] == "fail", quiet["detail"]
     assert "would have fired on a healthy run" in quiet["detail"]
     assert tm.build_timeouts([("hang", report)])["proof"]["verdict"] == "disproved"
-
-
