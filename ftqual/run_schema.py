@@ -99,6 +99,9 @@ TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 
 
 def _timeouts_source_problem(data: Mapping) -> str | None:
+    calc = data.get("calc_ft_timeouts", False)
+    if calc is not None and not isinstance(calc, bool):
+        return f"'calc_ft_timeouts' must be true or false, got {short(calc)}"
     source = data.get("timeouts_source") or "configured"
     if source not in TIMEOUTS_SOURCES:
         return f"'timeouts_source' must be one of {', '.join(TIMEOUTS_SOURCES)}, got {short(source)}"

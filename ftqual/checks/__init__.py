@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ftqual.checks.baseline import uninterrupted_completion
+from ftqual.checks.calculated import calculated_timeouts
 from ftqual.checks.detection_bound import detected_within_timeout
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.checks.leftovers import no_leftovers
@@ -41,6 +42,9 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     if exp.node_loss:
         # Only node_loss reports carry its check (the others keep the checks they always listed).
         results.append(node_loss_outcome(snap, exp))
+    if exp.calc_ft_timeouts:
+        # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
+        results.append(calculated_timeouts(snap, exp))
     if exp.fault in LIVE_FAULTS:
         # Only a live fault's report carries it: a hang's detection bound (the timeouts' promise).
         results.append(detected_within_timeout(snap, exp))

@@ -153,6 +153,7 @@ def run_record(
         "spare_nodes": s.spare_nodes,
         "timeouts_source": s.timeouts_source,
         "timeouts_from": s.timeouts_from_record(),
+        "calc_ft_timeouts": s.calc_ft_timeouts,
     }
 
 

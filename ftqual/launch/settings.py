@@ -102,6 +102,7 @@ VARIABLES = (
     "NVRX_RDZV_JOIN_TIMEOUT",
     "NVRX_SPARE_NODES",
     "NVRX_TIMEOUTS_FROM",
+    "NVRX_CALC_FT_TIMEOUTS",
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -150,6 +151,9 @@ class Settings:
     # NVRX_TIMEOUTS_FROM: the configured timeouts these were recommended from (ftqual recommend-timeouts);
     # None: the timeouts are the configured ones
     timeouts_from: dict[str, float] | None = None
+    # NVRX_CALC_FT_TIMEOUTS=1: the workload calculates its timeouts (--calc-ft-timeouts) and persists them in
+    # ft_state.json; the section timeouts are then only the initial ones
+    calc_ft_timeouts: bool = False
 
     @property
     def launchers(self) -> int:
@@ -523,6 +527,13 @@ def load_settings(
         raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES{spares}")
     fingerprint = _fingerprint(env)
     timeouts_from = parse_timeouts_from(env["NVRX_TIMEOUTS_FROM"]) if env.get("NVRX_TIMEOUTS_FROM") else None
+    calc_raw = env.get("NVRX_CALC_FT_TIMEOUTS", "0") or "0"
+    if calc_raw not in ("0", "1"):
+        raise SettingsError(f"NVRX_CALC_FT_TIMEOUTS must be 0 or 1 (got {shown(calc_raw)})")
+    if calc_raw == "1" and timeouts_from is not None:
+        raise SettingsError(
+            "NVRX_CALC_FT_TIMEOUTS=1 and NVRX_TIMEOUTS_FROM: calculated timeouts are no recommendation"
+        )
 
     return Settings(
         workload=workload,
@@ -560,4 +571,5 @@ def load_settings(
         join_timeout=join_timeout,
         spare_nodes=spare_nodes,
         timeouts_from=timeouts_from,
+        calc_ft_timeouts=calc_raw == "1",
     )
