@@ -15,6 +15,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("ftqual.verify", "verify one run directory and write its report"),
     "preflight": ("ftqual.preflight", "check the stack before spending GPU time"),
     "report": ("ftqual.report", "build the summary report from verify reports"),
+    "recommend-timeouts": (
+        "ftqual.recommend",
+        "recommended timeouts of a passed summary: flags, config snippet",
+    ),
     "status": ("ftqual.progress", "the state of every scenario of a workflow, once or --follow"),
     "stack": ("ftqual.stackid", "the identity of the stack under test (what a verdict is earned on)"),
     "install-profiles": ("ftqual.profiles", "make `snakemake --profile local|slurm` find our profiles"),

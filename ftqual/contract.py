@@ -111,3 +111,8 @@ class ModelShape:
 
 
 MODEL = ModelShape()
+
+# NVRx's rank monitor checks the section and out-of-section timeouts this often (FaultToleranceConfig.
+# workload_check_interval, 0.7.0's default, which the launcher leaves alone): a live fault is detected at most
+# this long after its timeout has passed.
+RANK_MONITOR_INTERVAL_S = 5.0

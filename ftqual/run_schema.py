@@ -91,6 +91,29 @@ def _extension_problem(data: Mapping) -> str | None:
     initial = as_int(raw) if raw is not None else 0
     if initial is None or initial < 0:
         return f"'initial_checkpoint_iteration' must be an integer >= 0, got {short(raw)}"
+    return _timeouts_source_problem(data)
+
+
+TIMEOUTS_SOURCES = ("configured", "recommended")
+TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
+
+
+def _timeouts_source_problem(data: Mapping) -> str | None:
+    calc = data.get("calc_ft_timeouts", False)
+    if calc is not None and not isinstance(calc, bool):
+        return f"'calc_ft_timeouts' must be true or false, got {short(calc)}"
+    source = data.get("timeouts_source") or "configured"
+    if source not in TIMEOUTS_SOURCES:
+        return f"'timeouts_source' must be one of {', '.join(TIMEOUTS_SOURCES)}, got {short(source)}"
+    given = data.get("timeouts_from")
+    if given is None:
+        return None if source == "configured" else "'timeouts_from' must name the timeouts recommended from"
+    if not isinstance(given, Mapping) or sorted(given) != sorted(TIMEOUT_KEYS):
+        return f"'timeouts_from' must map each of {', '.join(TIMEOUT_KEYS)} to seconds, got {short(given)}"
+    for key in TIMEOUT_KEYS:
+        value = as_finite(given[key])
+        if value is None or value <= 0:
+            return f"'timeouts_from.{key}' must be positive seconds, got {short(given[key])}"
     return None
 
 

@@ -86,6 +86,10 @@ class Scenario:
     expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
     join_timeout: int | None = None  # rendezvous join timeout (s); None: NVRx's default (600)
     spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S), node_loss only
+    # The configured timeouts `timeouts` were recommended from (config `timeouts_from`, for a scenario that
+    # keeps the top-level timeouts); None: `timeouts` are the configured ones.
+    timeouts_from: Timeouts | None = None
+    calc_ft_timeouts: bool = False  # NVRx calculates the timeouts (config `calc_ft_timeouts`)
 
     @property
     def allocated_nodes(self) -> int:
@@ -264,6 +268,8 @@ SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
     "expect_failing": [],
     "join_timeout": None,
     "spare_nodes": 0,
+    "timeouts_from": None,
+    "calc_ft_timeouts": False,
 }
 
 RUN_SETTINGS = (
@@ -367,6 +373,19 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         if entry.get("enabled", True)
     )
     scenarios = _resume_lengths(scenarios, config["scenarios"])
+    if config.get("calc_ft_timeouts") and config.get("timeouts_from") is not None:
+        raise ConfigError(
+            "calc_ft_timeouts and timeouts_from: NVRx's calculated timeouts are no recommendation"
+        )
+    if config.get("calc_ft_timeouts"):
+        scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
+    if config.get("timeouts_from") is not None:
+        source = Timeouts(**{k: float(v) for k, v in config["timeouts_from"].items()})
+        # A scenario with timeouts of its own does not run under the recommendation.
+        scenarios = tuple(
+            s if "timeouts" in config["scenarios"][s.name] else dataclasses.replace(s, timeouts_from=source)
+            for s in scenarios
+        )
     cfg = WorkflowConfig(
         workload=config["workload"],
         megatron_path=megatron_path,
@@ -504,6 +523,8 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             expect_failing=tuple(d.get("expect_failing", ())),
             join_timeout=d.get("join_timeout"),
             spare_nodes=d.get("spare_nodes", 0),
+            timeouts_from=Timeouts(**d["timeouts_from"]) if d.get("timeouts_from") else None,
+            calc_ft_timeouts=d.get("calc_ft_timeouts", False),
         )
 
     try:
@@ -569,6 +590,13 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
         env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
     if s.spare_nodes:
         env["NVRX_SPARE_NODES"] = s.spare_nodes
+    if s.calc_ft_timeouts:
+        env["NVRX_CALC_FT_TIMEOUTS"] = 1
+    if s.timeouts_from is not None:
+        f = s.timeouts_from
+        env["NVRX_TIMEOUTS_FROM"] = (
+            f"{f.section_arg()},out_of_section:{launch_settings.plain_number(f.out_of_section)}"
+        )
     if cfg.workload == "megatron" and cfg.megatron_path:
         env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
     return {key: str(value) for key, value in env.items()}

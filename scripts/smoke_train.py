@@ -73,6 +73,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--eval-iters", type=int, default=100)
     add("--eval-interval", type=int, default=None)
     add("--exit-signal-handler", action="store_true", default=False)
+    add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
     args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
@@ -98,7 +99,9 @@ class Printer:
 
 # Arguments added after runs were recorded: printed only when given, so the block of every earlier kind of run
 # stays line for line what it was.
-PRINTED_ONLY_WHEN_SET = ("exit_signal_handler",)
+PRINTED_ONLY_WHEN_SET = ("exit_signal_handler", "calc_ft_timeouts")
+# Megatron core_v0.19's ft_integration: the step timeout is calculated only after this many iterations.
+MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE = 16
 
 
 def print_arguments(args: argparse.Namespace, out: Printer) -> None:
@@ -118,6 +121,13 @@ class FaultTolerance:
         self.warmup = args.ft_num_warmup_iters
         self.out = out
         self.client = None
+        # --calc-ft-timeouts, as Megatron's ft_integration: NVRx calculates the timeouts after each save and
+        # at the end, rank 0 persists them in ft_state.json, and a later cycle loads them.
+        self.calculating = bool(getattr(args, "calc_ft_timeouts", False))
+        self.async_save = bool(args.async_save)
+        self.seen_checkpoints = 0
+        self.persistent_loaded = False
+        self.state_file = Path(args.save) / "ft_state.json" if args.save else None
         self.seen_steps = 0
         self.step_open = False
         self.setup_open = False
@@ -161,14 +171,57 @@ class FaultTolerance:
         if self.client is not None:
             self.client.start_section("checkpointing")
 
-    def checkpointing_end(self) -> None:
+    def checkpointing_end(self, is_async_finalization: bool = False) -> None:
         if self.client is not None:
             self.client.end_section("checkpointing")
+        if not is_async_finalization:
+            self.seen_checkpoints += 1
+            self.maybe_update_timeouts()
+
+    def checkpoint_loaded(self) -> None:
+        self.persistent_loaded = True
+
+    def maybe_update_timeouts(self, closing: bool = False) -> None:
+        """Megatron's `_maybe_update_timeouts`, its conditions and lines (every rank calls it: collective)."""
+        if self.client is None or not self.calculating:
+            return
+        out, sections = self.out, []
+        if self.persistent_loaded:
+            sections.append("setup")
+        else:
+            out.rank_0("FT: can't update the setup section timeout until persistent checkpoint is loaded")
+        if self.seen_steps >= MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE:
+            sections.append("step")
+        else:
+            out.rank_0("FT: need to see more training iterations to update the step section timeout")
+        if self.seen_checkpoints > 0:
+            if not self.async_save:
+                sections.append("checkpointing")
+            else:
+                out.rank_0("FT: can't update the checkpointing section timeout with async checkpointing")
+        else:
+            out.rank_0("FT: checkpointing section is not updated until a checkpoint was saved")
+        oos = False
+        if closing:
+            if {"setup", "step"}.issubset(sections) and self.seen_checkpoints > 0:
+                oos = True
+            else:
+                out.rank_0("FT: the out-of-section timeout won't be updated until all FT sections were seen")
+        else:
+            out.rank_0("FT: the out-of-section timeout won't be updated as the FT is not closing yet")
+        if not sections and not oos:
+            return
+        out.rank_0(f"FT: updating timeouts for: {sections} update out-of-section: {oos} ...")
+        self.client.calculate_and_set_section_timeouts(selected_sections=sections, calc_out_of_section=oos)
+        if out.rank == 0 and self.state_file is not None:
+            self.state_file.write_text(json.dumps(self.client.state_dict()))
+            out.rank_0(f"FT: updated timeouts saved to {self.state_file}. {self.client.section_timeouts}")
 
     def shutdown(self) -> None:
         if self.client is None:
             return
         self.out.rank_0("FT: closing...")
+        self.maybe_update_timeouts(closing=True)
         self.client.shutdown_workload_monitoring()
         self.out.rank_0("FT: closed.")
 
@@ -270,7 +323,7 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
             f"to {args.save} {PARALLEL_TAG}"
         )
     dist.barrier()
-    ft.checkpointing_end()
+    ft.checkpointing_end(is_async_finalization=True)
 
 
 def load_checkpoint(args, model, optimizer, out: Printer) -> tuple[int, int]:
@@ -390,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     model = TinyLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     iteration, consumed = load_checkpoint(args, model, optimizer, out)
+    if iteration:
+        ft.checkpoint_loaded()
     out.rank_0("done with setup ...")
     out.rank_0("training ...")
 

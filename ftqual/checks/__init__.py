@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ftqual.checks.baseline import uninterrupted_completion
+from ftqual.checks.calculated import calculated_timeouts
+from ftqual.checks.detection_bound import detected_within_timeout
 from ftqual.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.checks.leftovers import no_leftovers
 from ftqual.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
@@ -14,6 +16,7 @@ from ftqual.checks.saves import interrupted_save_discarded, started_from_existin
 from ftqual.checks.section_times import timeouts_not_exceeded
 from ftqual.checks.timeouts import fixed_timeouts_in_force
 from ftqual.checks.world import active_world_unchanged
+from ftqual.contract import LIVE_FAULTS
 from ftqual.evidence.snapshot import RunSnapshot
 
 FAULT_CHECKS = (
@@ -39,6 +42,12 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     if exp.node_loss:
         # Only node_loss reports carry its check (the others keep the checks they always listed).
         results.append(node_loss_outcome(snap, exp))
+    if exp.calc_ft_timeouts:
+        # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
+        results.append(calculated_timeouts(snap, exp))
+    if exp.fault in LIVE_FAULTS:
+        # Only a live fault's report carries it: a hang's detection bound (the timeouts' promise).
+        results.append(detected_within_timeout(snap, exp))
     # Every check gates (`CheckResult.gates`, verify.json's `gates`): each proves a point of the recovery the
     # walkthrough promises (docs/checks.md), or a condition without which those points prove nothing. A check
     # added for information only says `gates=False` in its result.

@@ -27,6 +27,10 @@ class RunPlan:
     injections: int = 1  # run.json's `injections` (1 when absent); a baseline injects none
     join_timeout: int | None = None  # run.json's (None: NVRx's default)
     spare_nodes: int = 0  # run.json's: standbys NVRx promotes when a node is lost
+    timeouts_from: dict[str, float] | None = None  # run.json's: the configured set a recommendation came from
+    calc_ft_timeouts: bool = (
+        False  # run.json's: NVRx calculated the timeouts; `timeouts` are the initial ones
+    )
 
     @property
     def node_loss(self) -> bool:
@@ -66,6 +70,11 @@ class RunPlan:
             "replay_tolerance": self.replay_tolerance,
             "baseline_tolerance": self.baseline_tolerance,
         }
+        if self.calc_ft_timeouts:
+            out["calc_ft_timeouts"] = True
+        if self.timeouts_from is not None:
+            # Only runs under recommended timeouts say so (other reports keep their keys).
+            out.update(timeouts_source="recommended", timeouts_from=dict(self.timeouts_from))
         if self.job_ends:
             # The documented outcome without a spare node: every survivor ends, non-zero, once the
             # rendezvous has waited join_timeout for the lost node.
@@ -95,4 +104,6 @@ def run_plan_from(
         injections=meta.injections,
         join_timeout=meta.join_timeout,
         spare_nodes=meta.spare_nodes,
+        timeouts_from=meta.timeouts_from,
+        calc_ft_timeouts=meta.calc_ft_timeouts,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftqual.checks.result import CheckResult, Findings, inconclusive
+from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -20,6 +20,8 @@ def fixed_timeouts_in_force(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     `FT: initialized. Timeouts=...` equals them and is not calculated, no cycle loaded timeouts from
     ft_state.json, every timeout the rank monitor reported used them, and no ft_state.json exists."""
     cid = FIXED_TIMEOUTS
+    if exp.calc_ft_timeouts:
+        return skip(cid, "calculated timeouts (calc_ft_timeouts): calculated_timeouts says what NVRx chose")
     wanted = exp.timeouts
     if not all(key in wanted for key in (*SECTIONS, "out_of_section")):
         return inconclusive(

@@ -77,6 +77,9 @@ class RunMeta:
     join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
     spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
     interrupted_by: str | None = None  # the signal that stopped our launcher from outside (run_schema)
+    # run.json's timeouts_from: the configured timeouts `timeouts` were recommended from (None: configured)
+    timeouts_from: dict[str, float] | None = None
+    calc_ft_timeouts: bool = False  # run.json's: NVRx calculated the timeouts (`timeouts` the initial ones)
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,12 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         join_timeout=_int(data.get("join_timeout")),
         spare_nodes=_int(data.get("spare_nodes")) or 0,
         interrupted_by=data.get("interrupted_by"),
+        calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
+        timeouts_from=(
+            {k: float(v) for k, v in data["timeouts_from"].items()}
+            if isinstance(data.get("timeouts_from"), dict)
+            else None
+        ),
     )
 
 

@@ -138,6 +138,7 @@ class TrainLog:
     complete: bool
     ft_inits: tuple[FtInit, ...] = ()
     ft_loaded: tuple[Ref, ...] = ()
+    ft_updates: tuple[FtInit, ...] = ()  # calculated timeouts, as each update set them (--calc-ft-timeouts)
     saves: tuple[SaveEvent, ...] = ()
     loads: tuple[LoadEvent, ...] = ()
     fresh_starts: tuple[Ref, ...] = ()
@@ -186,7 +187,17 @@ def _float(text: str) -> float | None:
 def _ft_init(text: str, here: Ref) -> FtInit | None:
     """`FT: initialized. Timeouts=SectionTimeouts(out_of_section=X, sections=[...], calculated_sections=...,
     is_out_of_section_calculated=B)`, or None."""
-    head = patterns.FT_INIT_HEAD.match(text)
+    return _section_timeouts(text, here, patterns.FT_INIT_HEAD.match(text))
+
+
+def _ft_updated(text: str, here: Ref) -> FtInit | None:
+    """`FT: updated timeouts saved to PATH. SectionTimeouts(...)` (calculated timeouts), or None."""
+    at = text.find(". SectionTimeouts(", len(patterns.FT_UPDATED))
+    head = patterns.FT_TIMEOUTS_HEAD.match(text, at + 2) if at >= 0 else None
+    return _section_timeouts(text, here, head)
+
+
+def _section_timeouts(text: str, here: Ref, head: re.Match | None) -> FtInit | None:
     if head is None:
         return None
     mid = text.find(patterns.FT_CALCULATED, head.end())
@@ -329,6 +340,9 @@ class _Collector:
         if text.startswith("FT: "):
             if init := _ft_init(text, at()):
                 self.add("ft_inits", init)
+            elif text.startswith(patterns.FT_UPDATED):
+                if update := _ft_updated(text, at()):
+                    self.add("ft_updates", update)
             elif text.startswith(patterns.FT_LOADED):
                 self.add("ft_loaded", at())
             elif text.startswith(patterns.FT_CLOSED):
@@ -430,6 +444,7 @@ class _Collector:
             complete=complete,
             ft_inits=tuple(get("ft_inits", ())),
             ft_loaded=tuple(get("ft_loaded", ())),
+            ft_updates=tuple(get("ft_updates", ())),
             saves=tuple(get("saves", ())),
             loads=tuple(get("loads", ())),
             fresh_starts=tuple(get("fresh_starts", ())),

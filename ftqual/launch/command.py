@@ -153,6 +153,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         "--eval-iters=0",
         f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}",
         "--log-interval=1",
+        *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
         *stack.megatron_flags,
     ]
 
@@ -175,6 +176,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         "--async-save",
         "--eval-iters=0",
         "--log-interval=1",
+        *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
     ]
 
 

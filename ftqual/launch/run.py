@@ -151,6 +151,9 @@ def run_record(
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,
         "spare_nodes": s.spare_nodes,
+        "timeouts_source": s.timeouts_source,
+        "timeouts_from": s.timeouts_from_record(),
+        "calc_ft_timeouts": s.calc_ft_timeouts,
     }
 
 

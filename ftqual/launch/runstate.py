@@ -148,7 +148,8 @@ def check_run_state(settings: Settings, host: str) -> None:
         )
     if (run_dir / "pids" / f"{host}.launcher.json").exists():
         raise SettingsError(f"Host {host} already launched run {settings.run_id}; use a new NVRX_RUN_ID")
-    if (settings.checkpoint_dir / "ft_state.json").exists():
+    # Calculated timeouts keep ft_state.json on purpose (the workload loads it); fixed ones refuse it.
+    if not settings.calc_ft_timeouts and (settings.checkpoint_dir / "ft_state.json").exists():
         raise SettingsError(
             "This fixed-timeout run requires a checkpoint directory without calculated "
             f"ft_state.json ({settings.checkpoint_dir}); archive it deliberately"

@@ -101,6 +101,8 @@ VARIABLES = (
     "NVRX_LOAD_CHECKPOINTS",
     "NVRX_RDZV_JOIN_TIMEOUT",
     "NVRX_SPARE_NODES",
+    "NVRX_TIMEOUTS_FROM",
+    "NVRX_CALC_FT_TIMEOUTS",
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -146,6 +148,12 @@ class Settings:
     checkpoint_load: bool = True  # NVRX_LOAD_CHECKPOINTS=0: no --load, every cycle starts from iteration 0
     join_timeout: int | None = None  # NVRX_RDZV_JOIN_TIMEOUT: --rdzv-conf join_timeout (None: NVRx's default)
     spare_nodes: int = 0  # NVRX_SPARE_NODES: launchers beyond NNODES, standbys (ft_launcher --nnodes=N:N+S)
+    # NVRX_TIMEOUTS_FROM: the configured timeouts these were recommended from (ftqual recommend-timeouts);
+    # None: the timeouts are the configured ones
+    timeouts_from: dict[str, float] | None = None
+    # NVRX_CALC_FT_TIMEOUTS=1: the workload calculates its timeouts (--calc-ft-timeouts) and persists them in
+    # ft_state.json; the section timeouts are then only the initial ones
+    calc_ft_timeouts: bool = False
 
     @property
     def launchers(self) -> int:
@@ -195,6 +203,18 @@ class Settings:
         record = {name: plain_number(value) for name, value in self.section_timeouts.items()}
         record["out_of_section"] = plain_number(self.out_of_section_timeout)
         return record
+
+    @property
+    def timeouts_source(self) -> str:
+        """run.json's `timeouts_source`: `recommended` when the timeouts came from a recommendation."""
+        return "configured" if self.timeouts_from is None else "recommended"
+
+    def timeouts_from_record(self) -> dict[str, float | int] | None:
+        return (
+            None
+            if self.timeouts_from is None
+            else {k: plain_number(v) for k, v in self.timeouts_from.items()}
+        )
 
     def section_timeouts_arg(self) -> str:
         return ",".join(f"{name}:{plain_number(value)}" for name, value in self.section_timeouts.items())
@@ -317,6 +337,25 @@ def parse_section_timeouts(raw: str) -> dict[str, float]:
             f"{name} must give all of setup, step and checkpointing (missing {', '.join(missing)})"
         )
     return {s: timeouts[s] for s in SECTIONS}
+
+
+def parse_timeouts_from(raw: str) -> dict[str, float]:
+    """`setup:120,step:10,checkpointing:60,out_of_section:30` -> dict: each of the four, once."""
+    name = "NVRX_TIMEOUTS_FROM"
+    wanted = (*SECTIONS, "out_of_section")
+    timeouts: dict[str, float] = {}
+    for item in raw.split(","):
+        section, sep, value = item.partition(":")
+        if not sep or section not in wanted or section in timeouts:
+            raise SettingsError(
+                f"{name} must be setup:S,step:S,checkpointing:S,out_of_section:S in seconds, each once "
+                f"(got {shown(raw)})"
+            )
+        timeouts[section] = _seconds(value, f"{name} {section}")
+    missing = [s for s in wanted if s not in timeouts]
+    if missing:
+        raise SettingsError(f"{name} must give all four timeouts (missing {', '.join(missing)})")
+    return {s: timeouts[s] for s in wanted}
 
 
 def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
@@ -487,6 +526,14 @@ def load_settings(
         spares = f"+NVRX_SPARE_NODES={launchers}" if spare_nodes else f"={nnodes}"
         raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES{spares}")
     fingerprint = _fingerprint(env)
+    timeouts_from = parse_timeouts_from(env["NVRX_TIMEOUTS_FROM"]) if env.get("NVRX_TIMEOUTS_FROM") else None
+    calc_raw = env.get("NVRX_CALC_FT_TIMEOUTS", "0") or "0"
+    if calc_raw not in ("0", "1"):
+        raise SettingsError(f"NVRX_CALC_FT_TIMEOUTS must be 0 or 1 (got {shown(calc_raw)})")
+    if calc_raw == "1" and timeouts_from is not None:
+        raise SettingsError(
+            "NVRX_CALC_FT_TIMEOUTS=1 and NVRX_TIMEOUTS_FROM: calculated timeouts are no recommendation"
+        )
 
     return Settings(
         workload=workload,
@@ -523,4 +570,6 @@ def load_settings(
         checkpoint_load=checkpoint_load,
         join_timeout=join_timeout,
         spare_nodes=spare_nodes,
+        timeouts_from=timeouts_from,
+        calc_ft_timeouts=calc_raw == "1",
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ftqual.contract import LIVE_FAULTS, UNWINDING_FAULTS, detection_path
+from ftqual.contract import LIVE_FAULTS, RANK_MONITOR_INTERVAL_S, UNWINDING_FAULTS, detection_path
 
 MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
 KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
@@ -17,7 +17,6 @@ KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
 # after the interpreter unwinds, prints the traceback and runs its exit handlers (torch's among them): 1.2 s
 # on CPU with the smoke workload, where a signal's death takes 0.2-0.3 s.
 UNWIND_MARGIN_S = 2.0
-RANK_MONITOR_INTERVAL_S = 5.0  # the rank monitor checks section/heartbeat timeouts this often
 WORKERS_STOP_TIMEOUT_S = (
     15.0  # --workers-stop-timeout default (SIGTERM -> SIGKILL); a stopped rank takes all of it
 )

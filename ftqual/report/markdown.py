@@ -234,18 +234,25 @@ def timeouts_section(summary: dict) -> list[str]:
         return ["No measured sections (the verify reports predate them)."]
     margins = table["margins"]
     out = [
-        "| section | timeout | largest observed | in | headroom | hang detected after | verdict |"
-        " recommended | detected after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"The runs ran under the **{table.get('ran_under', 'configured')}** timeouts. Configured: the set the"
+        " config gave (under a recommendation, the set it was recommended from); ran under: what ft_launcher"
+        " was given; recommended: what these runs recommend.",
+        "",
+        "| section | configured | ran under | largest observed | in | headroom | hang detected after |"
+        " verdict | recommended | detected after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table["rows"]:
         headroom = "—" if row["headroom"] is None else f"{row['headroom']:g}×"
+        configured = row.get("configured_s", row["timeout_s"])
         out.append(
-            f"| {row['section']} | {seconds(row['timeout_s'])} | {seconds(row['observed_s'])} | "
+            f"| {row['section']} | {seconds(configured)} | {seconds(row['timeout_s'])} | "
+            f"{seconds(row['observed_s'])} | "
             f"{cell(row.get('observed_in') or '—')} | {headroom} | {seconds(row['detection_s'])} | "
             f"**{row['verdict']}** | {seconds(row.get('recommended_s'))} | "
             f"{seconds(row.get('recommended_detection_s'))} |"
         )
+    out += proof_lines(table.get("proof"))
     out += [
         "",
         f"`too tight`: headroom (timeout / observed) below {margins['too_tight_headroom']:g}×, a false alarm"
@@ -262,6 +269,35 @@ def timeouts_section(summary: dict) -> list[str]:
     for row in table["rows"]:
         for ev in row.get("evidence", [])[:2]:
             out.append(f"- {row['section']} ({cell(row.get('observed_in'))}): {evidence_line(ev, False)}")
+    return out
+
+
+PROOF_MEANING = {
+    "proven": "every run under the recommended timeouts had no timeout firing on a healthy section, and each"
+    " hang was detected within its section's recommended timeout + the rank monitor interval",
+    "disproved": "a run under the recommended timeouts disproves them (see the failed check)",
+    "unproven": "the runs under the recommended timeouts do not prove them yet (a baseline and a hang are"
+    " needed, each check passed)",
+}
+
+
+def proof_lines(proof: object) -> list[str]:
+    """The proof of the recommendation the runs ran under, one line per scenario."""
+    if not isinstance(proof, dict) or proof.get("verdict") is None:
+        return []
+    out = ["", f"Recommended timeouts **{proof['verdict']}**: {PROOF_MEANING[proof['verdict']]}.", ""]
+    for row in proof.get("scenarios", []):
+        if row.get("ran_under") != "recommended":
+            out.append(f"- {cell(row['scenario'])}: ran under its own timeouts (not part of the proof)")
+            continue
+        text = f"- {cell(row['scenario'])}: no false alarm `{row.get('no_false_alarm')}`"
+        det = row.get("detection")
+        if det:
+            text += (
+                f"; {det.get('section')} hang detected after {seconds(det.get('detection_s'))}"
+                f" (bound {seconds(det.get('bound_s'))}) `{det.get('status')}`"
+            )
+        out.append(text)
     return out
 
 

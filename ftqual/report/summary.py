@@ -42,6 +42,8 @@ CHECK_LEGEND = {
     "uninterrupted_completion": "the baseline reached its final iteration in one cycle, exit 0, no injection",
     "timeouts_not_exceeded": "no healthy section (setup, step, checkpointing, out of section) took as long"
     " as its configured timeout in any cycle: the timeout would not have fired on a healthy run",
+    "detected_within_timeout": "the hang was detected within its section's timeout + the rank monitor's"
+    " check interval (the bound the timeouts promise)",
     "fixed_timeouts_in_force": "the section timeouts Megatron reported in every cycle equal the configured"
     " ones (no calculated timeouts loaded from ft_state.json)",
     "replay_consistency": "every loss after the restore is finite and agrees with each source that covers"

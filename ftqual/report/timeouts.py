@@ -26,6 +26,13 @@ timeout likewise. ftqual departs from it where its runs see more than one cycle 
   few seconds would fire on a garbage-collection pause, a slow rendezvous or a busy shared file system;
 - it is rounded up to `ROUND_S` (10 s) so that the flags read as chosen, not computed;
 - an unmeasured section keeps its configured timeout (never a guess).
+`ftqual recommend-timeouts` writes the recommendation as a config snippet (with `timeouts_from`, the set it
+was measured under); scenarios rerun under it record `timeouts_source: recommended`.
+
+Proof of a recommendation (`proof`), when runs ran under one: each run's `timeouts_not_exceeded` (no healthy
+section met a recommended timeout: no false alarm) and each hang's `detected_within_timeout` (detected within
+its section's recommended timeout + the rank monitor interval). Any of them failed: `disproved`; every one
+passed and a baseline and a hang among them: `proven`; else `unproven`.
 """
 
 from __future__ import annotations
@@ -49,6 +56,11 @@ RULE = (
     f"{ROUND_S:g} s (NVRx's calculated-timeout rule, safety_factor {SAFETY_FACTOR:g}, with floors "
     + ", ".join(f"{k} {v:g} s" for k, v in FLOOR_S.items())
     + "); an unmeasured section keeps its configured timeout"
+)
+RULE_NO_FLOORS = (
+    f"{SAFETY_FACTOR:g} x largest observed over every cycle of every scenario, rounded up to {ROUND_S:g} s "
+    f"(NVRx's calculated-timeout rule, safety_factor {SAFETY_FACTOR:g}, without ftqual's floors); an "
+    "unmeasured section keeps its configured timeout"
 )
 FLAG_NAMES = {"setup": "setup", "step": "step", "checkpointing": "checkpointing"}
 
@@ -98,26 +110,98 @@ def verdict(timeout: float | None, observed: float | None, detection: float | No
     return "ok"
 
 
-def recommend(observed: float | None, configured: float | None, name: str) -> float | None:
+def recommend(
+    observed: float | None, configured: float | None, name: str, floors: bool = True
+) -> float | None:
+    """NVRx's rule (safety factor x observed), raised to ftqual's floor unless `floors` is off, rounded up."""
     if observed is None:
         return configured
-    value = max(SAFETY_FACTOR * observed, FLOOR_S[name])
+    value = max(SAFETY_FACTOR * observed, FLOOR_S[name] if floors else 0.0)
     return math.ceil(value / ROUND_S - 1e-9) * ROUND_S
 
 
-def build_timeouts(docs: list[tuple[str, Mapping]]) -> dict:
-    """summary.json's `timeouts`: the table's rows and the recommendation (pure)."""
+def _expected(doc: Mapping) -> Mapping:
+    expected = doc.get("expected")
+    return expected if isinstance(expected, Mapping) else {}
+
+
+def _configured_from(name: str, docs: Iterable[tuple[str, Mapping]]) -> float | None:
+    """The configured timeout a recommendation the runs ran under was made from (None: none ran under one)."""
+    values = []
+    for _, doc in docs:
+        given = _expected(doc).get("timeouts_from")
+        if isinstance(given, Mapping) and (value := _num(given.get(name))) is not None:
+            values.append(value)
+    return max(values) if values else None
+
+
+def _check(doc: Mapping, cid: str) -> Mapping | None:
+    checks = doc.get("checks") if isinstance(doc.get("checks"), list) else []
+    return next((c for c in checks if isinstance(c, Mapping) and c.get("id") == cid), None)  # type: ignore[union-attr]
+
+
+def build_proof(docs: list[tuple[str, Mapping]]) -> dict:
+    """Per scenario, whether its run proves the timeouts it ran under: no false alarm
+    (`timeouts_not_exceeded`), and for a hang the detection within its bound (`detected_within_timeout`)."""
+    rows = []
+    for scenario, doc in docs:
+        expected = _expected(doc)
+        quiet = _check(doc, "timeouts_not_exceeded")
+        bound = _check(doc, "detected_within_timeout")
+        values = bound.get("values") if bound is not None and isinstance(bound.get("values"), Mapping) else {}
+        rows.append(
+            {
+                "scenario": scenario,
+                "fault": expected.get("fault"),
+                "ran_under": expected.get("timeouts_source") or "configured",
+                "no_false_alarm": quiet.get("status") if quiet is not None else None,
+                "detection": None
+                if bound is None
+                else {
+                    "status": bound.get("status"),
+                    "section": values.get("section"),  # type: ignore[union-attr]
+                    "detection_s": _num(values.get("detection_s")),  # type: ignore[union-attr]
+                    "bound_s": _num(values.get("bound_s")),  # type: ignore[union-attr]
+                    "detail": bound.get("detail"),
+                },
+            }
+        )
+    under = [r for r in rows if r["ran_under"] == "recommended"]
+    statuses = [r["no_false_alarm"] for r in under] + [
+        r["detection"]["status"] for r in under if r["detection"]
+    ]
+    if not under:
+        verdict = None
+    elif "fail" in statuses:
+        verdict = "disproved"
+    elif (
+        all(s == "pass" for s in statuses)
+        and any(r["fault"] == "none" for r in under)
+        and any(r["detection"] for r in under)
+    ):
+        verdict = "proven"
+    else:
+        verdict = "unproven"
+    return {"verdict": verdict, "scenarios": rows}
+
+
+def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict:
+    """summary.json's `timeouts`: the table's rows, the recommendation and its proof (pure)."""
     docs = [(name, doc) for name, doc in docs if isinstance(doc, Mapping)]
+    sources = {_expected(doc).get("timeouts_source") or "configured" for _, doc in docs}
     rows, recommended = [], {}
     for name in SECTIONS:
         timeout, interval = _configured(name, docs)
         observed, scenario, evidence = _observed(name, docs)
         detection = None if timeout is None else timeout + interval
-        rec = recommend(observed, timeout, name)
+        rec = recommend(observed, timeout, name, floors)
         recommended[name] = rec
+        previous = _configured_from(name, docs)
         rows.append(
             {
                 "section": name,
+                "configured_s": previous if previous is not None else timeout,
+                "ran_under_s": timeout,
                 "timeout_s": timeout,
                 "observed_s": observed,
                 "observed_in": scenario,
@@ -131,8 +215,10 @@ def build_timeouts(docs: list[tuple[str, Mapping]]) -> dict:
         )
     return {
         "rows": rows,
+        "ran_under": "mixed" if len(sources) > 1 else (next(iter(sources)) if sources else "configured"),
+        "proof": build_proof(docs),
         "margins": {"too_tight_headroom": TOO_TIGHT_HEADROOM, "loose_multiple": LOOSE_MULTIPLE},
-        "rule": RULE,
+        "rule": RULE if floors else RULE_NO_FLOORS,
         "recommended": recommended,
         "flags": flags(recommended),
         "config": config_snippet(recommended),

@@ -44,6 +44,12 @@ RANK_AND_TORCH_RANK = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?")
 #   0: FT: initialized. Timeouts=SectionTimeouts(out_of_section=180.00, sections=[setup=900.00, step=30.00,
 #      checkpointing=600.00, ], calculated_sections=set(), is_out_of_section_calculated=False)
 FT_INIT_HEAD = re.compile(r"FT: initialized\. Timeouts=SectionTimeouts\(out_of_section=([^,]+), sections=\[")
+# Calculated timeouts (--calc-ft-timeouts), rank 0 after NVRx calculated and ft_state.json was written:
+#   0: FT: updated timeouts saved to /runs/.../ft_state.json. SectionTimeouts(out_of_section=180.00,
+#      sections=[setup=900.00, step=10.00, checkpointing=600.00, ], calculated_sections={'step'},
+#      is_out_of_section_calculated=False)
+FT_UPDATED = "FT: updated timeouts saved to "
+FT_TIMEOUTS_HEAD = re.compile(r"SectionTimeouts\(out_of_section=([^,]+), sections=\[")
 FT_CALCULATED = "], calculated_sections="
 FT_OOS_CALCULATED = ", is_out_of_section_calculated="
 FT_FLAG = re.compile(r"(\w+)\)")  # `False)`

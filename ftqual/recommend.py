@@ -1,0 +1,145 @@
+"""`ftqual recommend-timeouts RESULTS`: the timeouts a qualified set of runs recommends, as ft_launcher flags
+and as a config snippet to rerun the scenarios under (`--configfile`); the rerun's report proves them.
+
+It reads the summary the workflow's gate published (`RESULTS/summary.json`, or that file named directly):
+its measured sections and the timeouts they ran under. It refuses, in one line and exit 2, a summary that is
+missing, malformed or not a PASS (a recommendation is made only from runs that qualified), or one in which no
+section was measured. The rule is `ftqual.report.timeouts`' (NVRx's safety factor, ftqual's floors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftqual.report import timeouts as tt
+
+SNIPPET_NAME = "timeouts-recommended.yaml"
+
+
+class RecommendError(Exception):
+    """Why no recommendation can be made, in one line."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    recommended: dict[str, float]
+    measured_under: dict[str, float]
+    observed: dict[str, tuple[float | None, str | None]]
+    rule: str
+    source: str  # the summary it was made from
+    created_at: str | None
+    stack: str | None
+
+
+def _summary_path(target: Path) -> Path:
+    return target / "summary.json" if target.is_dir() else target
+
+
+def load_summary(target: Path) -> tuple[Path, dict]:
+    path = _summary_path(target)
+    if not path.is_file():
+        raise RecommendError(f"no summary at {path}: run the workflow first (its gate writes summary.json)")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RecommendError(f"{path}: unreadable summary ({exc})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("timeouts"), dict):
+        raise RecommendError(f"{path}: not an ftqual summary with a timeouts table (an older ftqual's?)")
+    return path, doc
+
+
+def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendation:
+    """The recommendation of one summary (pure); RecommendError when it cannot be made from it."""
+    if doc.get("verdict") != "pass":
+        raise RecommendError(
+            f"{path}: the verdict is {doc.get('verdict')!r}, not 'pass': timeouts are recommended only from "
+            "runs that qualified"
+        )
+    rows = {row.get("section"): row for row in doc["timeouts"].get("rows", []) if isinstance(row, Mapping)}
+    observed = {name: tt._num((rows.get(name) or {}).get("observed_s")) for name in tt.SECTIONS}
+    if all(value is None for value in observed.values()):
+        raise RecommendError(f"{path}: no section was measured in these runs: nothing to recommend from")
+    under = {name: tt._num((rows.get(name) or {}).get("timeout_s")) for name in tt.SECTIONS}
+    unknown = [name for name, value in under.items() if value is None]
+    if unknown:
+        raise RecommendError(f"{path}: the timeouts the runs ran under are unknown for {', '.join(unknown)}")
+    recommended = {name: tt.recommend(observed[name], under[name], name, floors) for name in tt.SECTIONS}
+    identity = doc.get("stack_identity") if isinstance(doc.get("stack_identity"), Mapping) else {}
+    return Recommendation(
+        recommended={k: float(v) for k, v in recommended.items() if v is not None},
+        measured_under={k: float(v) for k, v in under.items() if v is not None},
+        observed={name: (observed[name], (rows.get(name) or {}).get("observed_in")) for name in tt.SECTIONS},
+        rule=tt.RULE if floors else tt.RULE_NO_FLOORS,
+        source=str(path),
+        created_at=doc.get("created_at") if isinstance(doc.get("created_at"), str) else None,
+        stack=identity.get("digest") if isinstance(identity.get("digest"), str) else None,  # type: ignore[union-attr]
+    )
+
+
+def _mapping(values: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {values[k]:g}" for k in tt.SECTIONS) + "}"
+
+
+def snippet(rec: Recommendation) -> str:
+    """The config snippet: `timeouts` (the recommendation), `timeouts_from` (what it was measured under)."""
+    seen = ", ".join(
+        f"{name} {value:.2f} s ({where})" if value is not None else f"{name} not measured (kept)"
+        for name, (value, where) in rec.observed.items()
+    )
+    made = f"made {rec.created_at}" if rec.created_at else "no creation time"
+    stack = f", stack {rec.stack}" if rec.stack else ""
+    return "\n".join(
+        [
+            f"# Timeouts recommended by `ftqual recommend-timeouts` from {rec.source} ({made}{stack}).",
+            f"# Rule: {rec.rule}.",
+            f"# Largest observed: {seen}.",
+            "# Rerun the scenarios under them: add this file last to the --configfile list. The report's",
+            "# Timeouts section then proves them (no healthy section reaches one, each hang is caught",
+            "# within its section's timeout + the rank monitor interval) or shows the run disproving them.",
+            f"timeouts: {_mapping(rec.recommended)}",
+            f"timeouts_from: {_mapping(rec.measured_under)}",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ftqual recommend-timeouts",
+        description="Recommend timeouts from a passed workflow's summary; write them as a config snippet.",
+    )
+    parser.add_argument("results", type=Path, help="the workflow's results/ (or a summary.json)")
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        help=f"the snippet's file (default RESULTS/{SNIPPET_NAME}; -: stdout)",
+    )
+    parser.add_argument(
+        "--no-floors", action="store_true", help="NVRx's rule alone (5 x observed), without ftqual's floors"
+    )
+    args = parser.parse_args(argv)
+    try:
+        path, doc = load_summary(args.results)
+        rec = recommendation(path, doc, floors=not args.no_floors)
+    except RecommendError as exc:
+        print(f"ftqual recommend-timeouts: {exc}", file=sys.stderr)
+        return 2
+    text = snippet(rec)
+    print(tt.flags(rec.recommended))
+    out = args.output if args.output is not None else path.parent / SNIPPET_NAME
+    if str(out) != "-":
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"ftqual recommend-timeouts: cannot write {out}: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {out}: rerun with --configfile ... {out}")
+    else:
+        print(text, end="")
+    return 0
