@@ -75,8 +75,7 @@ def test_the_launcher_draws_the_plan_and_restarts_follow_from_k(tmp_path):
     [
         (
             {"TRAIN_ITERS": "20"},
-            "TRAIN_ITERS=20 is too short for the campaign: seed 3 plans 8 faults, the last "
-            "armed by the checkpoint of iteration 26, and its recovery needs a later checkpoint: set TRAIN_ITERS=28",
+            "TRAIN_ITERS=20 is too short for the campaign: seed 3 plans 8 faults",
         ),
         ({"NVRX_MAX_RESTARTS": "3"}, "NVRX_MAX_RESTARTS=3 is below the campaign's 8 faults"),
         ({"NVRX_CAMPAIGN_KINDS": "kill,gpu_hang"}, "NVRX_CAMPAIGN_KINDS names gpu_hang, GPU-only"),
@@ -85,9 +84,11 @@ def test_the_launcher_draws_the_plan_and_restarts_follow_from_k(tmp_path):
     ],
 )
 def test_the_launcher_refuses_a_campaign_in_one_line(tmp_path, extra, message):
-    with pytest.raises(settings.SettingsError, match=message.replace("(", r"\(")[:60]) as err:
+    with pytest.raises(settings.SettingsError) as err:
         settings.load_settings(launch_env(tmp_path, **extra))
-    assert "\n" not in str(err.value)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    if "TRAIN_ITERS=20" in message:
+        assert "set TRAIN_ITERS=28 (or more)" in str(err.value)
 
 
 def test_campaign_settings_without_a_campaign_are_refused(tmp_path):
