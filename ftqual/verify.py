@@ -162,6 +162,10 @@ def summary_lines(report: dict[str, object]) -> list[str]:
         lines.append("  metrics: " + " ".join(shown))
     for note in report.get("notes") or []:  # type: ignore[union-attr]
         lines.append(f"  note: {note}")
+    if report.get("campaign"):  # the campaign's timeline and per-cycle table (ftqual.report.campaign)
+        from ftqual.report.campaign import campaign_markdown
+
+        lines.append(campaign_markdown(report).rstrip("\n"))
     return lines
 
 

@@ -147,3 +147,32 @@ def test_the_worker_arms_a_campaign_fault_only_at_its_planned_checkpoint(worker,
 def test_the_trend_rule_flags_growth_beyond_its_tolerance():
     assert trend([2.0, 2.1, 2.0, 2.2, 2.1, 2.3], 0.5, 2.0)["grows"] is False
     assert trend([2.0, 2.1, 2.0, 5.0, 8.0, 9.0], 0.5, 2.0)["grows"] is True
+
+
+def test_the_campaign_markdown_shows_every_fault_on_one_time_axis():
+    from ftqual.report.campaign import campaign_markdown
+
+    row = {
+        "fault_index": 1,
+        "fault": "hang",
+        "rank": 0,
+        "cycle": 0,
+        "checkpoint_iteration": 2,
+        "injected_at": "2026-12-02T15:00:00+00:00",
+        "detection_s": 10.5,
+        "detected_by": "section:step",
+        "failure_to_first_step_s": 16.0,
+        "restored_iteration": 2,
+        "restart_s": 2.3,
+        "checkpoint_load_s": None,
+        "recovery_s": 5.5,
+        "lost_iterations": 1,
+        "alive_at_start": 0,
+        "shm_segments": 0,
+        "agent_open_fds": 28,
+    }
+    later = {**row, "fault_index": 2, "fault": "kill", "injected_at": "2026-12-02T15:00:30+00:00"}
+    text = campaign_markdown({"run_id": "r", "campaign": {"seed": 3, "planned": 2, "cycles": [row, later]}})
+    assert "| 1 | hang | 0 | 0 | 2 | 0.00 | 10.50 (section:step) | 16.00 | 2 |" in text
+    assert "| 2 | kill | 0 | 0 | 2 | 30.00 |" in text
+    assert campaign_markdown({"run_id": "r"}) == ""
