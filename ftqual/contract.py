@@ -24,9 +24,11 @@ FAULTS = (
     "gil_lock",
     "gpu_error",
     "gpu_hang",
+    "campaign",
 )
-# Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it).
-RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss"))
+# Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it; a campaign
+# is many faults of one run, drawn from these by ftqual.campaign.plan).
+RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss", "campaign"))
 # Faults only a GPU can suffer: refused on the smoke workload, which has none.
 GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
 # Faults after which the rank lives on and no step completes: only a section (or out-of-section) timeout of
@@ -64,6 +66,7 @@ FAULT_ACTIONS = {
     "gil_lock": "a thread that holds the GIL forever",
     "gpu_error": "an illegal device access (the CUDA context dies)",
     "gpu_hang": "a GPU kernel that never ends",
+    "campaign": "a seeded series of the faults above, one per cycle, as campaign_plan.json plans them",
 }
 
 

@@ -90,6 +90,7 @@ class Scenario:
     # keeps the top-level timeouts); None: `timeouts` are the configured ones.
     timeouts_from: Timeouts | None = None
     calc_ft_timeouts: bool = False  # NVRx calculates the timeouts (config `calc_ft_timeouts`)
+    campaign: CampaignOptions | None = None  # fault: campaign only (ftqual.campaign)
 
     @property
     def allocated_nodes(self) -> int:
@@ -109,6 +110,38 @@ class Scenario:
         out["expect_failing"] = list(self.expect_failing)
         out["world_size"] = self.world_size
         return out
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    """A campaign scenario's `campaign:` block (config/campaign.yaml); kinds empty: the workload's all."""
+
+    faults: int = 10
+    seed: int = 0
+    mtti: int | None = None  # iterations; None: two save intervals
+    kinds: tuple[str, ...] = ()
+    placements: tuple[str, ...] = ("step",)
+
+    def env(self) -> dict[str, str]:
+        out = {"NVRX_CAMPAIGN_FAULTS": str(self.faults), "NVRX_CAMPAIGN_SEED": str(self.seed)}
+        if self.mtti is not None:
+            out["NVRX_CAMPAIGN_MTTI"] = str(self.mtti)
+        if self.kinds:
+            out["NVRX_CAMPAIGN_KINDS"] = ",".join(self.kinds)
+        out["NVRX_CAMPAIGN_PLACEMENTS"] = ",".join(self.placements)
+        return out
+
+
+def _campaign_options(value: Mapping[str, Any] | None) -> CampaignOptions | None:
+    if value is None:
+        return None
+    return CampaignOptions(
+        faults=int(value.get("faults", 10)),
+        seed=int(value.get("seed", 0)),
+        mtti=None if value.get("mtti") is None else int(value["mtti"]),
+        kinds=tuple(value.get("kinds") or ()),
+        placements=tuple(value.get("placements") or ("step",)),
+    )
 
 
 @dataclass(frozen=True)
@@ -292,10 +325,13 @@ RUN_SETTINGS = (
 def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scenario:
     s = {key: _merged(top[key], raw[key]) if key in raw else copy.deepcopy(top[key]) for key in RUN_SETTINGS}
     fault = raw.get("fault", "none")
+    campaign = _campaign_options(raw.get("campaign", {})) if fault == "campaign" else None
+    if campaign is not None and "max_restarts" not in raw:
+        s["max_restarts"] = campaign.faults  # one restart per fault: follows from K
     return Scenario(
         name=name,
         fault=fault,
-        rank=None if fault == "none" else int(raw.get("rank", DEFAULT_FAULT_RANK)),
+        rank=None if fault in ("none", "campaign") else int(raw.get("rank", DEFAULT_FAULT_RANK)),
         nnodes=int(s["nnodes"]),
         gpus_per_node=int(s["gpus_per_node"]),
         tp=int(s["tp"]),
@@ -309,7 +345,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         dist_optimizer=_on_off(s["dist_optimizer"]),
         hang_placement=str(s["hang_placement"]),
         smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
-        injections=int(raw.get("injections", 1)),
+        injections=campaign.faults if campaign else int(raw.get("injections", 1)),
         fault_timing=str(raw.get("fault_timing", "checkpoint")),
         checkpoint_load=bool(raw.get("checkpoint_load", True)),
         resume_from=raw.get("resume_from"),
@@ -317,6 +353,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         join_timeout=None if raw.get("join_timeout") is None else int(raw["join_timeout"]),
         spare_nodes=int(raw.get("spare_nodes", 0)),
         expect_failing=tuple(raw.get("expect_failing", ())),
+        campaign=campaign,
     )
 
 
@@ -422,7 +459,7 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
             constraints.world_not_divisible(constraints.CONFIG, s.world_size, s.tp, s.pp),
         ]
         problems += [f"{where}: {p}" for p in shape if p]
-        problems += [f"{where}: {p}" for p in _fault_problems(s)]
+        problems += [f"{where}: {p}" for p in _fault_problems(s, cfg.workload)]
         gpu_only = gpu_only_problem(s.fault, cfg.workload)
         problems += [f"{where}: {gpu_only}"] if gpu_only else []
         if s.resume_from is not None:
@@ -430,7 +467,7 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
     return problems
 
 
-def _fault_problems(s: Scenario) -> list[str]:
+def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     problems = []
     if s.fault == "none":
         changed = [
@@ -441,6 +478,8 @@ def _fault_problems(s: Scenario) -> list[str]:
         if changed:
             problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
     v = constraints.CONFIG
+    if s.fault == "campaign":
+        return problems + _campaign_problems(s, workload)
     fit = constraints.injections_do_not_fit(v, s.fault, s.injections, s.save_interval, s.train_iters)
     problems += [fit] if fit else []
     if s.fault == "node_loss":
@@ -456,6 +495,24 @@ def _fault_problems(s: Scenario) -> list[str]:
     if s.expect == "pass" and s.expect_failing:
         problems.append("expect_failing is only for expect: fail; remove it or set expect: fail")
     return problems
+
+
+def _campaign_problems(s: Scenario, workload: str = "smoke") -> list[str]:
+    """The plan the campaign block draws must fit the run, and its restarts its faults (ftqual.campaign)."""
+    from ftqual.campaign import setup as campaign_setup
+    from ftqual.campaign.plan import PlanError
+
+    assert s.campaign is not None
+    env = {k: v for k, v in s.campaign.env().items() if k != "NVRX_CAMPAIGN_KINDS" or s.campaign.kinds}
+    try:
+        plan = campaign_setup.plan_from_env(env, workload, s.world_size, s.save_interval)
+    except PlanError as exc:
+        return [str(exc).replace("NVRX_CAMPAIGN_", "campaign.").replace("campaign.FAULTS", "campaign.faults")]
+    problems = [campaign_setup.sizing_problem(plan, s.train_iters, "train_iters")]
+    problems.append(campaign_setup.restarts_problem(plan.count, s.max_restarts, "max_restarts"))
+    if s.expect == "fail" and not s.expect_failing:
+        problems.append("expect: fail needs expect_failing: the check ids that must fail")
+    return [p for p in problems if p]
 
 
 def _node_loss_problems(s: Scenario) -> list[str]:
@@ -525,6 +582,7 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             spare_nodes=d.get("spare_nodes", 0),
             timeouts_from=Timeouts(**d["timeouts_from"]) if d.get("timeouts_from") else None,
             calc_ft_timeouts=d.get("calc_ft_timeouts", False),
+            campaign=_campaign_options(d.get("campaign")),
         )
 
     try:
@@ -579,13 +637,15 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
         "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
         "NVRX_DIST_OPTIMIZER": s.dist_optimizer,
         "NVRX_HANG_PLACEMENT": s.hang_placement,
-        "NVRX_INJECTIONS": s.injections,
+        "NVRX_INJECTIONS": 1 if s.campaign else s.injections,  # a campaign's count is its plan's
         "NVRX_FAULT_TIMING": s.fault_timing,
         "NVRX_LOAD_CHECKPOINTS": int(s.checkpoint_load),
         "NVRX_SETTINGS_FINGERPRINT": cfg.fingerprint(s),
     }
     if s.rank is not None:
         env["NVRX_FAULT_RANK"] = s.rank
+    if s.campaign is not None:
+        env.update(s.campaign.env())
     if s.join_timeout is not None:
         env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
     if s.spare_nodes:

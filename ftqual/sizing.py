@@ -128,6 +128,20 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
     if scenario.resume_from:
         done = [e.iteration for e in log.saves_of("done")]
         start = max(done) if done else 0
+    if scenario.fault == "campaign" and scenario.campaign is not None:
+        from ftqual.campaign import setup as campaign_setup
+        from ftqual.campaign.plan import PlanError
+
+        measured = finalize_lag(log)
+        try:
+            plan = campaign_setup.plan_from_env(
+                scenario.campaign.env(), "megatron", scenario.world_size, scenario.save_interval
+            )
+        except PlanError:
+            return None  # the config's own check says why
+        lag = measured.iterations if measured is not None else 0
+        problem = campaign_setup.sizing_problem(plan, scenario.train_iters, "train_iters", lag)
+        return None if problem is None else f"refused before launch: {problem}"
     problem = sizing_problem(
         scenario.train_iters,
         start,

@@ -65,6 +65,12 @@ def build_report(
         notes.append(
             f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
         )
+    campaign_report = None
+    if snap.meta.fault == "campaign":  # the cycles' table, goodput measured, and the accumulation check
+        from ftqual.campaign.cycles import campaign_section
+
+        campaign_report, accumulation = campaign_section(snap)
+        results.append(accumulation)
     checks = [r.as_dict() for r in results]
     # The verdict and its one-line cause, composed where every other reader composes them (ftqual.verdict)
     record = _run_record(snap)
@@ -90,6 +96,8 @@ def build_report(
         "notes": notes,
         "verifier": {"version": __version__, "generated_at": iso_z(datetime.now(UTC))},
     }
+    if campaign_report is not None:
+        report["campaign"] = campaign_report
     return verdict_mod.apply(report, decision)
 
 
@@ -154,6 +162,10 @@ def summary_lines(report: dict[str, object]) -> list[str]:
         lines.append("  metrics: " + " ".join(shown))
     for note in report.get("notes") or []:  # type: ignore[union-attr]
         lines.append(f"  note: {note}")
+    if report.get("campaign"):  # the campaign's timeline and per-cycle table (ftqual.report.campaign)
+        from ftqual.report.campaign import campaign_markdown
+
+        lines.append(campaign_markdown(report).rstrip("\n"))
     return lines
 
 

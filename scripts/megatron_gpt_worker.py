@@ -74,6 +74,7 @@ FAULTS = (
     "gil_lock",
     "gpu_error",
     "gpu_hang",
+    "campaign",
 )
 GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
 SMOKE_ENTRYPOINT = "smoke_train.py"
@@ -87,6 +88,8 @@ INJECT_PREFIX = "[ftqual-inject]"
 LOG_PREFIX = "[ftqual-worker]"
 EXIT_BAD_TRACKER = 2
 EXIT_FAULT_NEVER_INJECTED = 3
+EXIT_BAD_PLAN = 4
+CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
 TIMINGS = ("checkpoint", "in_save")
 LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
 NVIDIA_SMI_TIMEOUT_S = 10
@@ -188,6 +191,30 @@ def newest_checkpoint_iteration(checkpoint_dir: Path) -> int | None:
         except OSError:
             continue
     return max(found, default=None)
+
+
+def read_campaign_plan(path: Path) -> list[dict]:
+    """The campaign plan's faults (ftqual.campaign.plan writes it), in order of their index 1..K."""
+    data = json.loads(path.read_text())
+    if data["schema"] != CAMPAIGN_PLAN_SCHEMA:
+        raise ValueError(f"not a {CAMPAIGN_PLAN_SCHEMA} plan")
+    faults = []
+    for number, item in enumerate(data["faults"], start=1):
+        entry = {
+            "index": int(item["index"]),
+            "fault": str(item["fault"]),
+            "rank": int(item["rank"]),
+            "placement": str(item["placement"]),
+            "arm_iteration": int(item["arm_iteration"]),
+        }
+        if (
+            entry["index"] != number
+            or entry["fault"] not in FAULTS[1:]
+            or entry["placement"] not in PLACEMENTS
+        ):
+            raise ValueError(f"entry {number} is malformed")
+        faults.append(entry)
+    return faults
 
 
 def proc_start_time(pid: int | str = "self") -> int:
@@ -344,7 +371,24 @@ def leftovers_record(pid_dir: Path, host: str, cycle: int, gpu: dict) -> dict:
         "alive": alive,
         "gpu": {**gpu, "held_by_earlier": held},
         "unreadable_pid_records": unreadable,
+        **resources_now(),
     }
+
+
+def resources_now(shm: Path = Path("/dev/shm"), parent: int | None = None) -> dict:
+    """What a cycle inherits besides processes: this user's /dev/shm segments and the open file descriptors
+    of the agent that starts the workers (ft_launcher); counts that grow cycle after cycle are a leak."""
+    uid = os.getuid()
+    try:
+        segments = sorted(e.name for e in os.scandir(shm) if e.stat(follow_symlinks=False).st_uid == uid)
+    except OSError:
+        segments = None
+    parent = os.getppid() if parent is None else parent
+    try:
+        fds = len(os.listdir(f"/proc/{parent}/fd"))
+    except OSError:
+        fds = None
+    return {"shm_segments": segments, "agent_pid": parent, "agent_open_fds": fds}
 
 
 def _cycle_rank(item: dict) -> dict:
@@ -510,8 +554,12 @@ class Injector:
         injections: int = 1,
         timing: str = "checkpoint",
         pid_dir: Path | None = None,
+        arm_iteration: int | None = None,
+        plan_index: int | None = None,
     ) -> None:
         self.fault = fault
+        self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
+        self.plan_index = plan_index  # a campaign's entry this injection follows
         self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
         self.timing = timing
         if timing == "in_save":
@@ -558,6 +606,9 @@ class Injector:
         }
         if self.timing == "in_save":
             record["save_iteration"] = self.save_iteration
+        if self.plan_index is not None:
+            record["plan_index"] = self.plan_index
+            record["arm_iteration"] = self.arm_iteration
         return record
 
     def action(self) -> tuple[str, object] | None:
@@ -705,6 +756,8 @@ class Injector:
         """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end."""
         if self.timing != "checkpoint" or value is None or value <= self.baseline:
             return False
+        if self.arm_iteration is not None and value < self.arm_iteration:
+            return False
         with self.lock:
             if self.armed_at is None:
                 self.armed_at = value
@@ -792,10 +845,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--injections", type=positive_int, default=1, help="faults in the run, one per cycle")
     parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")
     parser.add_argument("--leftovers-dir", type=Path, default=None)
+    parser.add_argument("--campaign-plan", type=Path, default=None, help="with --fault campaign: the plan")
     args = parser.parse_args(own)
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
-    if args.fault != "none" and args.fault_rank is None:
+    if args.fault == "campaign" and args.campaign_plan is None:
+        parser.error("--fault campaign needs --campaign-plan")
+    if args.fault not in ("none", "campaign") and args.fault_rank is None:
         parser.error(f"--fault-rank is required with --fault {args.fault}")
     if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
         parser.error("--fault-timing in_save needs --fault kill")
@@ -849,7 +905,19 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_TRACKER
 
     injector = None
-    fault_here = args.fault != "none" and rank == args.fault_rank
+    fault, fault_rank, placement, entry = args.fault, args.fault_rank, args.hang_placement, None
+    if fault == "campaign":
+        try:
+            planned = read_campaign_plan(args.campaign_plan)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log(f"cannot read the campaign plan {args.campaign_plan}: {exc}; refusing to start the workload")
+            return EXIT_BAD_PLAN
+        args.injections = len(planned)
+        made = count_markers(args.fault_marker)
+        entry = planned[made] if made < len(planned) else None
+        if entry is not None:  # this cycle's fault is the plan's next entry
+            fault, fault_rank, placement = entry["fault"], entry["rank"], entry["placement"]
+    fault_here = fault != "none" and rank == fault_rank
     made = count_markers(args.fault_marker) if fault_here else 0
     if fault_here and made >= args.injections:
         log(
@@ -870,8 +938,8 @@ def main(argv: list[str]) -> int:
                 )
             watch = None
         injector = Injector(
-            fault=args.fault,
-            placement=args.hang_placement,
+            fault=fault,
+            placement=placement,
             tracker=tracker,
             marker=marker_path(args.fault_marker, injection),
             baseline=baseline,
@@ -887,9 +955,11 @@ def main(argv: list[str]) -> int:
             injections=args.injections,
             timing=args.fault_timing,
             pid_dir=args.pid_dir,
+            arm_iteration=entry["arm_iteration"] if entry else None,
+            plan_index=entry["index"] if entry else None,
         )
         log(
-            f"fault {args.fault} injection {injection} of {args.injections} armed on rank {rank} "
+            f"fault {fault} injection {injection} of {args.injections} armed on rank {rank} "
             f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "
             f"placement {injector.placement}"
         )
@@ -900,7 +970,7 @@ def main(argv: list[str]) -> int:
         injector.finish()
         if status == 0 and not injector.claimed:
             log(
-                f"the requested {args.fault} fault (injection {injector.injection} of {args.injections}) "
+                f"the requested {fault} fault (injection {injector.injection} of {args.injections}) "
                 f"was never injected (tracker stayed at or below {baseline} while a step could follow, or "
                 "no save was in flight at a checkpointing section's end); failing so an uninterrupted "
                 "run cannot pass as recovery"

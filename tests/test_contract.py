@@ -37,8 +37,15 @@ def test_worker_copies_match_the_contract(worker):
 @pytest.mark.parametrize("fault", contract.FAULTS)
 def test_worker_accepts_every_fault_kind(worker, fault):
     argv = ["--entrypoint", "x.py", "--checkpoint-dir", "c", "--fault-marker", "m", "--fault", fault]
-    args, _ = worker.parse_args([*argv, "--fault-rank", "0"])
+    plan = ["--campaign-plan", "p.json"] if fault == "campaign" else []  # a campaign's faults are its plan's
+    args, _ = worker.parse_args([*argv, "--fault-rank", "0", *plan])
     assert args.fault == fault
+
+
+def test_worker_refuses_a_campaign_without_its_plan(worker):
+    argv = ["--entrypoint", "x.py", "--checkpoint-dir", "c", "--fault-marker", "m", "--fault", "campaign"]
+    with pytest.raises(SystemExit):
+        worker.parse_args(argv)
 
 
 def test_worker_refuses_other_fault_kinds(worker):

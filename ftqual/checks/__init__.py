@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ftqual.checks import campaign
 from ftqual.checks.baseline import uninterrupted_completion
 from ftqual.checks.calculated import calculated_timeouts
 from ftqual.checks.detection_bound import detected_within_timeout
@@ -35,6 +36,8 @@ COMMON_CHECKS = (fixed_timeouts_in_force, timeouts_not_exceeded, started_from_ex
 
 def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> list[CheckResult]:
     """Every check, in report order; those that do not apply to the scenario say `skip`."""
+    if exp.fault == "campaign":
+        return campaign_checks(snap, exp, baseline)
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
     if exp.job_ends:
@@ -52,6 +55,28 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     # walkthrough promises (docs/checks.md), or a condition without which those points prove nothing. A check
     # added for information only says `gates=False` in its result.
     return results
+
+
+def campaign_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None) -> list[CheckResult]:
+    """A campaign: the single-fault checks per fault (ftqual.checks.campaign), the whole-run ones on the run
+    as it is, and the plan followed; in the report order of every other fault run."""
+    cbf, fdr, rfc, par, replay = campaign.per_fault(snap, exp, baseline)
+    whole = [check(snap, exp) for check in (clean_finish, active_world_unchanged, no_leftovers)]
+    common = [check(snap, exp) for check in COMMON_CHECKS]
+    saves = interrupted_save_discarded(snap, exp)
+    base = uninterrupted_completion(snap, exp)
+    return [
+        base,
+        cbf,
+        fdr,
+        rfc,
+        par,
+        *whole,
+        saves,
+        *common,
+        replay,
+        campaign.campaign_plan_followed(snap, exp),
+    ]
 
 
 __all__ = ["CheckResult", "RunPlan", "run_plan_from", "run_checks", "verdict"]

@@ -156,7 +156,8 @@ def marker_mismatches(snap: RunSnapshot, marker: FaultMarker | None = None) -> t
     unknowns: list[str] = []
     if marker is None:
         return conflicts, unknowns
-    asked = (("fault", meta.fault, marker.fault), ("rank", meta.fault_rank, marker.rank))
+    want_fault, want_rank = requested(snap, marker)
+    asked = (("fault", want_fault, marker.fault), ("rank", want_rank, marker.rank))
     for what, want, got in (*asked, ("run_id", meta.run_id, marker.run_id)):
         if want is None:
             unknowns.append(f"run.json does not name the requested {what}")
@@ -175,11 +176,28 @@ def marker_mismatches(snap: RunSnapshot, marker: FaultMarker | None = None) -> t
         )
     for line in snap.injections if first else ():
         payload = line.payload
-        for key, want in (("fault", meta.fault), ("rank", meta.fault_rank), ("run_id", meta.run_id)):
+        line_fault, line_rank = meta.fault, meta.fault_rank
+        if snap.campaign is not None:  # each line is its own plan entry's
+            entry = snap.campaign_entry(_as_int(payload.get("injection")))
+            line_fault, line_rank = (entry.fault, entry.rank) if entry else (None, None)
+        for key, want in (("fault", line_fault), ("rank", line_rank), ("run_id", meta.run_id)):
             got = payload.get(key)
             if got is not None and want is not None and got != want:
                 conflicts.append(f"the [ftqual-inject] line says {key} {got!r}, run.json asked for {want!r}")
     return conflicts, unknowns
+
+
+def requested(snap: RunSnapshot, marker: FaultMarker) -> tuple[str | None, int | None]:
+    """The fault and rank a marker had to be: run.json's, or in a campaign its plan entry's (k-th marker,
+    k-th entry; None when the plan has no such entry or could not be read)."""
+    if snap.meta.fault != "campaign":
+        return snap.meta.fault, snap.meta.fault_rank
+    entry = snap.campaign_entry(marker.number)
+    return (entry.fault, entry.rank) if entry is not None else (None, None)
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _node_host(snap: RunSnapshot, rank: int | None, marker: FaultMarker | None = None) -> str | None:

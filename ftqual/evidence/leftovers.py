@@ -55,6 +55,8 @@ class LeftoverRecord:
     gpu_error: str | None = None
     held_by_earlier: tuple[Proc, ...] = ()
     unreadable_pid_records: tuple[str, ...] = ()  # pid records the sampler could not read
+    shm_segments: tuple[str, ...] | None = None  # this user's /dev/shm entries at the cycle's start
+    agent_open_fds: int | None = None  # open file descriptors of the agent that started the workers
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,16 @@ def _record(path: Path, rel: str, host: str, cycle: int, run_dir: Path) -> Lefto
         gpu_error=str(error)[:200] if error is not None else None,
         held_by_earlier=held,
         unreadable_pid_records=tuple(str(item)[:200] for item in unreadable[:20]),
+        shm_segments=_names(data.get("shm_segments")),
+        agent_open_fds=_int(data.get("agent_open_fds")),
     )
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    """A list of names (older records have none: None, not recorded)."""
+    if not isinstance(value, list):
+        return None
+    return tuple(str(item)[:200] for item in value[:1000])
 
 
 def _listing(folder: Path, run_dir: Path) -> list[str] | str:

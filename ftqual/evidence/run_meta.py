@@ -106,6 +106,7 @@ class FaultMarker:
     )
     placement: str | None = None  # where it was made to land: step, checkpointing, out_of_section, immediate
     section: str | None = None  # the section the rank was in at the injection (None: out of every section)
+    plan_index: int | None = None  # a campaign's: the plan entry this injection followed
 
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -205,6 +206,7 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         method=data.get("method") if isinstance(data.get("method"), str) else None,
         placement=data.get("placement") if isinstance(data.get("placement"), str) else None,
         section=data.get("section") if isinstance(data.get("section"), str) else None,
+        plan_index=_int(data.get("plan_index")),
     )
 
 

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
+from ftqual.campaign import plan as campaign_plan
+from ftqual.campaign.plan import CampaignPlan, PlannedFault
 from ftqual.evidence.checkpoints import Checkpoints, read_checkpoints
 from ftqual.evidence.clock import Clock, clock_from_meta
 from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
@@ -47,6 +49,14 @@ class RunSnapshot:
     markers: tuple[FaultMarker, ...] = ()  # every marker in order of k; `marker` is the first (k = 1)
     leftovers: Leftovers | None = None
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # node_loss runs: nodes/<host>.json
+    campaign: CampaignPlan | None = None  # campaign runs: campaign_plan.json
+
+    def campaign_entry(self, number: int | None) -> PlannedFault | None:
+        """The campaign plan's entry `number` (1-based), None outside the plan or without one."""
+        if self.campaign is None or number is None or not 1 <= number <= self.campaign.count:
+            return None
+        entry = self.campaign.faults[number - 1]
+        return entry if entry.index == number else None
 
     def ok(self, name: str) -> bool:
         status = self.sources.get(name)
@@ -147,6 +157,15 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     nodes: dict[str, NodeRecord] = {}
     if meta.fault == "node_loss":  # a source of node_loss runs only: other reports list what they always did
         nodes, sources["nodes"] = read_nodes(run_dir)
+    campaign = None
+    if meta.fault == "campaign":  # a source of campaign runs only
+        try:
+            campaign = campaign_plan.read(run_dir)
+            sources["campaign_plan"] = SourceStatus(
+                "campaign_plan", ok=True, paths=(campaign_plan.PLAN_JSON,)
+            )
+        except campaign_plan.PlanError as exc:
+            sources["campaign_plan"] = missing("campaign_plan", str(exc), campaign_plan.PLAN_JSON)
     return RunSnapshot(
         run_dir=run_dir,
         meta=meta,
@@ -160,4 +179,5 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
         markers=markers,
         leftovers=leftovers,
         nodes=MappingProxyType(nodes),
+        campaign=campaign,
     )

@@ -106,6 +106,8 @@ def wrapper_args(s: Settings) -> list[str]:
         "--leftovers-dir",
         str(s.leftovers_dir),
     ]
+    if s.campaign is not None:
+        args += ["--campaign-plan", str(s.campaign_plan_path)]
     return args
 
 

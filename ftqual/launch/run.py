@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual import cleanup, procs, run_schema
+from ftqual.campaign import plan as campaign_plan
 from ftqual.launch import logport, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
@@ -154,6 +155,20 @@ def run_record(
         "timeouts_source": s.timeouts_source,
         "timeouts_from": s.timeouts_from_record(),
         "calc_ft_timeouts": s.calc_ft_timeouts,
+        "campaign": campaign_record(s),
+    }
+
+
+def campaign_record(s: Settings) -> dict | None:
+    """run.json's `campaign`: what drew the plan, and where it lies (written before ft_launcher starts)."""
+    plan = s.campaign
+    if plan is None:
+        return None
+    return {
+        "plan": s.campaign_plan_path.name,
+        "seed": plan.seed,
+        "faults": plan.count,
+        "mtti_iterations": plan.mtti_iterations,
     }
 
 
@@ -326,6 +341,8 @@ def _launch(
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
     writes_run_json = s.node_rank == 0
+    if writes_run_json and s.campaign is not None:
+        campaign_plan.write(s.campaign, s.run_dir)  # before the launch: the run is judged against it
     if writes_run_json:
         write_json_atomic(run_json, record)
         (s.run_dir / "command.txt").write_text(plan.shell + "\n")

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual import constraints
+from ftqual.campaign import setup as campaign_setup
+from ftqual.campaign.plan import CampaignPlan, PlanError
 from ftqual.contract import FAULTS, MODEL, TRACKER_NAME, gpu_only_problem
 from ftqual.launch import stack
 
@@ -103,6 +105,7 @@ VARIABLES = (
     "NVRX_SPARE_NODES",
     "NVRX_TIMEOUTS_FROM",
     "NVRX_CALC_FT_TIMEOUTS",
+    *campaign_setup.VARIABLES,
 )
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
@@ -154,6 +157,7 @@ class Settings:
     # NVRX_CALC_FT_TIMEOUTS=1: the workload calculates its timeouts (--calc-ft-timeouts) and persists them in
     # ft_state.json; the section timeouts are then only the initial ones
     calc_ft_timeouts: bool = False
+    campaign: CampaignPlan | None = None  # NVRX_DEMO_FAULT=campaign: the plan, written before the launch
 
     @property
     def launchers(self) -> int:
@@ -179,6 +183,10 @@ class Settings:
     @property
     def marker_path(self) -> Path:
         return self.run_dir / "fault_injected.json"
+
+    @property
+    def campaign_plan_path(self) -> Path:
+        return self.run_dir / "campaign_plan.json"
 
     @property
     def leftovers_dir(self) -> Path:
@@ -406,6 +414,20 @@ def _fault_plan(env: Mapping[str, str], fault: str) -> tuple[int, str, bool]:
     return injections, fault_timing, checkpoint_load
 
 
+def _campaign(env: Mapping[str, str], workload: str, world: int, save_interval: int, train_iters: int):
+    """NVRX_CAMPAIGN_*: the plan, refused in one line when it cannot be drawn or does not fit the run."""
+    if env.get("NVRX_INJECTIONS", "1") not in ("", "1"):
+        raise SettingsError("NVRX_INJECTIONS does not apply to a campaign: set NVRX_CAMPAIGN_FAULTS")
+    if env.get("NVRX_FAULT_TIMING", "checkpoint") not in ("", "checkpoint"):
+        raise SettingsError("a campaign injects after completed checkpoints: leave NVRX_FAULT_TIMING unset")
+    try:
+        plan = campaign_setup.plan_from_env(env, workload, world, save_interval)
+    except PlanError as exc:
+        raise SettingsError(str(exc)) from exc
+    _refuse(campaign_setup.sizing_problem(plan, train_iters))
+    return plan
+
+
 def _run_id(env: Mapping[str, str], nnodes: int, now: datetime | None, pid: int) -> str:
     if nnodes > 1:
         run_id = env.get("NVRX_RUN_ID") or env.get("SLURM_JOB_ID") or ""
@@ -476,6 +498,13 @@ def load_settings(
 
     world = nnodes * gpus_per_node
     _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp))
+    campaign = None
+    stray = [name for name in campaign_setup.VARIABLES if env.get(name) and fault != "campaign"]
+    if stray:
+        raise SettingsError(f"{stray[0]} applies only to NVRX_DEMO_FAULT=campaign (got {shown(fault)})")
+    if fault == "campaign":
+        campaign = _campaign(env, workload, world, save_interval, train_iters)
+        injections = campaign.count
 
     if launchers > 1 and not env.get("RDZV_ENDPOINT"):
         raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
@@ -488,7 +517,7 @@ def load_settings(
     )
 
     fault_rank = None
-    if fault != "none":
+    if fault not in ("none", "campaign"):  # a campaign's ranks are its plan's
         fault_rank = _int(env, "NVRX_FAULT_RANK", "1", 0, 10**12)
         _refuse(constraints.rank_outside_world(constraints.ENVIRONMENT, fault_rank, world))
 
@@ -514,6 +543,9 @@ def load_settings(
     section_timeouts = parse_section_timeouts(_get(env, "NVRX_SECTION_TIMEOUTS", DEFAULT_SECTION_TIMEOUTS))
     out_of_section = _seconds(_get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT")
     max_restarts = _int(env, "NVRX_MAX_RESTARTS", "3", 0, MAX_RESTARTS)
+    if campaign is not None:  # one restart per fault: the default follows from K
+        max_restarts = _int(env, "NVRX_MAX_RESTARTS", str(campaign.count), 0, MAX_RESTARTS)
+        _refuse(campaign_setup.restarts_problem(campaign.count, max_restarts))
     term_timeout = _int(env, "NVRX_TERM_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
     workers_stop_timeout = _int(env, "NVRX_WORKERS_STOP_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
     log_server_port = _log_server_port(env)
@@ -572,4 +604,5 @@ def load_settings(
         spare_nodes=spare_nodes,
         timeouts_from=timeouts_from,
         calc_ft_timeouts=calc_raw == "1",
+        campaign=campaign,
     )

@@ -1,0 +1,255 @@
+"""A campaign's cycles: one row per fault, the accumulation check, and goodput measured from the timeline.
+
+Per fault k (measured on its single-fault view, ftqual.checks.campaign.fault_view, with ftqual.metrics):
+detection, restart (the failed cycle's end to the new cycle's start), checkpoint load, failure to first step,
+and at the start of the replacement cycle what earlier cycles left (processes alive, this user's /dev/shm
+segments, the agent's open file descriptors).
+
+The trend rule (`cycles_do_not_accumulate`): for each of restart_s, checkpoint_load_s and recovery_s
+(failure_to_first_step_s minus detection_s: the part that does not depend on the fault kind; a hang's
+detection waits a timeout) the median of the last third of the cycles must not exceed the median of the
+first third by more than TREND_TOLERANCE (relative) plus TREND_SLACK_S (absolute: noise on a shared CPU);
+the /dev/shm segments and the agent's open descriptors likewise, with a slack of RESOURCE_SLACK; no earlier
+process alive at any cycle start; every cycle has its train log and cycle record, every replacement cycle
+its leftovers record; the tracker names the newest finalized checkpoint at the end.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+from ftqual.checks.campaign import fault_view
+from ftqual.checks.result import CheckResult, Findings, skip
+from ftqual.evidence.model import Ref
+from ftqual.evidence.snapshot import RunSnapshot
+from ftqual.metrics import fault_metrics
+from ftqual.report import goodput
+
+ACCUMULATION = "cycles_do_not_accumulate"
+TREND_TOLERANCE = 0.5
+TREND_SLACK_S = 2.0
+RESOURCE_SLACK = 4
+TIMED = ("restart_s", "checkpoint_load_s", "recovery_s")
+COUNTED = ("shm_segments", "agent_open_fds")
+
+
+@dataclass(frozen=True)
+class CycleRow:
+    fault_index: int
+    fault: str | None
+    rank: int | None
+    placement: str | None
+    cycle: int | None
+    checkpoint_iteration: int | None
+    fault_iteration: int | None
+    restored_iteration: int | None
+    lost_iterations: int | None
+    detected_by: str | None
+    injected_at: str | None
+    detection_s: float | None
+    restart_s: float | None
+    checkpoint_load_s: float | None
+    failure_to_first_step_s: float | None
+    recovery_s: float | None
+    alive_at_start: int | None
+    shm_segments: int | None
+    agent_open_fds: int | None
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def rows(snap: RunSnapshot) -> list[CycleRow]:
+    out = []
+    for marker in snap.markers:
+        view = fault_view(snap, marker)
+        m = fault_metrics(view)
+        detect, first = _num(m.get("detection_s")), _num(m.get("failure_to_first_step_s"))
+        new = (marker.cycle or 0) + 1
+        records = [r for (_, c), r in (snap.leftovers.records.items() if snap.leftovers else ()) if c == new]
+        shm = [len(r.shm_segments) for r in records if r.shm_segments is not None]
+        fds = [r.agent_open_fds for r in records if r.agent_open_fds is not None]
+        out.append(
+            CycleRow(
+                fault_index=marker.number,
+                fault=view.meta.fault,
+                rank=view.meta.fault_rank,
+                placement=marker.placement,
+                cycle=marker.cycle,
+                checkpoint_iteration=marker.checkpoint_iteration,
+                fault_iteration=m.get("fault_iteration"),
+                restored_iteration=m.get("restored_iteration"),
+                lost_iterations=m.get("lost_iterations"),
+                detected_by=m.get("detected_by"),
+                injected_at=marker.injected_at.isoformat() if marker.injected_at else None,
+                detection_s=detect,
+                restart_s=_num(m.get("restart_s")),
+                checkpoint_load_s=_num(m.get("checkpoint_load_s")),
+                failure_to_first_step_s=first,
+                recovery_s=round(first - detect, 3) if first is not None and detect is not None else None,
+                alive_at_start=sum(len(r.alive) for r in records if r.error is None) if records else None,
+                shm_segments=max(shm) if shm else None,
+                agent_open_fds=max(fds) if fds else None,
+            )
+        )
+    return out
+
+
+def trend(values: list[float], tolerance: float, slack: float) -> dict:
+    """first-third vs last-third medians, and whether the last exceeds the first beyond the tolerance."""
+    third = max(1, len(values) // 3)
+    first, last = statistics.median(values[:third]), statistics.median(values[-third:])
+    limit = first * (1 + tolerance) + slack
+    return {
+        "first_third_median": round(first, 3),
+        "last_third_median": round(last, 3),
+        "limit": round(limit, 3),
+        "grows": last > limit,
+        "cycles": len(values),
+    }
+
+
+def cycles_do_not_accumulate(snap: RunSnapshot, table: list[CycleRow]) -> CheckResult:
+    """Invariant: the module docstring's trend rule, the records of every cycle, the end state consistent."""
+    cid = ACCUMULATION
+    if len(table) < 3:
+        return skip(cid, f"{len(table)} faults: a trend needs at least 3 cycles")
+    f = Findings(cid)
+    trends = {}
+    for key, tol, slack in [
+        *((k, TREND_TOLERANCE, TREND_SLACK_S) for k in TIMED),
+        *((k, 0.0, RESOURCE_SLACK) for k in COUNTED),
+    ]:
+        series = [getattr(r, key) for r in table]
+        known = [float(v) for v in series if v is not None]
+        if not known:
+            f.note(f"{key}: not measured in any cycle (the workload does not log it)")
+        elif len(known) < len(series):
+            f.unknown(f"{key} not measured in {len(series) - len(known)} of {len(series)} cycles")
+        if len(known) < 3:
+            continue
+        t = trends[key] = trend(known, tol, slack)
+        if t["grows"]:
+            f.problem(
+                f"{key} grows over the campaign: last-third median {t['last_third_median']} above the "
+                f"limit {t['limit']} (first-third median {t['first_third_median']})"
+            )
+    f.values["trends"] = trends
+    for r in table:
+        new = (r.cycle or 0) + 1
+        if r.alive_at_start:
+            f.problem(
+                f"{r.alive_at_start} process(es) of earlier cycles alive at the start of cycle {new}",
+                Ref(f"leftovers/*.cycle{new}.json"),
+            )
+    _records(snap, f, len(table))
+    if not f.problems and not f.unknowns:
+        f.fact(
+            f"over {len(table)} cycles no restart, load or recovery time and no leftover grows "
+            f"(last-third median within {TREND_TOLERANCE:.0%} + {TREND_SLACK_S:g} s of the first third)"
+        )
+    return f.result()
+
+
+def _records(snap: RunSnapshot, f: Findings, faults: int) -> None:
+    for cycle in range(faults + 1):
+        if snap.train_log(cycle) is None:
+            f.problem(f"no logs/train_cycle{cycle}.log")
+        if snap.cycles is None or snap.cycles.by_cycle(cycle) is None:
+            f.problem(f"no cycle_infos record of cycle {cycle}")
+        if cycle and (snap.leftovers is None or not any(c == cycle for _, c in snap.leftovers.records)):
+            f.problem(f"no leftovers record at the start of cycle {cycle}")
+    ckpt = snap.checkpoints
+    if ckpt is None or ckpt.tracker.value is None:
+        f.unknown("no readable checkpoint tracker at the end")
+        return
+    done = [d.iteration for d in ckpt.dirs if d.has_metadata]
+    if not done or ckpt.tracker.value != max(done):
+        newest = max(done) if done else None
+        f.problem(
+            f"the tracker says {ckpt.tracker.value}, the newest finalized checkpoint is {newest}",
+            ckpt.tracker.ref,
+        )
+
+
+def measured_goodput(snap: RunSnapshot, table: list[CycleRow]) -> dict:
+    """Productive training time over wall time, from the run's own timeline, with the gap's parts, and the
+    Young/Daly projection for the MTBF the campaign ran at."""
+    by_cycle: dict[int, list] = {}
+    for line in snap.iterations:
+        if line.t is not None:
+            by_cycle.setdefault(line.cycle, []).append(line)
+    steps = []  # (cycle, iteration, seconds) of every step with a predecessor in its cycle
+    for cycle, lines in by_cycle.items():
+        lines.sort(key=lambda x: x.ref.line)
+        pairs = zip(lines, lines[1:], strict=False)
+        steps += [(cycle, b.iteration, (b.t - a.t).total_seconds()) for a, b in pairs]
+    last_cycle = {}
+    for cycle, iteration, _ in steps:
+        last_cycle[iteration] = max(cycle, last_cycle.get(iteration, -1))
+    productive = sum(s for c, i, s in steps if last_cycle[i] == c)
+    lost = sum(s for c, i, s in steps if last_cycle[i] != c)
+    starts = [info.start for info in (snap.cycles.records if snap.cycles else ()) if info.start]
+    ends = [line.t for lines in by_cycle.values() for line in lines]
+    if not starts or not ends:
+        return {"measured": None, "why": "no timed cycles or iterations"}
+    wall = (max(ends) - min(starts)).total_seconds()
+    detect = sum(r.detection_s or 0.0 for r in table)
+    restart = sum((r.failure_to_first_step_s or 0.0) - (r.detection_s or 0.0) for r in table)
+    first_info = snap.cycles.by_cycle(0) if snap.cycles else None
+    first_step = min((x.t for x in by_cycle.get(0, [])), default=None)
+    initial = (
+        (first_step - first_info.start).total_seconds()
+        if first_info and first_info.start and first_step
+        else 0.0
+    )
+    parts = {
+        "initial_startup_s": initial,
+        "detection_s": detect,
+        "restart_and_startup_s": restart,
+        "lost_work_s": lost,
+    }
+    parts["saves_and_other_s"] = wall - productive - sum(parts.values())
+    mtbf_s = wall / len(table) if table else None
+    out = {
+        "wall_s": round(wall, 3),
+        "productive_s": round(productive, 3),
+        "goodput_measured": round(productive / wall, 4) if wall > 0 else None,
+        "gap_parts_s": {k: round(v, 3) for k, v in parts.items()},
+        "mtbf_s": round(mtbf_s, 3) if mtbf_s else None,
+    }
+    if mtbf_s and table:
+        interval = (
+            statistics.median([s for *_, s in steps]) * (snap.meta.save_interval or 1) if steps else None
+        )
+        inputs = goodput.GoodputInputs(
+            t_detect_s=detect / len(table),
+            t_restart_s=restart / len(table),
+            ckpt_blocking_s=None,
+            ckpt_blocking_source="not measured (asynchronous saves)",
+            ckpt_interval_s=interval,
+        )
+        point = goodput.project(inputs, goodput.MtbfPoint(mtbf_s / 3600.0))
+        out["projected"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(point).items()}
+    return out
+
+
+def campaign_section(snap: RunSnapshot) -> tuple[dict, CheckResult]:
+    """verify.json's `campaign` section and the accumulation check."""
+    table = rows(snap)
+    plan = snap.campaign
+    section = {
+        "seed": plan.seed if plan else None,
+        "planned": plan.count if plan else None,
+        "mtti_iterations": plan.mtti_iterations if plan else None,
+        "cycles": [asdict(r) for r in table],
+        "goodput": measured_goodput(snap, table),
+        "trend_rule": {
+            "tolerance": TREND_TOLERANCE,
+            "slack_s": TREND_SLACK_S,
+            "resource_slack": RESOURCE_SLACK,
+        },
+    }
+    return section, cycles_do_not_accumulate(snap, table)
