@@ -303,6 +303,7 @@ SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
     "spare_nodes": 0,
     "timeouts_from": None,
     "calc_ft_timeouts": False,
+    "campaign": None,
 }
 
 RUN_SETTINGS = (

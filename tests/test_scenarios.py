@@ -356,3 +356,15 @@ def test_spare_nodes_allocate_one_more_node_each_and_reach_the_launcher():
     assert "spare_nodes" not in cfg.shaping_settings(cfg.by_name["kill"])
     assert cfg.fingerprint(s) != cfg.fingerprint(dataclasses.replace(s, spare_nodes=0))
     assert scenarios.from_resolved(cfg.to_json()) == cfg
+
+
+def test_new_settings_at_their_defaults_keep_every_recorded_fingerprint():
+    """Attempts recorded by an earlier ftqual stay reused after an upgrade: a setting added since (a
+    campaign, timeouts_from, calc_ft_timeouts, ...) left at its default must not enter the fingerprint. The
+    literals are the fingerprints the walkthrough's scenarios had before those settings existed."""
+    cfg = resolve({}, env={})
+    assert {s.name: cfg.fingerprint(s) for s in cfg.scenarios} == {
+        "baseline": "7170af5c1c32",
+        "kill": "ba0df1af543a",
+        "hang": "2022076db393",
+    }
