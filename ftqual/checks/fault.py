@@ -8,6 +8,7 @@ from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
+from ftqual.evidence.model import Ref
 from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -398,7 +399,14 @@ def _exit_path(
     item = mine[0]
     f.values["exit_code"] = item.exit_code
     codes = " or ".join(str(c) for c in wanted)
-    if item.exit_code not in wanted:
+    early = [t for t in timeouts if t.t is not None and (item.t is None or t.t < item.t)]
+    what = (f"section '{early[0].section}'" if early[0].section else "out of section") if early else ""
+    lingered = (
+        _lingered_after_unwinding(snap, marker, fault, cycle, early[0], what)
+        if early and item.exit_code == -9  # the rank monitor's kill
+        else None
+    )
+    if item.exit_code not in wanted and lingered is None:
         f.problem(
             f"worker local_rank {item.local_rank} exited with code {item.exit_code}; "
             f"a {fault} exits with {codes}",
@@ -409,15 +417,44 @@ def _exit_path(
             f"worker local_rank {item.local_rank} exited with code {item.exit_code} ({fault}: {codes})",
             item.ref,
         )
-    early = [t for t in timeouts if t.t is not None and (item.t is None or t.t < item.t)]
-    if early:
-        what = f"section '{early[0].section}'" if early[0].section else "out of section"
+    if lingered is not None:
+        f.problem(*lingered)  # the code the timeout's kill left is part of what it says
+    elif early:
         f.problem(
             f"a timeout ({what}) fired before the exit: the {fault} was detected by another path than the "
             "rank's exit",
             early[0].ref,
         )
     _rank_note(f, first.local_rank, injected_local)
+
+
+def _lingered_after_unwinding(
+    snap: RunSnapshot, marker: FaultMarker, fault: str, cycle: int | None, timeout: TimeoutFired, what: str
+) -> tuple[str, Ref, Ref] | None:
+    """An exception or SIGINT that unwound (a traceback after the injection) but left the rank alive until a
+    timeout killed it: said as such, with the traceback and the timeout (seen on one H200 with Megatron-LM
+    core_v0.19.0: the rank printed its traceback and lived on until the step timeout). None when the log
+    shows no traceback after the injection (then the generic wording stands)."""
+    if fault not in UNWINDING_FAULTS or cycle is None:
+        return None
+    log = snap.train_log(cycle)
+    injected = next((i.ref for i in log.injections), None) if log is not None else None
+    if log is None or injected is None:
+        return None
+    trace = next((ref for ref in log.errors if ref.line > injected.line), None)
+    if trace is None:
+        return None
+    waited = ""
+    if marker.injected_at is not None and timeout.t is not None:
+        waited = f" {(timeout.t - marker.injected_at).total_seconds():.1f} s after the injection"
+    return (
+        f"the {fault} unwound (a traceback follows the injection) but the rank did not exit: it lived on "
+        f"until the {what} timeout killed it{waited} (exit -9); on this stack the {fault} "
+        "fault costs the open section's timeout, not an exit (something the interpreter waits for at "
+        "shutdown kept the rank alive)",
+        trace,
+        timeout.ref,
+    )
 
 
 def _handled_sigterm(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker, cycle: int) -> bool:

@@ -359,7 +359,8 @@ class _Collector:
             self.add("milestones", Milestone(m[1], self.clock.parse_local(m[2]), at()), 100)
         if patterns.OPTIMIZER_ERROR in text:
             self.add("optimizer_errors", at())
-        if text.startswith(patterns.TRACEBACK) or patterns.ERROR_NAME.match(text):
+        bare = patterns.TORCH_RANK.sub("", text, count=1) if text.startswith("[rank") else text
+        if bare.startswith(patterns.TRACEBACK) or patterns.ERROR_NAME.match(bare):
             self.add("errors", at(), MAX_ERRORS)
 
     def _checkpoint(self, text: str, at) -> None:

@@ -114,6 +114,9 @@ OPTIMIZER_ERROR = "Unable to load optimizer"
 #   0: RuntimeError: CUDA error: out of memory
 TRACEBACK = "Traceback (most recent call last)"
 ERROR_NAME = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::|\s*$)")
+# torch's elastic agent prefixes a worker's uncaught traceback with its rank (Megatron on GPU):
+#   0: [rank0]: Traceback (most recent call last):
+TORCH_RANK = re.compile(r"^\[rank\d+\]: ")
 # An error line with its message, a cause's text (past a torch `[rankN]: ` prefix):
 #   0: [rank0]: torch.distributed.DistBackendError: NCCL error in: ...
 ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
