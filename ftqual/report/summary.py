@@ -119,8 +119,10 @@ def scenario_fault(name: str, doc: dict | None) -> str:
     for value in ((doc.get("expected") or {}).get("fault"), doc.get("fault")):
         if value in FAULTS:
             return value
-    # no usable report: guess from the name (kill-rank0 -> kill); the report says the scenario is inconclusive
-    return next((f for f in ("kill", "hang") if f in name), "none")
+    # no usable report: guess from the name (kill-rank0 -> kill, gpu_hang -> gpu_hang, not hang: the longest
+    # fault named in it); the report says the scenario is inconclusive
+    named = [f for f in FAULTS if f != "none" and f in name]
+    return max(named, key=len) if named else "none"
 
 
 def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:

@@ -50,3 +50,15 @@ def test_the_schema_takes_every_fault():
         {"faults": build_fault_table([scenario("abort", "abort", "exit")])},
         {"type": "object", "properties": {"faults": SUMMARY_SCHEMA["properties"]["faults"]}},
     )
+
+
+def test_a_scenario_without_a_report_is_named_by_the_longest_fault_in_its_name():
+    """A scenario whose verify report is missing (a run cut short) is guessed from its name: gpu_hang is a
+    gpu_hang, never a SIGSTOP hang (seen in a GPU run cut by its time limit)."""
+    from ftqual.report.summary import scenario_fault
+
+    assert scenario_fault("gpu_hang", None) == "gpu_hang"
+    assert scenario_fault("hang_in_save", None) == "hang"
+    assert scenario_fault("kill-rank0", None) == "kill"
+    assert scenario_fault("double_fault", None) == "none"
+    assert scenario_fault("gpu_hang", {"fault": "gpu_hang"}) == "gpu_hang"
