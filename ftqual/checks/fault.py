@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.result import (
+    CheckResult,
+    Findings,
+    Scoped,
+    absent_after_stop,
+    inconclusive,
+    per_injection,
+    skip,
+)
 from ftqual.checks.run_plan import RunPlan
 from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection_path
 from ftqual.evidence import derive
@@ -406,7 +414,14 @@ def _exit_path(
         if early and item.exit_code == -9  # the rank monitor's kill
         else None
     )
-    if item.exit_code not in wanted and lingered is None:
+    if item.exit_code == -15 and fault != "sigterm" and snap.meta.interrupted_by:
+        # the launcher, stopped from outside, ends its workers with SIGTERM: that exit is the stop's
+        f.unknown(
+            f"worker local_rank {item.local_rank} exited with code -15 after the launcher was stopped by "
+            f"{snap.meta.interrupted_by} from outside: the stop's exit, not the {fault}'s",
+            item.ref,
+        )
+    elif item.exit_code not in wanted and lingered is None:
         f.problem(
             f"worker local_rank {item.local_rank} exited with code {item.exit_code}; "
             f"a {fault} exits with {codes}",
@@ -544,7 +559,7 @@ def _cycle_records(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker)
     else:
         f.fact(f"cycle {failed} ended {iso_z(old.end)}", old.ref)
     if new is None:
-        f.problem(f"no replacement cycle: cycle_infos has no record for cycle {replacement}")
+        absent_after_stop(snap, f, f"no replacement cycle: cycle_infos has no record for cycle {replacement}")
     elif new.start is None:
         f.problem(f"cycle {replacement} has no cycle_start_time", new.ref)
     else:

@@ -130,6 +130,17 @@ def unready(
     return None
 
 
+def absent_after_stop(snap: RunSnapshot, f: Findings | Scoped, text: str, *refs: Ref | None) -> None:
+    """Something the run lacks at its end (a replacement cycle, its log, a cycle's record): a problem, unless
+    our launcher was stopped from outside (run.json `interrupted_by`), which cut the run short: then what it
+    lacks after the stop is unknown, never a failure of the stack."""
+    stopped = snap.meta.interrupted_by
+    if stopped:
+        f.unknown(f"{text} (the launcher was stopped by {stopped} from outside before the run ended)", *refs)
+    else:
+        f.problem(text, *refs)
+
+
 def verdict(results: Iterable[CheckResult]) -> str:
     """Any gating check failed: fail; else any gating check inconclusive: inconclusive; else pass."""
     statuses = {r.status for r in results if r.gates}

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip, unready
+from ftqual.checks.result import (
+    CheckResult,
+    Findings,
+    Scoped,
+    absent_after_stop,
+    inconclusive,
+    per_injection,
+    skip,
+    unready,
+)
 from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.iterations import HAS_GBS, INT64_MAX
@@ -43,7 +52,7 @@ def _resumed_after(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker 
     cycle = derive.replacement_cycle(snap, marker)
     log = snap.train_log(cycle)
     if log is None:
-        f.problem(f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
+        absent_after_stop(snap, f, f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
         return
     for ref_ in log.fresh_starts:
         f.problem("the replacement started from scratch ('could not find the metadata file')", ref_)
@@ -152,7 +161,7 @@ def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     cycle = derive.replacement_cycle(snap)
     later_logs = [log for log in snap.train_logs if log.cycle >= cycle]
     if not later_logs:
-        f.problem(f"no replacement cycle log (train_cycle{cycle}.log or later)")
+        absent_after_stop(snap, f, f"no replacement cycle log (train_cycle{cycle}.log or later)")
         return f.result()
     # A run stopped from outside was cut short by the stop: what it lacks after that is unknown, not wrong.
     complete = later_logs[-1].complete and not stopped_from_outside(snap)
@@ -498,7 +507,9 @@ def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:
         return
     logs = len(snap.train_logs)
     f.values["cycles"] = count
-    if count != expected:
+    if count < expected:
+        absent_after_stop(snap, f, f"{count} cycles ran, expected {expected}")
+    elif count != expected:
         f.problem(f"{count} cycles ran, expected {expected}")
     elif logs > count:
         f.problem(f"{logs} per-cycle train logs, but cycle_infos records {count} cycle(s)")

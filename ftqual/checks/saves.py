@@ -3,7 +3,15 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations
 
-from ftqual.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
+from ftqual.checks.result import (
+    CheckResult,
+    Findings,
+    Scoped,
+    absent_after_stop,
+    inconclusive,
+    per_injection,
+    skip,
+)
 from ftqual.checks.run_plan import RunPlan
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
@@ -86,7 +94,7 @@ def _discarded(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> 
     if restored is None:
         after = snap.train_log(replacement)
         if after is None:
-            f.problem(f"no replacement cycle: logs/train_cycle{replacement}.log is absent")
+            absent_after_stop(snap, f, f"no replacement cycle: logs/train_cycle{replacement}.log is absent")
         else:
             f.missing_fact(f"{after.path} restored no checkpoint", after.complete)
     elif restored.iteration == s:
