@@ -18,7 +18,7 @@ from ftqual.evidence.snapshot import RunSnapshot
 DETECTED_WITHIN_TIMEOUT = "detected_within_timeout"
 # Timestamps of the injection marker and the launcher's line, and the monitor's own work after its check.
 TOLERANCE_S = 1.0
-PLACEMENTS = ("step", "checkpointing", "out_of_section")
+PLACEMENTS = ("step", "checkpointing", "out_of_section", "setup")
 
 
 def detected_within_timeout(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
