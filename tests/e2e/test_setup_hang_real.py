@@ -42,7 +42,7 @@ def test_the_setup_timeout_catches_a_hang_in_a_replacements_setup(repo_root, set
     code, report = verify(repo_root, setup_hang)
     check = next(c for c in report["checks"] if c["id"] == DETECTED)
     assert code == 0 and report["verdict"] == "pass", (report.get("cause"), check["detail"])
-    fired = "injection 2: rank monitor of local_rank 1 fired in cycle 1: section 'setup' open"
+    fired = "fired in cycle 1: section 'setup' open"  # whichever rank's monitor reported it
     assert fired in check["detail"], check["detail"]
     bound = next(c for c in report["checks"] if c["id"] == "detected_within_timeout")
     assert bound["values"]["injections"][1]["section"] == "setup", bound["detail"]
