@@ -7,6 +7,8 @@ The rules, and why:
 - the world divides by TP*PP (and the model's shape takes TP and PP: contract.MODEL);
 - every injection needs a checkpoint of its own before the last iteration;
 - an in-save fault is a kill (a hang during a save is another scenario);
+- a fault placed in a replacement's setup needs an earlier fault to make the replacement (injections >= 2,
+  the first placed in a step) and the tracker's timing (it is armed by the cycle's start, not by a save);
 - a node loss needs a second node to survive it, takes a rank of a later node (the first node's ft_launcher
   hosts the rendezvous store: losing it ends every node) and one injection at a checkpoint.
 """
@@ -39,7 +41,7 @@ class Vocabulary:
 
 
 KEYS = ("rank", "nnodes", "gpus_per_node", "tp", "pp", "injections", "save_interval", "train_iters", "fault",
-        "fault_timing")  # fmt: skip
+        "fault_timing", "hang_placement")  # fmt: skip
 CONFIG = Vocabulary(names={k: k for k in KEYS}, separator=" ", multinode_hint=", and the Slurm profile")
 ENVIRONMENT = Vocabulary(
     names={
@@ -53,6 +55,7 @@ ENVIRONMENT = Vocabulary(
         "train_iters": "TRAIN_ITERS",
         "fault": "NVRX_DEMO_FAULT",
         "fault_timing": "NVRX_FAULT_TIMING",
+        "hang_placement": "NVRX_HANG_PLACEMENT",
     },
     separator="=",
     quote=True,
@@ -96,6 +99,26 @@ def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | No
         f"{v.said('fault_timing', 'in_save')} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
         "a hang during a save is not this scenario"
     )
+
+
+def setup_placement_problem(
+    v: Vocabulary, fault: str, hang_placement: str, injections: int, fault_timing: str
+) -> str | None:
+    """A fault in a replacement's setup: injection 1 makes the replacement (placed in a step), every later
+    one stops a replacement while its setup section is open."""
+    if hang_placement != "setup" or fault == "none":
+        return None
+    placed = v.said("hang_placement", "setup")
+    if fault in ("node_loss", "campaign"):
+        return f"{placed} places a rank fault, not {v.said('fault', fault)}"
+    if fault_timing != "checkpoint":
+        return f"{placed} needs {v.said('fault_timing', 'checkpoint')} (got {v.got(fault_timing)})"
+    if injections < 2:
+        return (
+            f"{placed} needs {v.name('injections')} >= 2 (got {v.got(injections)}): only a replacement has "
+            "a setup to stop after a checkpoint, and the first fault (placed in a step) makes it"
+        )
+    return None
 
 
 def node_loss_problems(

@@ -489,6 +489,8 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
         problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")
     in_save = constraints.in_save_needs_kill(v, s.fault, s.fault_timing)
     problems += [in_save] if in_save else []
+    setup = constraints.setup_placement_problem(v, s.fault, s.hang_placement, s.injections, s.fault_timing)
+    problems += [setup] if setup else []
     if s.expect == "fail" and not s.expect_failing:
         problems.append(
             "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"

@@ -3,7 +3,7 @@
 
     megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
         --fault none|kill|hang|node_loss|segfault|abort|exception|sigterm|sigint|gil_lock|gpu_error|gpu_hang
-        [--fault-rank N] [--run-id ID] [--hang-placement step|immediate]
+        [--fault-rank N] [--run-id ID] [--hang-placement step|immediate|checkpointing|out_of_section|setup]
         [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
         -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
@@ -28,6 +28,11 @@ variable's name) the training thread itself claims the marker and signals at the
 section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is detected
 by the step timeout rather than whichever section happened to be open; `immediate` signals from the poller
 thread at once, as the walkthrough does (and lands wherever training is once the marker is fsynced).
+Placement `setup` stops a replacement in its own `setup` section: injection 1 (cycle 0) is placed in a step,
+as `step` does (a replacement needs an earlier fault); every later injection is armed by the cycle's start
+from a completed checkpoint (tracker >= 1) and lands on the training thread as the workload closes `setup`,
+before NVRx is told it closed (after the checkpoint load and everything else the workload does in setup),
+so the `setup` timeout must catch it. Its marker names the checkpoint the replacement loaded.
 Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on the training thread, once the
 tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
 was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself.
@@ -81,7 +86,7 @@ SMOKE_ENTRYPOINT = "smoke_train.py"
 # Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
 # section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of
 # every section (the out-of-section timeout), or at once wherever the rank is (the walkthrough's behaviour).
-PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section")
+PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
 SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
 POLL_SECONDS = 0.2
 INJECT_PREFIX = "[ftqual-inject]"
@@ -419,12 +424,17 @@ class SectionWatch:
         self.open: list[str] = []
         self.on_start = None  # called with the section name after a section opened
         self.on_end = None  # called with the section name after a section closed (the monitor knows)
+        self.on_closing = None  # called with the section name before the monitor is told it closed
 
     def started(self, name: str) -> None:
         with self.lock:
             self.open.append(name)
         if self.on_start is not None:
             self.on_start(name)
+
+    def closing(self, name: str) -> None:
+        if self.on_closing is not None:
+            self.on_closing(name)
 
     def ended(self, name: str | None) -> None:
         with self.lock:
@@ -462,6 +472,7 @@ def install_section_hooks(watch: SectionWatch) -> bool:
         return result
 
     def end_section(self, section):
+        watch.closing(section)  # a setup hang lands here: the section is still open for the monitor
         watch.ended(section)
         result = original_end(self, section)
         watch.closed(section)  # an in_save kill lands here, once the monitor saw the section end
@@ -584,6 +595,7 @@ class Injector:
         if watch is not None:
             watch.on_start = self._on_section_start
             watch.on_end = self._on_section_end
+            watch.on_closing = self._on_section_closing
 
     def record(self, section: str | None) -> dict:
         record = {
@@ -753,7 +765,10 @@ class Injector:
         return {"host": host, "launcher_pid": pid, "processes": processes}
 
     def on_tracker(self, value: int | None) -> bool:
-        """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end."""
+        """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end,
+        placement setup at the setup section's close."""
+        if self.placement == "setup":
+            return True
         if self.timing != "checkpoint" or value is None or value <= self.baseline:
             return False
         if self.arm_iteration is not None and value < self.arm_iteration:
@@ -780,6 +795,19 @@ class Injector:
             self.on_tracker(poll_tracker(self.tracker))
         if self.armed_at is not None:
             self.inject(name)
+
+    def _on_section_closing(self, name: str) -> None:
+        """placement setup: the workload closes its setup section (the checkpoint loaded); stop it there,
+        before the monitor knows, when this cycle started from a completed checkpoint."""
+        if name != "setup" or self.placement != "setup" or self.timing != "checkpoint":
+            return
+        if self.baseline < 1:
+            log("placement setup: this cycle started from no checkpoint (tracker 0); not injecting")
+            return
+        with self.lock:
+            if self.armed_at is None:
+                self.armed_at = self.baseline  # the checkpoint this replacement loaded
+        self.inject("setup")
 
     def _on_section_end(self, name: str) -> None:
         """in_save: a checkpointing section ended with a save newer than the tracker still in flight;
@@ -811,8 +839,8 @@ class Injector:
             self.stop.wait(self.poll_seconds)
 
     def start(self) -> threading.Thread | None:
-        """Start the tracker poller (timing checkpoint); in_save needs none."""
-        if self.timing != "checkpoint":
+        """Start the tracker poller (timing checkpoint); in_save and placement setup need none."""
+        if self.timing != "checkpoint" or self.placement == "setup":
             return None
         thread = threading.Thread(target=self.poll_forever, name="ftqual-injector", daemon=True)
         thread.start()
@@ -927,6 +955,8 @@ def main(argv: list[str]) -> int:
         fault_here = False
     elif fault_here:
         injection = made + 1
+        if placement == "setup" and injection == 1:
+            placement = "step"  # a replacement's setup needs an earlier fault: the first lands in a step
         watch = SectionWatch()
         if not install_section_hooks(watch):
             if args.fault_timing == "in_save":

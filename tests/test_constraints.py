@@ -22,6 +22,7 @@ GRID = {
     "train_iters": (6, 10, 20),
     "fault": ("kill", "hang", "node_loss"),
     "fault_timing": ("checkpoint", "in_save"),
+    "hang_placement": ("step", "step", "setup"),
 }
 
 
@@ -33,7 +34,7 @@ def cases(n: int = 300, seed: int = 20261202):
 
 def config_problems(case: dict) -> list[str]:
     top = {k: case[k] for k in ("nnodes", "gpus_per_node", "tp", "pp", "train_iters", "save_interval")}
-    entry = {k: case[k] for k in ("fault", "rank", "injections", "fault_timing")}
+    entry = {k: case[k] for k in ("fault", "rank", "injections", "fault_timing", "hang_placement")}
     if case["fault"] == "node_loss":
         entry["join_timeout"] = 60
     raw = {**top, "scenarios": {"baseline": {"fault": "none"}, "x": entry}}
@@ -60,6 +61,7 @@ def launcher_problem(case: dict, tmp_path) -> str | None:
         "NVRX_FAULT_RANK": str(case["rank"]),
         "NVRX_INJECTIONS": str(case["injections"]),
         "NVRX_FAULT_TIMING": case["fault_timing"],
+        "NVRX_HANG_PLACEMENT": case["hang_placement"],
     }
     try:
         load_settings(env)
@@ -77,6 +79,8 @@ RULE_WORDS = (
     "node_loss needs",
     "is on the first node",
     "node_loss takes one injection",
+    "setup needs",
+    "setup places a rank fault",
 )
 
 

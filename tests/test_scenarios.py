@@ -288,6 +288,11 @@ def test_new_settings_reach_the_launcher_and_keep_old_fingerprints():
         ({"fault": "kill", "expect_failing": ["clean_finish"]}, "expect_failing is only for expect: fail"),
         ({"fault": "hang", "fault_timing": "in_save"}, "fault_timing in_save needs fault kill (got hang)"),
         ({"fault": "none", "injections": 2}, "injections need a fault"),
+        ({"fault": "hang", "hang_placement": "setup"}, "hang_placement setup needs injections >= 2 (got 1)"),
+        (
+            {"fault": "hang", "hang_placement": "setup", "injections": 2, "fault_timing": "in_save"},
+            "hang_placement setup needs fault_timing checkpoint",
+        ),
         ({"fault": "kill", "injections": 4}, "injections*save_interval=20 must be below train_iters=20"),
         ({"fault": "kill", "resume_from": "kill"}, "resume_from must name the baseline scenario"),
         ({"fault": "kill", "resume_from": "baseline", "train_iters": 25}, "need train_iters >= 30"),

@@ -70,7 +70,16 @@ def _checkpoint_of(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker)
             f"marker checkpoint_iteration is {k}: the injection did not wait for a checkpoint", marker.ref
         )
         return
-    if marker.baseline_iteration is not None and k <= marker.baseline_iteration:
+    if marker.placement == "setup":
+        # A replacement stopped in its setup: the checkpoint before the fault is the one it loaded (its
+        # baseline), completed in an earlier cycle.
+        if marker.baseline_iteration is not None and k != marker.baseline_iteration:
+            f.problem(
+                f"marker checkpoint_iteration {k} is not the checkpoint the replacement started from "
+                f"({marker.baseline_iteration})",
+                marker.ref,
+            )
+    elif marker.baseline_iteration is not None and k <= marker.baseline_iteration:
         f.problem(
             f"marker checkpoint_iteration {k} did not advance past its baseline {marker.baseline_iteration}",
             marker.ref,
@@ -256,7 +265,7 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
 
 
 # Placements that put a live fault in a known section (the immediate one lands wherever the rank is).
-PLACED_SECTIONS = {"step": "step", "checkpointing": "checkpointing", "out_of_section": None}
+PLACED_SECTIONS = {"step": "step", "checkpointing": "checkpointing", "out_of_section": None, "setup": "setup"}
 
 
 def _placed_section_fired(f: Findings | Scoped, marker: FaultMarker, timeout: TimeoutFired) -> None:

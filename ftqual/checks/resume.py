@@ -40,15 +40,23 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         return f.result()
     each = []
     for item, g in per_injection(f, snap.markers):
-        _resumed_after(snap, g, item)
+        _resumed_after(snap, g, item, _stopped_in_setup(snap, derive.replacement_cycle(snap, item)))
         each.append({"injection": item.number, "cycle": derive.replacement_cycle(snap, item), **g.values})
     f.values.update({k: v for k, v in each[0].items() if k not in ("injection", "cycle")})
     f.values["injections"] = each
     return f.result()
 
 
-def _resumed_after(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker | None) -> None:
-    """The replacement cycle of one injection (`marker`; None: the run recorded none) resumed."""
+def _stopped_in_setup(snap: RunSnapshot, cycle: int) -> FaultMarker | None:
+    """The later injection (hang_placement setup) that stopped this cycle in its setup, if one did."""
+    return next((m for m in snap.markers if m.placement == "setup" and m.cycle == cycle), None)
+
+
+def _resumed_after(
+    snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker | None, stopped: FaultMarker | None = None
+) -> None:
+    """The replacement cycle of one injection (`marker`; None: the run recorded none) resumed; one that a
+    later injection stopped in its setup (`stopped`) proves its load, and its first step cannot come."""
     cycle = derive.replacement_cycle(snap, marker)
     log = snap.train_log(cycle)
     if log is None:
@@ -100,6 +108,14 @@ def _resumed_after(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker 
                 f"checkpoint from iteration {k}' line): an unfinished checkpoint",
                 all(item.complete for item in snap.train_logs if item.cycle < cycle),
             )
+    if stopped is not None:
+        # Its first step never came by design: the next injection's replacement proves the step after it.
+        f.fact(
+            f"cycle {cycle} was then stopped in its setup by injection {stopped.number} (placement setup): "
+            "no first step expected there",
+            stopped.ref,
+        )
+        return
     _first_step(snap, f, log, done.ref.line, k)
 
 

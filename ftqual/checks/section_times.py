@@ -8,13 +8,29 @@ from __future__ import annotations
 
 from ftqual.checks.result import CheckResult, Findings, inconclusive
 from ftqual.checks.run_plan import RunPlan
-from ftqual.evidence.sections import SECTIONS, RunSections, run_sections
+from ftqual.evidence.in_force import in_force
+from ftqual.evidence.sections import SECTIONS, Figure, RunSections, run_sections
 from ftqual.evidence.snapshot import RunSnapshot
 
 TIMEOUTS_NOT_EXCEEDED = "timeouts_not_exceeded"
 # The sections every run must have measured for the check to pass: the out-of-section figure is an upper
 # bound that holds a step, and a run can lack it (one step per cycle) without anything being unknown.
 REQUIRED = ("setup", "step", "checkpointing")
+
+
+def _limit(snap: RunSnapshot, exp: RunPlan, cycle: int, name: str, figure: Figure) -> tuple[float, str]:
+    """The timeout a figure is judged by: run.json's; under calc_ft_timeouts the one in force in its cycle
+    at the figure's last line in that cycle's log (NVRx's calculation printed before it, else the cycle's
+    start), said in the detail."""
+    fixed = float(exp.timeouts[name])
+    if not exp.calc_ft_timeouts:
+        return fixed, ""
+    log = snap.train_log(cycle)
+    lines = [ref.line for ref in figure.evidence if log is not None and ref.path == log.path]
+    found = in_force(log, max(lines) if lines else 0)
+    if found is None or name not in found.values:
+        return fixed, "run.json's initial value: no timeout printed in this cycle"
+    return float(found.values[name]), f"in force: {found.source}"
 
 
 def timeouts_not_exceeded(
@@ -25,7 +41,9 @@ def timeouts_not_exceeded(
     injected hang held in its fault cycle is left out (it is meant to exceed). A figure that over-estimates
     (`bound: upper`) only fails for `setup` and `step`, where it over-estimates by a small part (process
     start, logging); the out-of-section figure holds a whole step, so at or above its timeout it proves
-    nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive."""
+    nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive. Under
+    calc_ft_timeouts each figure is judged by the timeout in force in its cycle at its line (the cycle's
+    start, or NVRx's calculation printed before it), not run.json's initial one; the detail says which."""
     cid = TIMEOUTS_NOT_EXCEEDED
     wanted = exp.timeouts
     if not all(key in wanted for key in SECTIONS):
@@ -41,11 +59,12 @@ def timeouts_not_exceeded(
             if cycle.hung == name:
                 f.note(f"cycle {cycle.cycle}: {name} held the injected hang (expected to exceed its timeout)")
                 continue
-            limit = float(wanted[name])
             for figure in figures:
+                limit, source = _limit(snap, exp, cycle.cycle, name, figure)
                 if figure.seconds is None or figure.seconds < limit:
                     continue
                 what = f"cycle {cycle.cycle}: {name} took {figure.seconds:.2f} s >= its timeout {limit:g} s"
+                what += f" ({source})" if source else ""
                 if name == "out_of_section" and figure.bound == "upper":
                     f.unknown(f"{what} (an upper bound holding a step: cannot tell)", *figure.evidence)
                 else:

@@ -104,7 +104,7 @@ class FaultMarker:
     method: str | None = (
         None  # how the wrapper injected it, e.g. "os.abort() (SIGABRT)" (absent in older markers)
     )
-    placement: str | None = None  # where it was made to land: step, checkpointing, out_of_section, immediate
+    placement: str | None = None  # where it landed: step, checkpointing, out_of_section, setup, immediate
     section: str | None = None  # the section the rank was in at the injection (None: out of every section)
     plan_index: int | None = None  # a campaign's: the plan entry this injection followed
 

@@ -323,6 +323,8 @@ def _hung_sections(snap: RunSnapshot) -> dict[int, str]:
         name = found.detected_by if found is not None else None
         if name and name.startswith("section:"):
             name = name.split(":", 1)[1]
+        elif name != "out_of_section" and marker.placement == "setup":
+            name = "setup"  # a replacement stopped in its setup (the run's first hang sits in a step)
         elif name != "out_of_section":
             name = getattr(snap.meta, "hang_placement", None) or "step"
         out[derive.fault_cycle(snap, marker)] = str(name)

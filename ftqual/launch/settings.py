@@ -37,7 +37,7 @@ __all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings
 
 WORKLOADS = ("megatron", "smoke")
 # Where a rank fault lands once armed (the wrapper's --hang-placement; config/schema.yaml says each).
-HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section")
+HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
 FAULT_TIMINGS = ("checkpoint", "in_save")
 SECTIONS = ("setup", "step", "checkpointing")
 
@@ -552,6 +552,11 @@ def load_settings(
     transformer_impl = _choice(env, "NVRX_TRANSFORMER_IMPL", "auto", stack.TRANSFORMER_IMPLS)
     dist_optimizer = _choice(env, "NVRX_DIST_OPTIMIZER", "auto", stack.DIST_OPTIMIZER_MODES)
     hang_placement = _choice(env, "NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS)
+    _refuse(
+        constraints.setup_placement_problem(
+            constraints.ENVIRONMENT, fault, hang_placement, injections, fault_timing
+        )
+    )
     node_rank_name = "NVRX_NODE_RANK" if env.get("NVRX_NODE_RANK") else "SLURM_NODEID"
     node_rank = _int(env, node_rank_name, "0", 0, MAX_NNODES)
     if node_rank >= launchers:

@@ -22,6 +22,34 @@ def _seen_path(detected_by: object) -> str | None:
     return detected_by
 
 
+BOUND_CHECK = "detected_within_timeout"
+
+
+def held_sections(doc: dict) -> list[dict]:
+    """Per injection of a live fault, from verify.json's detected_within_timeout values: the section the
+    rank held (the marker's placed section; with placement immediate, the fired one), the timeout that fired,
+    and whether they agree (a peer's timeout catching it first disagrees: failure_detected_and_restarted
+    says whose)."""
+    check = next(
+        (c for c in doc.get("checks") or [] if isinstance(c, dict) and c.get("id") == BOUND_CHECK), {}
+    )
+    values = check.get("values") if isinstance(check.get("values"), dict) else {}
+    items = values.get("injections") if isinstance(values.get("injections"), list) else [values]
+    out = []
+    for number, item in enumerate(items, start=1):
+        if not isinstance(item, dict) or not item.get("section") or not item.get("fired"):
+            continue
+        out.append(
+            {
+                "injection": item.get("injection", number),
+                "held": item["section"],
+                "fired": item["fired"],
+                "as_held": item["section"] == item["fired"],
+            }
+        )
+    return out
+
+
 def build_fault_table(scenarios: list[dict]) -> list[dict]:
     """One row per fault scenario of the summary, in the summary's order."""
     rows = []
@@ -41,6 +69,8 @@ def build_fault_table(scenarios: list[dict]) -> list[dict]:
             "verdict": sc["verdict"],
         }
         row.update({key: metrics.get(key) for key in COLUMNS})
+        if sc.get("held"):
+            row["held"] = sc["held"]
         rows.append(row)
     return rows
 
@@ -51,6 +81,12 @@ def _cell(value: object, unit: str = " s") -> str:
     if isinstance(value, float):
         return f"{value:.2f}{unit}"
     return f"{value}{unit if unit != ' s' else ''}"
+
+
+def _held_cell(h: dict) -> str:
+    """`; #2 in setup, setup timeout fired`; another section's timeout in bold."""
+    text = f"#{h['injection']} in {h['held']}, {h['fired']} timeout fired"
+    return f"; {text}" if h["as_held"] else f"; **{text}**"
 
 
 def fault_table_section(rows: list[dict]) -> list[str]:
@@ -66,6 +102,7 @@ def fault_table_section(rows: list[dict]) -> list[str]:
         seen = r["detected_by"] or "—"
         if r["path_as_expected"] is False:
             seen = f"**{seen}** (not the fault's path)"
+        seen += "".join(_held_cell(h) for h in r.get("held") or [])
         out.append(
             f"| {r['scenario']} | `{r['fault']}` | {r['action']} | {r['expected_path'] or '—'} | {seen} | "
             f"{_cell(r['detection_s'])} | {_cell(r['restart_s'])} | {_cell(r['failure_to_first_step_s'])} | "

@@ -17,7 +17,7 @@ from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
-from ftqual.report.faults_table import build_fault_table
+from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 from ftqual.report.timeouts import build_timeouts
@@ -220,6 +220,9 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "goodput": None,
         "stack": scenario_stack(doc),
     }
+    held = held_sections(doc)
+    if held:  # a live fault's section and the timeout that caught it, per injection (the fault table's)
+        scenario["held"] = held
     if fault in RANK_FAULTS:  # a rank's fault, recovered from: its latency budgets, replay and goodput
         scenario["budgets"] = [b.to_dict() for b in budgets_mod.budgets_for(fault, metrics, expected)]
         scenario["replay"] = _replay(doc)

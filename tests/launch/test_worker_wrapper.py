@@ -222,6 +222,32 @@ def test_out_of_section_placement_lands_after_a_step_closed_with_no_section_open
     assert (marker["placement"], marker["section"]) == ("out_of_section", None)
 
 
+def test_setup_placement_stops_a_replacement_as_it_closes_setup(w, tmp_path):
+    """Armed by the cycle's start from checkpoint 8 (no save needed): the SIGSTOP lands as the workload
+    closes `setup`, before the monitor is told, so the section is still open; the marker names the loaded
+    checkpoint. Steps and the tracker never trigger it."""
+    injector, kills = make_injector(w, tmp_path, fault="hang", placement="setup", baseline=8)
+    assert injector.start() is None  # no tracker poller: the setup's close is the trigger
+    injector.on_tracker(12)
+    injector.watch.started("setup")
+    assert kills == []
+    injector.watch.closing("setup")
+    assert kills == [(os.getpid(), signal.SIGSTOP)]
+    assert injector.watch.inside("setup")  # stopped before the monitor knew it closed
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["placement"], marker["section"]) == ("setup", "setup")
+    assert (marker["baseline_iteration"], marker["checkpoint_iteration"]) == (8, 8)
+
+
+def test_setup_placement_never_injects_in_a_cycle_that_loaded_nothing(w, tmp_path, capsys):
+    injector, kills = make_injector(w, tmp_path, fault="hang", placement="setup", baseline=0)
+    injector.watch.started("setup")
+    injector.watch.closing("setup")
+    injector.watch.started("step")
+    assert kills == [] and not (tmp_path / "marker.json").exists()
+    assert "started from no checkpoint" in capsys.readouterr().err
+
+
 def test_without_section_hooks_placement_falls_back_to_immediate(w, tmp_path):
     injector, kills = make_injector(w, tmp_path, watch=False)
     assert injector.placement == "immediate"

@@ -62,3 +62,25 @@ def test_a_scenario_without_a_report_is_named_by_the_longest_fault_in_its_name()
     assert scenario_fault("kill-rank0", None) == "kill"
     assert scenario_fault("double_fault", None) == "none"
     assert scenario_fault("gpu_hang", {"fault": "gpu_hang"}) == "gpu_hang"
+
+
+def test_each_injection_shows_the_section_it_held_and_the_timeout_that_fired():
+    """From verify.json's detected_within_timeout values: a hang held in setup caught by the setup timeout
+    reads plainly; caught by another section's timeout, in bold."""
+    from ftqual.report.faults_table import held_sections
+
+    def doc(fired: str) -> dict:
+        values = {"injections": [{"injection": 1, "section": "step", "fired": "step"},
+                                 {"injection": 2, "section": "setup", "fired": fired}]}  # fmt: skip
+        return {"checks": [{"id": "detected_within_timeout", "values": values}]}
+
+    held = held_sections(doc("setup"))
+    assert [h["as_held"] for h in held] == [True, True]
+    sc = scenario("hang_in_setup", "hang", "section:step")
+    text = "\n".join(fault_table_section(build_fault_table([{**sc, "held": held}])))
+    assert "#2 in setup, setup timeout fired" in text and "**#2" not in text
+    wrong = held_sections(doc("step"))
+    assert wrong[1]["as_held"] is False
+    text = "\n".join(fault_table_section(build_fault_table([{**sc, "held": wrong}])))
+    assert "**#2 in setup, step timeout fired**" in text
+    assert held_sections({"checks": []}) == []

@@ -41,7 +41,8 @@ def launch_smoke(
     repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], env: dict, timeout: float = 300
 ) -> Path:
     """`python -m ftqual.launch ARGS` with the smoke workload on two ranks, one restart and short stop
-    timeouts, none of the caller's launcher or Slurm variables, and `env` on top; the run directory."""
+    timeouts, none of the caller's launcher or Slurm variables, and `env` on top (it may override them);
+    the run directory."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NVRX_", "SLURM_"))}
     full.update(
         NVRX_WORKLOAD="smoke",
@@ -53,8 +54,8 @@ def launch_smoke(
         NVRX_TERM_TIMEOUT="5",
         NVRX_WORKERS_STOP_TIMEOUT="5",
         TMPDIR="/tmp",  # NVRx's rank-monitor sockets live there; long paths break AF_UNIX
-        **env,
     )
+    full.update(env)  # the caller's settings win (two injections need two restarts)
     proc = subprocess.run(
         [sys.executable, "-m", "ftqual.launch", *args],
         env=full,
