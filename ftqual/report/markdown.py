@@ -50,7 +50,7 @@ def evidence_line(ev: dict, want_text: bool = True) -> str:
     where = ev.get("path") or "?"
     if ev.get("line"):  # 0 or None: the file as a whole (run.json, a marker, a directory)
         where = f"{where}:{ev['line']}"
-    text = ev.get("text")
+    text = ev.get("text") if isinstance(ev.get("text"), str) else None  # a malformed report's excerpt
     if text and len(text) > EXCERPT_CHARS:
         text = text[: EXCERPT_CHARS - 1] + "…"
     if text:
