@@ -50,7 +50,7 @@ def evidence_line(ev: dict, want_text: bool = True) -> str:
     where = ev.get("path") or "?"
     if ev.get("line"):  # 0 or None: the file as a whole (run.json, a marker, a directory)
         where = f"{where}:{ev['line']}"
-    text = ev.get("text")
+    text = ev.get("text") if isinstance(ev.get("text"), str) else None  # a malformed report's excerpt
     if text and len(text) > EXCERPT_CHARS:
         text = text[: EXCERPT_CHARS - 1] + "…"
     if text:
@@ -232,6 +232,11 @@ def timeouts_section(summary: dict) -> list[str]:
     table = summary.get("timeouts")
     if not isinstance(table, dict) or not table.get("rows"):
         return ["No measured sections (the verify reports predate them)."]
+    return fixed_timeouts_lines(table) + calculated_lines(table.get("calculated"))
+
+
+def fixed_timeouts_lines(table: dict) -> list[str]:
+    """The timeouts table, its proof and the recommendation."""
     margins = table["margins"]
     out = [
         f"The runs ran under the **{table.get('ran_under', 'configured')}** timeouts. Configured: the set the"
@@ -269,6 +274,64 @@ def timeouts_section(summary: dict) -> list[str]:
     for row in table["rows"]:
         for ev in row.get("evidence", [])[:2]:
             out.append(f"- {row['section']} ({cell(row.get('observed_in'))}): {evidence_line(ev, False)}")
+    return out
+
+
+CALC_SECTIONS = ("setup", "step", "checkpointing", "out_of_section")
+FIRES_CELL = {True: "**yes**", False: "no", None: "cannot tell"}
+
+
+def timeout_cell(value: float | None) -> str:
+    """A timeout as NVRx printed it (10.98 s, not rounded to 11.0 s)."""
+    return "n/a" if value is None else f"{value:g} s"
+
+
+def calculated_lines(part: object) -> list[str]:
+    """Per scenario under calculated timeouts: each cycle's starting and calculated values, and per section
+    the final value, the latest a hang there is caught and whether it would fire on the healthy run."""
+    scenarios = part.get("scenarios") if isinstance(part, dict) else None
+    if not scenarios:
+        return []
+    out = [
+        "",
+        "### Calculated timeouts",
+        "",
+        "These scenarios ran with `calc_ft_timeouts`: NVRx calculated the section timeouts from the"
+        " sections it saw. Per cycle, the values in force at its start and each calculation; per section,"
+        " the final value (the last cycle's start updated by each calculation), the latest a hang there is"
+        " caught (final + rank monitor interval) and whether it would fire on the healthy run (at or below"
+        " the largest healthy section the verifier measured). The verdict stays the `calculated_timeouts`"
+        " check's.",
+    ]
+    for sc in scenarios:
+        out += ["", f"**{cell(sc['scenario'])}** (`calculated_timeouts` {sc.get('status') or 'missing'})"]
+        if sc.get("reason"):
+            out += ["", f"Cannot be read in full: {cell(sc['reason'])}."]
+        out += ["", "| cycle | values | " + " | ".join(CALC_SECTIONS) + " |", "|---|---|---|---|---|---|"]
+        for cyc in sc["cycles"]:
+            rows = [(f"start ({cyc['source']})", cyc["start"])]
+            rows += [(f"calculation {n}", v) for n, v in enumerate(cyc["calculated"], 1)]
+            for label, values in rows:
+                cells = " | ".join(timeout_cell(values.get(k)) for k in CALC_SECTIONS)
+                out.append(f"| {cyc['cycle']} | {label} | {cells} |")
+        out += [
+            "",
+            "| section | final | set by | hang caught within | healthy largest | fires on the healthy run |"
+            " verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in sc["sections"]:
+            caught = timeout_cell(row["hang_caught_within_s"])
+            if row.get("hang_detected_s") is not None:
+                caught += f" (this run's hang: {seconds(row['hang_detected_s'])})"
+            healthy = seconds(row["healthy_max_s"])
+            if row.get("healthy_bound") and row["healthy_max_s"] is not None:
+                healthy += f" ({row['healthy_bound']} bound)"
+            fires = "n/a" if row["healthy_max_s"] is None else FIRES_CELL[row["fires_on_healthy"]]
+            out.append(
+                f"| {row['section']} | {timeout_cell(row['final_s'])} | {cell(row['set_by'] or '—')} |"
+                f" {caught} | {healthy} | {fires} | **{row['verdict']}** |"
+            )
     return out
 
 

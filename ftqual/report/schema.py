@@ -108,6 +108,83 @@ _SCENARIO = {
         },
     },
 }
+_VALUES = {
+    "type": "object",
+    "required": ["setup", "step", "checkpointing", "out_of_section"],
+    "additionalProperties": _NUM,
+}
+_BOOL = {"type": ["boolean", "null"]}
+_CALCULATED = {
+    "type": "object",
+    "required": ["scenarios"],
+    "properties": {
+        "scenarios": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["scenario", "status", "reason", "rank_monitor_interval_s", "cycles", "sections"],
+                "properties": {
+                    "scenario": {"type": "string"},
+                    "status": {"enum": [*_STATUS["enum"], None]},
+                    "reason": _STR,
+                    "rank_monitor_interval_s": {"type": "number"},
+                    "cycles": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["cycle", "source", "start", "calculated"],
+                            "properties": {
+                                "cycle": {"type": "integer"},
+                                "source": {"enum": ["initial", "loaded from ft_state.json"]},
+                                "start": _VALUES,
+                                "calculated": {"type": "array", "items": _VALUES},
+                            },
+                        },
+                    },
+                    "sections": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": [
+                                "section",
+                                "final_s",
+                                "set_by",
+                                "hang_caught_within_s",
+                                "hang_detected_s",
+                                "catches_hang",
+                                "healthy_max_s",
+                                "healthy_bound",
+                                "fires_on_healthy",
+                                "verdict",
+                            ],
+                            "properties": {
+                                "section": {"enum": ["setup", "step", "checkpointing", "out_of_section"]},
+                                "final_s": _NUM,
+                                "set_by": _STR,
+                                "hang_caught_within_s": _NUM,
+                                "hang_detected_s": _NUM,
+                                "catches_hang": _BOOL,
+                                "healthy_max_s": _NUM,
+                                "healthy_bound": _STR,
+                                "fires_on_healthy": _BOOL,
+                                "verdict": {
+                                    "enum": [
+                                        "ok",
+                                        "would fire",
+                                        "missed its bound",
+                                        "cannot tell",
+                                        "not measured",
+                                        "no value",
+                                    ]
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
 _STACK_KEYS = [
     "gpu_model",
     "gpu_count",
@@ -214,6 +291,7 @@ SUMMARY_SCHEMA = {
                 },
                 "flags": {"type": "string"},
                 "config": {"type": "string"},
+                "calculated": _CALCULATED,
             },
         },
     },

@@ -29,6 +29,10 @@ timeout likewise. ftqual departs from it where its runs see more than one cycle 
 `ftqual recommend-timeouts` writes the recommendation as a config snippet (with `timeouts_from`, the set it
 was measured under); scenarios rerun under it record `timeouts_source: recommended`.
 
+Calculated timeouts (`calculated`, built by `ftqual.report.calculated`): per scenario that ran with
+`calc_ft_timeouts`, the values NVRx started each cycle with and calculated, and per section whether the final
+value catches a hang and whether it would fire on the healthy run.
+
 Proof of a recommendation (`proof`), when runs ran under one: each run's `timeouts_not_exceeded` (no healthy
 section met a recommended timeout: no false alarm) and each hang's `detected_within_timeout` (detected within
 its section's recommended timeout + the rank monitor interval). Any of them failed: `disproved`; every one
@@ -41,6 +45,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from ftqual.report.budgets import RANK_MONITOR_INTERVAL_S
+from ftqual.report.calculated import build_calculated
 
 SECTIONS = ("setup", "step", "checkpointing", "out_of_section")
 TOO_TIGHT_HEADROOM = 3.0  # timeout / observed below this: a false alarm is likely under load
@@ -222,6 +227,7 @@ def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict
         "recommended": recommended,
         "flags": flags(recommended),
         "config": config_snippet(recommended),
+        "calculated": build_calculated(docs),
     }
 
 
