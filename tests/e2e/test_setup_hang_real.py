@@ -16,9 +16,12 @@ from tests.e2e.test_fault_catalog_real import launch, verify
 pytestmark = pytest.mark.e2e
 
 DETECTED = "failure_detected_and_restarted"
-# setup above a healthy setup's upper bound (imports included), step short for injection 1 and still above
-# nothing the peer waits in: the peer's first step of a cycle opens no section, so only setup can fire.
+# One rank: with two, the peer waiting in its first step of the replacement times out first whenever its
+# step timeout is the shorter (seen here with step 4 s under setup 15 s). Setup above a healthy setup's upper
+# bound (imports included), step short for injection 1.
 ENV = {
+    "GPUS_PER_NODE": "1",
+    "NVRX_FAULT_RANK": "0",
     "NVRX_HANG_PLACEMENT": "setup",
     "NVRX_INJECTIONS": "2",
     "NVRX_MAX_RESTARTS": "2",
