@@ -101,8 +101,36 @@ def no_leftovers(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
             f"{len(sampled)} leftovers record(s) ({', '.join(sampled[:8])}"
             f"{', ...' if len(sampled) > 8 else ''}): no earlier worker alive, none holding GPU memory"
         )
+    _gpu_reclaims(snap, f)
     for why, where in unsampled.items():
         text = f"GPU not sampled ({why}) on {', '.join(where[:8])}: GPU memory not checked"
         f.fact(text)
         f.note(text)
     return f.result()
+
+
+def _gpu_reclaims(snap: RunSnapshot, f: Findings) -> None:
+    """NVRx's own GPU-memory check before each replacement (launcher.log): how long it waited, and a note
+    where it gave up. Runs whose log has no such line (no GPU, an NVRx without the check) say nothing."""
+    launcher = snap.launcher if snap.ok("launcher_log") else None
+    reclaims = launcher.gpu_reclaims if launcher is not None else ()
+    if not reclaims:
+        return
+    f.values["gpu_reclaim_s_max"] = max(r.waited_s for r in reclaims)
+    for item in reclaims:
+        if not item.reclaimed:
+            # Not a failure by itself: NVRx cannot tell whose memory it was (another job on a shared GPU
+            # holds some too); the leftovers records above say whether an earlier worker held it.
+            f.note(
+                f"NVRx gave up waiting for GPU memory after {item.waited_s:g} s and started the replacement "
+                "anyway (the restart includes that wait; see the leftovers records for who held it)",
+                item.ref,
+            )
+    done = [r for r in reclaims if r.reclaimed]
+    if done:
+        slowest = max(done, key=lambda r: r.waited_s)
+        f.fact(
+            f"NVRx's GPU-memory check before {len(done)} replacement(s): reclaimed, at most "
+            f"{slowest.waited_s:g} s of waiting (GPU {slowest.gpu})",
+            slowest.ref,
+        )

@@ -112,6 +112,18 @@ class RendezvousTimeout:
 
 
 @dataclass(frozen=True)
+class GpuReclaim:
+    """NVRx's wait for a failed cycle's GPU memory before the replacement starts: `GPU g memory reclaimed in
+    Ns` (reclaimed) or `Timeout waiting for GPU memory to be reclaimed after Ns` (it gave up, went on)."""
+
+    t: datetime | None
+    gpu: int | None  # None on the timeout line, which names none
+    waited_s: float
+    reclaimed: bool
+    ref: Ref
+
+
+@dataclass(frozen=True)
 class Flagged:
     """A line that matters by its presence (success, no-progress stop, non-zero exit, agent exit code)."""
 
@@ -136,6 +148,7 @@ class LauncherLog:
     agent_exit_codes: tuple[Flagged, ...] = ()
     joins: tuple[RendezvousJoin, ...] = ()
     rendezvous_timeouts: tuple[RendezvousTimeout, ...] = ()
+    gpu_reclaims: tuple[GpuReclaim, ...] = ()
 
     def event(self, name: str, cycle: int | None = None) -> ProfilingEvent | None:
         for item in self.events:
@@ -275,6 +288,12 @@ class _Collector:
         host = at.host or node_host(m["node"])
         self.add("rendezvous_timeouts", RendezvousTimeout(host, float(m[2]), float(m[3]), at.t, at.ref))
 
+    def gpu_reclaimed(self, m: re.Match, at: _Head) -> None:
+        self.add("gpu_reclaims", GpuReclaim(at.t, int(m[1]), float(m[2]), True, at.ref))
+
+    def gpu_reclaim_timeout(self, m: re.Match, at: _Head) -> None:
+        self.add("gpu_reclaims", GpuReclaim(at.t, None, float(m[1]), False, at.ref))
+
     def success(self, _m: re.Match, at: _Head) -> None:
         self.add("successes", Flagged(at.t, at.ref))
 
@@ -309,6 +328,8 @@ _ONE_OF = (
     _Kind("has joined the rendezvous", patterns.RENDEZVOUS_JOIN, _Collector.join),
     _Kind(patterns.SUCCESS, patterns.SUCCESS_LINE, _Collector.success),
     _Kind("rendezvous has timed out", patterns.RENDEZVOUS_TIMEOUT, _Collector.rendezvous_timeout),
+    _Kind("memory reclaimed in", patterns.GPU_RECLAIMED, _Collector.gpu_reclaimed),
+    _Kind("GPU memory to be reclaimed", patterns.GPU_RECLAIM_TIMEOUT, _Collector.gpu_reclaim_timeout),
 )
 
 

@@ -74,6 +74,11 @@ RENDEZVOUS_TIMEOUT = re.compile(
 # Any rendezvous timeout, NVRx's barrier or torch's (a cause: "the rendezvous timed out: ..."):
 #   ... e=RendezvousTimeoutError("The node 'n1_4699_0' rendezvous has timed out after 30.03 seconds ...")
 ANY_RENDEZVOUS_TIMEOUT = re.compile(r"RendezvousTimeoutError|rendezvous.*timed out", re.I)
+# NVRx's GPU-memory check before a replacement starts (GPU index, seconds waited), and its giving up:
+#   ... launcher.py:1237 GPU 0 memory reclaimed in 0s (2 samples): 528MB@0s, 0MB@0s
+#   ... Timeout waiting for GPU memory to be reclaimed after 50.0s. ... Proceeding anyway as best effort.
+GPU_RECLAIMED = re.compile(r"GPU (\d+) memory reclaimed in " + _NUM + r"s")
+GPU_RECLAIM_TIMEOUT = re.compile(r"Timeout waiting for GPU memory to be reclaimed after " + _NUM + r"s")
 # An NVRx node id (host, launcher pid): `localhost_797_0`
 NODE_ID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_\d+$")
 
