@@ -17,6 +17,7 @@ from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
+from ftqual.report.campaign import build_campaign
 from ftqual.report.faults_table import build_fault_table
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
@@ -58,6 +59,12 @@ CHECK_LEGEND = {
     " restored the checkpoint completed before it",
     "started_from_existing_checkpoint": "the run started from the copied checkpoint K, the fault came after"
     " a newer one, and the recovery restored a checkpoint after K",
+    "campaign_plan_followed": "campaign_plan.json, written before the launch, planned K faults and the run"
+    " injected exactly those, in order (fault, rank, placement), each armed at or after its planned"
+    " checkpoint",
+    "cycles_do_not_accumulate": "over the campaign's cycles no restart, load or recovery time and no"
+    " leftover (process, /dev/shm segment, open descriptor) grows: last-third median within the trend rule"
+    " of the first third",
     "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
     " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
     " training went on",
@@ -479,7 +486,14 @@ def build_summary(
         "plots": dict(options.plots),
         "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
         "faults": build_fault_table(scenarios),
+        "campaigns": _campaigns(inputs),
     }
+
+
+def _campaigns(inputs: list[ScenarioInput]) -> dict[str, dict]:
+    """Each campaign scenario's part (ftqual.report.campaign), by scenario name."""
+    built = {i.name: build_campaign(i.doc) for i in inputs if i.doc is not None}
+    return {name: entry for name, entry in built.items() if entry is not None}
 
 
 def _check_ids(scenarios: list[dict]) -> list[str]:
