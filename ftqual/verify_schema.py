@@ -103,6 +103,28 @@ def problems(doc: object) -> list[str]:
         out += campaign_problems(doc["campaign"])
     elif fault == "campaign" and doc.get("verdict") == "pass":
         out.append("campaign is missing from a campaign report that says pass")
+    if fault == "campaign" and isinstance(doc.get("checks"), list):
+        out += per_fault_problems(doc["checks"])
+    return out
+
+
+def per_fault_problems(checks: list) -> list[str]:
+    """A campaign's per-fault checks carry `values.faults` (ftqual.checks.campaign): the report reads each
+    fault's status from there, so each entry must name its fault and a status."""
+    out = []
+    for index, check in enumerate(checks):
+        values = check.get("values") if isinstance(check, Mapping) else None
+        if not isinstance(values, Mapping) or "faults" not in values:
+            continue
+        where = f"checks[{index}].values.faults"
+        faults = values["faults"]
+        if not isinstance(faults, list):
+            out.append(f"{where} is not a list")
+            continue
+        for i, item in enumerate(faults):
+            ok = isinstance(item, Mapping) and _kind_ok(item.get("fault_index"), _INT)
+            if not ok or item.get("fault_index") is None or item.get("status") not in STATUSES:
+                out.append(f"{where}[{i}] has no integer fault_index and status")
     return out
 
 

@@ -198,3 +198,11 @@ def test_a_campaign_report_without_a_campaign_check_never_passes(tmp_path, doc, 
     summary = summary_of(tmp_path, doc)
     assert summary["verdict"] == "inconclusive"
     assert summary["campaigns"]["campaign"]["faults"][0]["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("value", ["x", [1], [{"fault_index": "1", "status": "pass"}], [{"fault_index": 1}]])
+def test_a_malformed_per_fault_entry_is_inconclusive_in_one_line(tmp_path, doc, value):
+    check = next(c for c in doc["checks"] if c["id"] == "progress_after_resume")
+    check["values"]["faults"] = value
+    scenario = summary_of(tmp_path, doc)["scenarios"][0]
+    assert scenario["verdict"] == "inconclusive" and "values.faults" in scenario["reason"]
