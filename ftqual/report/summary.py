@@ -460,6 +460,7 @@ def build_summary(
     if verdict == "pass" and not any(sc["fault"] in FAULTS[1:] for sc in scenarios):
         verdict = "inconclusive"  # a baseline alone qualifies no recovery
     items = attention(scenarios, pf)
+    campaigns = _campaigns(inputs)
     return {
         "schema": SCHEMA,
         "created_at": created_at,
@@ -485,8 +486,8 @@ def build_summary(
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
         "plots": dict(options.plots),
         "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
-        "faults": build_fault_table(scenarios),
-        "campaigns": _campaigns(inputs),
+        "faults": build_fault_table(scenarios, campaigns),
+        "campaigns": campaigns,
     }
 
 

@@ -206,3 +206,13 @@ def test_a_malformed_per_fault_entry_is_inconclusive_in_one_line(tmp_path, doc, 
     check["values"]["faults"] = value
     scenario = summary_of(tmp_path, doc)["scenarios"][0]
     assert scenario["verdict"] == "inconclusive" and "values.faults" in scenario["reason"]
+
+
+def test_the_fault_table_has_a_row_per_campaign_fault_with_its_own_path_and_verdict(tmp_path, doc):
+    summary = summary_of(tmp_path, doc)
+    rows = [r for r in summary["faults"] if r["scenario"].startswith("campaign")]
+    assert [r["scenario"] for r in rows] == [f"campaign #{k}" for k in range(1, 11)]
+    assert [r["fault"] for r in rows] == KINDS and all(r["verdict"] == "pass" for r in rows)
+    assert [r["detected_by"] for r in rows][:2] == ["exit", "section:step"]
+    assert all(r["path_as_expected"] for r in rows) and rows[0]["detection_s"] == 3.53
+    assert "| campaign #2 | `gil_lock` |" in render_markdown(summary)
