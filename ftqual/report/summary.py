@@ -453,6 +453,9 @@ def build_summary(
         (i.name for i in inputs if scenario_fault(i.name, i.doc) == "none" and i.doc is not None), None
     )
     scenarios = [build_scenario(i, options) for i in inputs]
+    campaigns = _campaigns(inputs)
+    for sc in scenarios:
+        _faults_gate(sc, campaigns.get(sc["name"]))
     pf = preflight.doc or {}
     verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
     if pf.get("verdict") == "fail":
@@ -460,7 +463,6 @@ def build_summary(
     if verdict == "pass" and not any(sc["fault"] in FAULTS[1:] for sc in scenarios):
         verdict = "inconclusive"  # a baseline alone qualifies no recovery
     items = attention(scenarios, pf)
-    campaigns = _campaigns(inputs)
     return {
         "schema": SCHEMA,
         "created_at": created_at,
@@ -495,6 +497,21 @@ def _campaigns(inputs: list[ScenarioInput]) -> dict[str, dict]:
     """Each campaign scenario's part (ftqual.report.campaign), by scenario name."""
     built = {i.name: build_campaign(i.doc) for i in inputs if i.doc is not None}
     return {name: entry for name, entry in built.items() if entry is not None}
+
+
+def _faults_gate(sc: dict, campaign: dict | None) -> None:
+    """A campaign passes only when each of its faults does: a fault its checks' per-fault values do not
+    judge (a report cut short, edited) leaves the campaign inconclusive, whatever its combined checks say."""
+    if campaign is None or sc["verdict"] != "pass" or sc["expect"] != "pass":
+        return
+    bad = [f for f in campaign["faults"] if f["verdict"] != "pass"]
+    if bad:
+        first = bad[0]
+        sc["verdict"] = sc["raw_verdict"] = worst([f["verdict"] for f in bad])
+        sc["reason"] = sc["cause"] = (
+            f"campaign fault {first['fault_index']} ({first['fault']} of rank {first['rank']}) is "
+            f"{first['verdict']}: {first['detail']}"
+        )
 
 
 def _check_ids(scenarios: list[dict]) -> list[str]:

@@ -216,3 +216,16 @@ def test_the_fault_table_has_a_row_per_campaign_fault_with_its_own_path_and_verd
     assert [r["detected_by"] for r in rows][:2] == ["exit", "section:step"]
     assert all(r["path_as_expected"] for r in rows) and rows[0]["detection_s"] == 3.53
     assert "| campaign #2 | `gil_lock` |" in render_markdown(summary)
+
+
+def test_a_fault_its_checks_do_not_judge_leaves_the_campaign_inconclusive(tmp_path, doc):
+    """Every combined check passes, but no per-fault entry of progress_after_resume names fault 6."""
+    check = next(c for c in doc["checks"] if c["id"] == "progress_after_resume")
+    check["values"]["faults"] = [f for f in check["values"]["faults"] if f["fault_index"] != 6]
+    summary = summary_of(tmp_path, doc)
+    scenario = summary["scenarios"][0]
+    assert summary["verdict"] == scenario["verdict"] == "inconclusive"
+    assert scenario["reason"].startswith("campaign fault 6 (sigterm of rank 1) is inconclusive")
+    root = ET.fromstring(render_junit(summary))
+    errors = [c.get("name") for c in root.iter("testcase") if c.find("error") is not None]
+    assert errors == ["fault_6_sigterm_rank1"]
