@@ -115,7 +115,8 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
     from ftqual.evidence.snapshot import build_snapshot
 
     try:
-        log = build_snapshot(Path(baseline_run_dir)).train_log(0)
+        snap = build_snapshot(Path(baseline_run_dir))
+        log = snap.train_log(0)
     except (OSError, ValueError, RunMetaError):
         return None  # nothing measured to judge by (an unusable baseline run.json included)
     if log is None:
@@ -133,9 +134,12 @@ def scenario_problem(baseline_run_dir: Path, scenario) -> str | None:
         from ftqual.campaign.plan import PlanError
 
         measured = finalize_lag(log)
+        # The plan the launcher will draw: its default kinds are the workload's (the baseline ran the same
+        # one), and another workload's kinds draw other faults at other iterations from the same seed.
+        workload = snap.meta.workload or "megatron"
         try:
             plan = campaign_setup.plan_from_env(
-                scenario.campaign.env(), "megatron", scenario.world_size, scenario.save_interval
+                scenario.campaign.env(), workload, scenario.world_size, scenario.save_interval
             )
         except PlanError:
             return None  # the config's own check says why

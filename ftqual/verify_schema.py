@@ -10,6 +10,7 @@ contract's list) that the report lacks: a report without them cannot be a PASS e
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from ftqual.contract import FAULTS
@@ -30,11 +31,12 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "kill": RECOVERY_CHECKS,
     "hang": RECOVERY_CHECKS,
     "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
-    **{f: RECOVERY_CHECKS for f in FAULTS if f not in ("none", "kill", "hang", "node_loss")},
+    "campaign": (*RECOVERY_CHECKS, "campaign_plan_followed", "cycles_do_not_accumulate"),
+    **{f: RECOVERY_CHECKS for f in FAULTS if f not in ("none", "kill", "hang", "node_loss", "campaign")},
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
-    "baseline", "cause_evidence", "verifier", "sections",
+    "baseline", "cause_evidence", "verifier", "sections", "campaign",
 )  # fmt: skip
 LIST_FIELDS = ("notes",)
 TEXT_FIELDS = ("run_id", "scenario", "cause")
@@ -97,6 +99,114 @@ def problems(doc: object) -> list[str]:
     fault = fault_of(doc)
     if fault is not None and fault not in FAULTS:
         out.append(f"fault {fault!r} is not one of {', '.join(FAULTS)}")
+    if isinstance(doc.get("campaign"), Mapping):
+        out += campaign_problems(doc["campaign"])
+    elif fault == "campaign" and doc.get("verdict") == "pass":
+        out.append("campaign is missing from a campaign report that says pass")
+    if fault == "campaign" and isinstance(doc.get("checks"), list):
+        out += per_fault_problems(doc["checks"])
+    return out
+
+
+def per_fault_problems(checks: list) -> list[str]:
+    """A campaign's per-fault checks carry `values.faults` (ftqual.checks.campaign): the report reads each
+    fault's status from there, so each entry must name its fault and a status."""
+    out = []
+    for index, check in enumerate(checks):
+        values = check.get("values") if isinstance(check, Mapping) else None
+        if not isinstance(values, Mapping) or "faults" not in values:
+            continue
+        where = f"checks[{index}].values.faults"
+        faults = values["faults"]
+        if not isinstance(faults, list):
+            out.append(f"{where} is not a list")
+            continue
+        for i, item in enumerate(faults):
+            ok = isinstance(item, Mapping) and _kind_ok(item.get("fault_index"), _INT)
+            if not ok or item.get("fault_index") is None or item.get("status") not in STATUSES:
+                out.append(f"{where}[{i}] has no integer fault_index and status")
+    return out
+
+
+# The campaign section (ftqual.campaign.cycles.campaign_section): each field's kind. The report renders every
+# one of them; a wrong kind would be a traceback or a number made up, so the report is not used at all.
+_INT, _NUMBER, _TEXT, _TIME = "an integer", "a number", "a string", "an ISO 8601 time"
+CAMPAIGN_FIELDS = {"seed": _INT, "planned": _INT, "mtti_iterations": _INT}
+CYCLE_FIELDS = {
+    **dict.fromkeys(("cycle", "rank", "checkpoint_iteration", "fault_iteration", "restored_iteration"), _INT),
+    **dict.fromkeys(("lost_iterations", "alive_at_start", "shm_segments", "agent_open_fds"), _INT),
+    **dict.fromkeys(("fault", "placement", "detected_by"), _TEXT),
+    **dict.fromkeys(("injected_at", "restarted_at"), _TIME),
+    **dict.fromkeys(("detection_s", "restart_s", "checkpoint_load_s", "failure_to_first_step_s"), _NUMBER),
+    "recovery_s": _NUMBER,
+}
+PLAN_FIELDS = {"index": _INT, "fault": _TEXT, "rank": _INT, "placement": _TEXT, "arm_iteration": _INT}
+GOODPUT_FIELDS = {"wall_s": _NUMBER, "productive_s": _NUMBER, "goodput_measured": _NUMBER, "mtbf_s": _NUMBER}
+
+
+def _kind_ok(value: object, kind: str) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return False
+    if kind == _INT:
+        return isinstance(value, int)
+    if kind == _NUMBER:
+        return isinstance(value, int | float) and value == value and abs(value) != float("inf")
+    if kind == _TIME:
+        try:
+            return isinstance(value, str) and datetime.fromisoformat(value).tzinfo is not None
+        except ValueError:
+            return False
+    return isinstance(value, str)
+
+
+def _fields(where: str, data: Mapping, kinds: dict[str, str]) -> list[str]:
+    return [f"{where}.{k} is not {kind}" for k, kind in kinds.items() if not _kind_ok(data.get(k), kind)]
+
+
+def _rows(where: str, rows: object, kinds: dict[str, str], key: str) -> list[str]:
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        return [f"{where} is not a list"]
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            out.append(f"{where}[{i}] is not an object")
+        elif not isinstance(row.get(key), int) or isinstance(row.get(key), bool):
+            out.append(f"{where}[{i}].{key} is not an integer")
+        else:
+            out += _fields(f"{where}[{i}]", row, kinds)
+    return out
+
+
+def campaign_problems(section: Mapping) -> list[str]:
+    """What makes verify.json's `campaign` section unusable by a reader, each naming its field."""
+    out = _fields("campaign", section, CAMPAIGN_FIELDS)
+    if not isinstance(section.get("cycles"), list):
+        out.append("campaign.cycles is not a list")
+    out += _rows("campaign.cycles", section.get("cycles"), CYCLE_FIELDS, "fault_index")
+    out += _rows("campaign.plan", section.get("plan"), PLAN_FIELDS, "index")
+    good = section.get("goodput")
+    if good is None:
+        return out
+    if not isinstance(good, Mapping):
+        return [*out, "campaign.goodput is not an object"]
+    out += _fields("campaign.goodput", good, GOODPUT_FIELDS)
+    measured = good.get("goodput_measured")
+    if isinstance(measured, int | float) and not isinstance(measured, bool) and not 0 <= measured <= 1:
+        out.append("campaign.goodput.goodput_measured is not between 0 and 1")
+    parts = good.get("gap_parts_s")
+    if parts is not None and (
+        not isinstance(parts, Mapping) or not all(_kind_ok(v, _NUMBER) for v in parts.values())
+    ):
+        out.append("campaign.goodput.gap_parts_s is not an object of numbers")
+    projected = good.get("projected")
+    if projected is not None and (
+        not isinstance(projected, Mapping) or not _kind_ok(projected.get("goodput"), _NUMBER)
+    ):
+        out.append("campaign.goodput.projected is not an object with a numeric goodput")
     return out
 
 

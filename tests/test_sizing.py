@@ -118,3 +118,32 @@ def test_an_unusable_baseline_run_json_judges_nothing(tmp_path):
     (tmp_path / "run.json").write_text('{"schema": "ftqual.run/v1", "fault": "meteor"}')
     cfg = scenarios.resolve({"scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill"}}}, env={})
     assert scenario_problem(tmp_path, cfg.by_name["kill"]) is None
+
+
+def test_a_campaign_is_sized_by_the_plan_its_own_workload_draws(tmp_path):
+    """The launcher draws the plan from the workload's kinds; sizing against the baseline must draw the
+    same one. Seed 3's 4 faults end at checkpoint 12 on smoke, at 24 with megatron's kinds (GPU ones too)."""
+    import json
+    import shutil
+
+    from ftqual import scenarios
+
+    campaign = {
+        "fault": "campaign",
+        "train_iters": 16,
+        "save_interval": 2,
+        "campaign": {"faults": 4, "seed": 3},
+    }
+    raw = {
+        "scenarios": {
+            "baseline": {"fault": "none"},
+            "campaign": {**campaign, "campaign": {"mtti": 4, **campaign["campaign"]}},
+        }
+    }
+    s = scenarios.resolve(raw, env={}).by_name["campaign"]
+    run_dir = shutil.copytree(DATA / "megatron-h200-1gpu" / "baseline", tmp_path / "baseline")
+    assert "checkpoint of iteration 24" in sizing.scenario_problem(run_dir, s)
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**meta, "workload": "smoke"}))
+    # the same seed on smoke: the last fault at 12, which this H200 baseline's finalize lag stretches to 18
+    assert "checkpoint of iteration 12" in sizing.scenario_problem(run_dir, s)

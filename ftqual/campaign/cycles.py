@@ -47,6 +47,7 @@ class CycleRow:
     lost_iterations: int | None
     detected_by: str | None
     injected_at: str | None
+    restarted_at: str | None  # the replacement cycle's start: the restart on the campaign's time axis
     detection_s: float | None
     restart_s: float | None
     checkpoint_load_s: float | None
@@ -84,6 +85,7 @@ def rows(snap: RunSnapshot) -> list[CycleRow]:
                 lost_iterations=m.get("lost_iterations"),
                 detected_by=m.get("detected_by"),
                 injected_at=marker.injected_at.isoformat() if marker.injected_at else None,
+                restarted_at=_started(snap, new),
                 detection_s=detect,
                 restart_s=_num(m.get("restart_s")),
                 checkpoint_load_s=_num(m.get("checkpoint_load_s")),
@@ -95,6 +97,11 @@ def rows(snap: RunSnapshot) -> list[CycleRow]:
             )
         )
     return out
+
+
+def _started(snap: RunSnapshot, cycle: int) -> str | None:
+    info = snap.cycles.by_cycle(cycle) if snap.cycles else None
+    return info.start.isoformat() if info is not None and info.start is not None else None
 
 
 def trend(values: list[float], tolerance: float, slack: float) -> dict:
@@ -244,6 +251,7 @@ def campaign_section(snap: RunSnapshot) -> tuple[dict, CheckResult]:
         "seed": plan.seed if plan else None,
         "planned": plan.count if plan else None,
         "mtti_iterations": plan.mtti_iterations if plan else None,
+        "plan": [asdict(f) for f in plan.faults] if plan else [],  # every planned fault, injected or not
         "cycles": [asdict(r) for r in table],
         "goodput": measured_goodput(snap, table),
         "trend_rule": {

@@ -135,6 +135,8 @@ def write_report(
     ]
     plot_paths = {f"timeline_{i.name}": f"plots/timeline_{i.name}.png" for i in timelines}
     plot_paths["loss_comparison"] = "plots/loss_comparison.png"
+    campaigns = [i.name for i in inputs if isinstance((i.doc or {}).get("campaign"), dict)]
+    plot_paths.update({f"campaign_{name}": f"plots/campaign_{name}.png" for name in campaigns})
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     options = replace(options, plots=plot_paths)
     summary = build_summary(inputs, load_preflight(preflight_path), options, created)
@@ -150,6 +152,8 @@ def write_report(
         else:
             plots.render_timeline(item.doc, target, item.name, sc["verdict"])
     plots.render_losses(plots.loss_series(docs), out / plot_paths["loss_comparison"], summary["baseline"])
+    for name, entry in summary["campaigns"].items():
+        plots.render_campaign(entry, out / plot_paths[f"campaign_{name}"], name, by_name[name]["verdict"])
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )

@@ -50,25 +50,40 @@ def held_sections(doc: dict) -> list[dict]:
     return out
 
 
-def build_fault_table(scenarios: list[dict]) -> list[dict]:
-    """One row per fault scenario of the summary, in the summary's order."""
+def _row(scenario: str, fault: str, measured: dict, verdict: str) -> dict:
+    expected, seen = detection_path(fault), _seen_path(measured.get("detected_by"))
+    row = {
+        "scenario": scenario,
+        "fault": fault,
+        "action": FAULT_ACTIONS.get(fault, fault),
+        "expected_path": expected,
+        "detected_by": measured.get("detected_by"),
+        "path_as_expected": None if seen is None or expected in (None, "node") else seen == expected,
+        "verdict": verdict,
+    }
+    row.update({key: measured.get(key) for key in COLUMNS})
+    return row
+
+
+def build_fault_table(scenarios: list[dict], campaigns: dict[str, dict] | None = None) -> list[dict]:
+    """One row per fault scenario of the summary, in the summary's order; a campaign with a usable report
+    gives one row per fault (`<scenario> #<k>`, from its cycle row, with the fault's own verdict), since its
+    scenario-level metrics are only its first fault's."""
     rows = []
     for sc in scenarios:
         fault = sc.get("fault")
         if fault in (None, "none"):
             continue
-        metrics = sc.get("metrics") or {}
-        expected, seen = detection_path(fault), _seen_path(metrics.get("detected_by"))
-        row = {
-            "scenario": sc["name"],
-            "fault": fault,
-            "action": FAULT_ACTIONS.get(fault, fault),
-            "expected_path": expected,
-            "detected_by": metrics.get("detected_by"),
-            "path_as_expected": None if seen is None or expected in (None, "node") else seen == expected,
-            "verdict": sc["verdict"],
-        }
-        row.update({key: metrics.get(key) for key in COLUMNS})
+        entry = (campaigns or {}).get(sc["name"])
+        if fault == "campaign" and entry is not None:
+            cycles = {r["fault_index"]: r for r in entry["cycles"]}
+            for f in entry["faults"]:
+                kind = f["fault"] if f["fault"] in FAULT_ACTIONS else "campaign"
+                measured = cycles.get(f["fault_index"], {})
+                rows.append(_row(f"{sc['name']} #{f['fault_index']}", kind, measured, f["verdict"]))
+            continue
+        measured = {} if fault == "campaign" else (sc.get("metrics") or {})  # no campaign part: no figures
+        row = _row(sc["name"], fault, measured, sc["verdict"])
         if sc.get("held"):
             row["held"] = sc["held"]
         rows.append(row)

@@ -5,6 +5,8 @@ Mapping: `fail` -> <failure> (message = detail, body = evidence lines); `skip` -
 must show as red, never as green. Each failure is counted once: the scenario's `verdict` case fails only
 when no check carries the failure (nothing launched, no usable verify report, a negative control that did
 not fail), with the cause as message; a negative control that failed as expected is all green;
+a campaign adds one case per fault (`fault_<k>_<kind>_rank<r>`, classname `ftqual.<scenario>.campaign`) with
+the fault's verdict, so a failed fault is named (it fails beside the campaign check that judged it);
 otherwise it passes and names the cause in its output. A failed preflight is a suite of its own. Times are
 the attempt's real duration. Each scenario's properties name the stack its verdict was earned on
 (`stack` = the identity's digest, `stack.<part>` its readable parts). junit.xml is never green unless the
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+
+from ftqual.report.campaign import fault_cases
 
 # ANSI escape sequences, then every character XML 1.0 does not allow.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -110,6 +114,16 @@ def render_junit(summary: dict) -> str:
                 else _case(suite, classname, c["id"], c["status"], _with_cause(c, sc, c is first), _lines(c))
                 for c in sc["checks"]
             ]
+            campaign = (summary.get("campaigns") or {}).get(name)
+            if campaign is not None:  # one case per fault, named by its kind and rank
+                good = campaign["goodput"]
+                for key in ("measured", "projected", "gap"):
+                    value = xml_text(good[key])
+                    ET.SubElement(props, "property", name=f"campaign.goodput_{key}", value=value)
+                statuses += [
+                    _case(suite, f"{classname}.campaign", case, status, detail, detail)
+                    for case, status, detail in fault_cases(campaign)
+                ]
             duration = _duration(sc)
             carried = sc["verdict"] in statuses
             verdict_status = "pass" if carried else sc["verdict"]

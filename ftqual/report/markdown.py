@@ -8,6 +8,7 @@ legend follow.
 from __future__ import annotations
 
 from ftqual.contract import RANK_FAULTS
+from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 
@@ -490,6 +491,17 @@ def details_section(summary: dict) -> list[str]:
     return out
 
 
+def campaign_section(summary: dict) -> list[str]:
+    """One part per campaign scenario (ftqual.report.campaign); nothing when no campaign ran."""
+    campaigns = summary.get("campaigns") or {}
+    if not campaigns:
+        return []
+    out = ["## Campaign", ""]
+    for name, entry in campaigns.items():
+        out += [*campaign_part(name, entry, summary["plots"].get(f"campaign_{name}")), ""]
+    return out
+
+
 def plots_section(summary: dict) -> list[str]:
     plots = summary["plots"]
     if not plots:
@@ -541,6 +553,7 @@ def render_markdown(summary: dict) -> str:
         "",
         *fault_table_section(summary.get("faults") or []),
         "",
+        *campaign_section(summary),
         "## Recovery latency against budgets",
         "",
         *latency_section(summary),

@@ -203,6 +203,56 @@ def render_timeline(doc: dict | None, path: Path, scenario: str, verdict: str) -
     _save(fig, path)
 
 
+CAMPAIGN_SPANS = (  # (from, to, label, colour) of each fault's row in the campaign plot
+    ("injected_s", "detected_s", "detection", "#d62728"),
+    ("detected_s", "restarted_s", "teardown + rendezvous", "#ff7f0e"),
+    ("restarted_s", "resumed_s", "start-up + load to the first step", "#1f77b4"),
+)
+VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e"}
+
+
+def render_campaign(entry: dict, path: Path, scenario: str, verdict: str) -> None:
+    """Every fault of a campaign on one time axis: a row per fault, its detection, restart and resume as
+    spans, the row's label in its verdict's colour."""
+    timeline = entry["timeline"]
+    if not timeline:
+        render_placeholder(path, f"Campaign — {scenario}: {verdict.upper()}", "No fault was injected.")
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    seen = set()
+    for y, t in enumerate(timeline):
+        for start, end, label, colour in CAMPAIGN_SPANS:
+            if t[start] is None or t[end] is None or t[end] < t[start]:
+                continue
+            ax.barh(y, t[end] - t[start], left=t[start], height=0.6, color=colour,
+                    label=None if label in seen else label)  # fmt: skip
+            seen.add(label)
+        if t["injected_s"] is not None:
+            ax.plot(t["injected_s"], y, marker="x", color="black", markersize=7)
+    verdicts = {f["fault_index"]: f["verdict"] for f in entry["faults"]}
+    ax.set_yticks(range(len(timeline)))
+    labels = ax.set_yticklabels([f"{t['fault_index']}: {t['fault']} rank {t['rank']}" for t in timeline])
+    for label, t in zip(labels, timeline, strict=True):
+        label.set_color(VERDICT_COLOURS.get(verdicts.get(t["fault_index"]), "#9a6700"))
+    ax.invert_yaxis()
+    good = entry["goodput"]
+    note = "goodput not measured"
+    if good["measured"] is not None:
+        note = f"goodput measured {good['measured']:.1%}"
+    if good["projected"] is not None:
+        note += f", Young/Daly projected {good['projected']:.1%}"
+    ax.set_xlabel(f"seconds since the first fault ({note})")
+    ax.set_title(
+        f"Campaign — {scenario}: {verdict.upper()}  (seed {entry['seed']}, {entry['injected']} faults)",
+        fontsize=14,
+        color=VERDICT_COLOURS.get(verdict, "#9a6700"),
+    )
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=9)  # the faults march down to the right: that corner is free
+    _save(fig, path)
+
+
 def render_losses(series: list[LossSeries], path: Path, baseline: str | None = None) -> None:
     """Loss by iteration, one line per scenario and cycle; below it, each series minus the baseline.
 

@@ -185,6 +185,61 @@ _CALCULATED = {
         }
     },
 }
+_CAMPAIGN_FAULT = {
+    "type": "object",
+    "required": ["fault_index", "fault", "rank", "verdict", "detail", "checks"],
+    "properties": {"fault_index": {"type": "integer"}, "verdict": _VERDICT, "detail": {"type": "string"}},
+}
+_CAMPAIGN_CHECK = {
+    "type": "object",
+    "required": ["status", "detail"],
+    "properties": {"status": _STATUS, "detail": {"type": "string"}},
+}
+_CAMPAIGN = {
+    "type": "object",
+    "required": [
+        "run_id",
+        "seed",
+        "planned",
+        "injected",
+        "mtti_iterations",
+        "plan",
+        "plan_followed",
+        "faults",
+        "cycles",
+        "timeline",
+        "goodput",
+        "accumulation",
+    ],
+    "properties": {
+        "seed": {"type": ["integer", "null"]},
+        "planned": {"type": ["integer", "null"]},
+        "injected": {"type": "integer", "minimum": 0},
+        "plan": {"type": "array", "items": {"type": "object", "required": ["index", "fault", "rank"]}},
+        "plan_followed": _CAMPAIGN_CHECK,
+        "faults": {"type": "array", "items": _CAMPAIGN_FAULT},
+        "cycles": {"type": "array", "items": {"type": "object", "required": ["fault_index"]}},
+        "timeline": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["fault_index", "injected_s", "detected_s", "restarted_s", "resumed_s"],
+                "properties": {k: _NUM for k in ("injected_s", "detected_s", "restarted_s", "resumed_s")},
+            },
+        },
+        "goodput": {
+            "type": "object",
+            "required": ["measured", "projected", "gap", "gap_parts_s"],
+            "properties": {
+                "measured": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "projected": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                "gap": _NUM,
+                "gap_parts_s": {"type": "object", "additionalProperties": _NUM},
+            },
+        },
+        "accumulation": _CAMPAIGN_CHECK,
+    },
+}
 _STACK_KEYS = [
     "gpu_model",
     "gpu_count",
@@ -268,6 +323,7 @@ SUMMARY_SCHEMA = {
                 "properties": {"fault": {"enum": list(FAULTS)}, "verdict": _VERDICT},
             },
         },
+        "campaigns": {"type": "object", "additionalProperties": _CAMPAIGN},
         "timeouts": {
             "type": "object",
             "required": ["rows", "margins", "rule", "recommended", "flags", "config"],

@@ -17,6 +17,7 @@ from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import goodput as goodput_mod
+from ftqual.report.campaign import build_campaign
 from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
@@ -58,6 +59,12 @@ CHECK_LEGEND = {
     " restored the checkpoint completed before it",
     "started_from_existing_checkpoint": "the run started from the copied checkpoint K, the fault came after"
     " a newer one, and the recovery restored a checkpoint after K",
+    "campaign_plan_followed": "campaign_plan.json, written before the launch, planned K faults and the run"
+    " injected exactly those, in order (fault, rank, placement), each armed at or after its planned"
+    " checkpoint",
+    "cycles_do_not_accumulate": "over the campaign's cycles no restart, load or recovery time and no"
+    " leftover (process, /dev/shm segment, open descriptor) grows: last-third median within the trend rule"
+    " of the first third",
     "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
     " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
     " training went on",
@@ -451,6 +458,9 @@ def build_summary(
         (i.name for i in inputs if scenario_fault(i.name, i.doc) == "none" and i.doc is not None), None
     )
     scenarios = [build_scenario(i, options) for i in inputs]
+    campaigns = _campaigns(inputs)
+    for sc in scenarios:
+        _faults_gate(sc, campaigns.get(sc["name"]))
     pf = preflight.doc or {}
     verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
     if pf.get("verdict") == "fail":
@@ -483,8 +493,30 @@ def build_summary(
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
         "plots": dict(options.plots),
         "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
-        "faults": build_fault_table(scenarios),
+        "faults": build_fault_table(scenarios, campaigns),
+        "campaigns": campaigns,
     }
+
+
+def _campaigns(inputs: list[ScenarioInput]) -> dict[str, dict]:
+    """Each campaign scenario's part (ftqual.report.campaign), by scenario name."""
+    built = {i.name: build_campaign(i.doc) for i in inputs if i.doc is not None}
+    return {name: entry for name, entry in built.items() if entry is not None}
+
+
+def _faults_gate(sc: dict, campaign: dict | None) -> None:
+    """A campaign passes only when each of its faults does: a fault its checks' per-fault values do not
+    judge (a report cut short, edited) leaves the campaign inconclusive, whatever its combined checks say."""
+    if campaign is None or sc["verdict"] != "pass" or sc["expect"] != "pass":
+        return
+    bad = [f for f in campaign["faults"] if f["verdict"] != "pass"]
+    if bad:
+        first = bad[0]
+        sc["verdict"] = sc["raw_verdict"] = worst([f["verdict"] for f in bad])
+        sc["reason"] = sc["cause"] = (
+            f"campaign fault {first['fault_index']} ({first['fault']} of rank {first['rank']}) is "
+            f"{first['verdict']}: {first['detail']}"
+        )
 
 
 def _check_ids(scenarios: list[dict]) -> list[str]:

@@ -15,7 +15,8 @@ from ftqual.report.inputs import PreflightInput, load_verify
 from ftqual.report.junit import render_junit
 from ftqual.report.markdown import render_markdown
 from ftqual.report.summary import ReportOptions, build_summary
-from ftqual.verify_schema import REQUIRED_CHECKS
+from ftqual.verify_schema import REQUIRED_CHECKS, campaign_problems
+from tests.report.conftest import DATA
 
 DELETE = object()
 VALUES = {
@@ -100,3 +101,24 @@ def test_every_field_of_every_check(tmp_path, docs, kind):
 )
 def test_unreadable_reports(tmp_path, text):
     assert summarize(tmp_path, text)["verdict"] == "inconclusive"
+
+
+CAMPAIGN_PARTS = (("campaign",), ("campaign", "cycles", 3), ("campaign", "plan", 3), ("campaign", "goodput"))
+
+
+@pytest.mark.parametrize("kind", sorted(VALUES))
+def test_every_field_of_the_campaign_section(tmp_path, kind):
+    """A campaign report (data/campaign.verify.json): each field of its `campaign` section, of a cycle row,
+    of a plan entry and of its goodput, deleted or of every wrong type. Nothing raises; whatever the schema
+    refuses is inconclusive, with one line naming the campaign field."""
+    doc = json.loads((DATA / "campaign.verify.json").read_text())
+    for part in CAMPAIGN_PARTS:
+        target = doc
+        for key in part:
+            target = target[key]
+        for key in list(target):
+            changed = mutated(doc, (*part, key), VALUES[kind])
+            scenario = summarize(tmp_path, changed)
+            if campaign_problems(changed["campaign"]) if isinstance(changed.get("campaign"), dict) else True:
+                assert scenario["verdict"] == "inconclusive", (part, key, kind)
+                assert "campaign" in scenario["reason"] and "\n" not in scenario["reason"]
