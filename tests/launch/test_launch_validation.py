@@ -149,7 +149,10 @@ ENV_CASES = [
     ({"NVRX_LOG_SERVER_PORT": "0" * 3000 + "1"}, "NVRX_LOG_SERVER_PORT is too long"),
     ({"NVRX_TRANSFORMER_IMPL": "te"}, "NVRX_TRANSFORMER_IMPL must be auto, local or transformer_engine"),
     ({"NVRX_DIST_OPTIMIZER": "yes"}, "NVRX_DIST_OPTIMIZER must be auto, on or off"),
-    ({"NVRX_HANG_PLACEMENT": "later"}, "NVRX_HANG_PLACEMENT must be step, immediate, checkpointing, out_of_section or setup"),
+    (
+        {"NVRX_HANG_PLACEMENT": "later"},
+        "NVRX_HANG_PLACEMENT must be step, immediate, checkpointing, out_of_section or setup",
+    ),
     ({"NVRX_NODE_RANK": "1"}, "NVRX_NODE_RANK=1 must be below NNODES=1"),
     ({"NVRX_NODE_RANK": "x"}, "NVRX_NODE_RANK must be a non-negative integer"),
     ({"SLURM_NODEID": "3", "NNODES": "2", "RDZV_ENDPOINT": "n:1"}, "SLURM_NODEID=3 must be below NNODES=2"),
