@@ -183,7 +183,12 @@ unpack() {
     local c
     for c in "${CLIENTS[@]}"; do wrap "$c" "$PREFIX/usr/bin/$c"; done
     for c in munge unmunge; do wrap "$c" "$PREFIX/usr/bin/$c"; done
-    for c in slurmctld slurmd slurmstepd; do wrap "$c" "$PREFIX/usr/sbin/$c-wlm"; done
+    # Debian ships the daemons as slurmd-wlm etc. and links slurmd to them in postinst (alternatives), which
+    # dpkg -x skips. The name matters: Slurm reads a node's Gres= only in a process named slurmctld or
+    # slurmd (run_in_daemon), so under the -wlm names every node has no GPUs (seen here).
+    for c in slurmctld slurmd slurmstepd; do
+        ln -sfn "$c-wlm" "$PREFIX/usr/sbin/$c" && wrap "$c" "$PREFIX/usr/sbin/$c"
+    done
     for c in munged mungekey; do wrap "$c" "$PREFIX/usr/sbin/$c"; done
     local missing
     for c in "$PREFIX"/usr/sbin/* "$PREFIX"/usr/bin/srun "$PREFIX"/usr/bin/sbatch "$PREFIX"/usr/bin/scontrol \
@@ -266,7 +271,7 @@ start_daemons() { # returns 1 when the node does not become idle within 30 s
     else
         log "starting slurmd -N $(node_host)"
         # -d: slurmd would look for slurmstepd at the compiled path /usr/sbin/slurmstepd
-        "$(B slurmd)" -N "$(node_host)" -d "$PREFIX/usr/sbin/slurmstepd-wlm" \
+        "$(B slurmd)" -N "$(node_host)" -d "$PREFIX/usr/sbin/slurmstepd" \
             || { tail -n 5 "$STATE/log/slurmd.log" >&2; return 1; }
     fi
     local st
