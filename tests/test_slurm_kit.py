@@ -1,5 +1,5 @@
 """tools/gpu/slurm_kit.sh writes the one-node Slurm configuration that the GPU machine runs the workflow on:
-its `conf` and `gres-conf` modes print the text `start` writes, here with fixed host, CPUs, memory and GPUs."""
+its `conf` and `gres-conf` modes print the text `start` writes, here for a fixed host, CPUs, memory, GPUs."""
 
 from __future__ import annotations
 
