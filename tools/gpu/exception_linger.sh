@@ -7,7 +7,7 @@
 set -u
 out=${OUT:-$PWD/linger-out}/linger
 mkdir -p "$out"
-[[ -d /tmp/site ]] || source tools/gpu/env.sh || { echo "linger: the stack could not be set up" >&2; exit 1; }
+source tools/gpu/env.sh >/dev/null 2>&1 || { echo "linger: the stack could not be set up" >&2; exit 1; }
 run=runs/exception_linger
 env NVRX_WORKLOAD=megatron NVRX_WORK_DIR="$PWD" NVRX_RUN_ID=exception_linger NVRX_SCENARIO=exception \
     NVRX_DEMO_FAULT=exception NVRX_FAULT_RANK=0 GPUS_PER_NODE=1 TRAIN_ITERS=30 SAVE_INTERVAL=5 \

@@ -5,7 +5,7 @@
 set -u
 out=${OUT:-$PWD/recommended-out}/recommended
 mkdir -p "$out"
-[[ -d /tmp/site ]] || source tools/gpu/env.sh || { echo "recommended: the stack could not be set up" >&2; exit 1; }
+source tools/gpu/env.sh >/dev/null 2>&1 || { echo "recommended: the stack could not be set up" >&2; exit 1; }
 start=$(date +%s)
 timeout -s INT "${LIMIT:-300}" snakemake --profile profiles/local --configfile config/megatron-h200.yaml \
     config/megatron-h200-1gpu.yaml tools/gpu/recommended-1gpu.yaml --resources gpu=1 >"$out/workflow.log" 2>&1
