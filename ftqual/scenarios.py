@@ -418,10 +418,12 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     if config.get("calc_ft_timeouts"):
         scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
     if config.get("timeouts_from") is not None:
-        source = Timeouts(**{k: float(v) for k, v in config["timeouts_from"].items()})
+        recommended_from = Timeouts(**{k: float(v) for k, v in config["timeouts_from"].items()})
         # A scenario with timeouts of its own does not run under the recommendation.
         scenarios = tuple(
-            s if "timeouts" in config["scenarios"][s.name] else dataclasses.replace(s, timeouts_from=source)
+            s
+            if "timeouts" in config["scenarios"][s.name]
+            else dataclasses.replace(s, timeouts_from=recommended_from)
             for s in scenarios
         )
     cfg = WorkflowConfig(

@@ -66,6 +66,10 @@ def test_the_snippet_is_a_config_whose_scenarios_run_under_the_recommendation(tm
     # the same scenario under the configured timeouts is another attempt (another fingerprint)
     plain = scenarios.resolve({"scenarios": config["scenarios"]}, env={})
     assert plain.fingerprint(plain.by_name["hang"]) != cfg.fingerprint(hang)
+    # the resolved form the preflight writes stays JSON, and megatron_path's source stays a source (the
+    # first GPU run with a recommendation broke here: the preflight could not write its config)
+    cfg = scenarios.resolve({**config, "megatron_path": "/opt/mlm"}, env={})
+    assert json.loads(json.dumps(cfg.to_json()))["megatron_path_source"] == "config"
 
 
 def test_nvrx_rule_without_floors(tmp_path, capsys):
