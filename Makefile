@@ -13,8 +13,12 @@ run: env
 dry-run: env
 	snakemake -n
 
+# Two pytest-xdist workers (CI has two cores; most slow tests wait on timeouts and sleeps): tests/conftest.py
+# keeps each test module on one worker, runs the Slurm tests in turn and schedules the slow ones first.
+# PYTEST_WORKERS=0 runs the suite in this one process.
+PYTEST_WORKERS ?= 2
 test: env
-	python -m pytest -ra $(PYTEST_ARGS)
+	python -m pytest -ra -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # Unit and parity tests only: no Snakemake start, no real ft_launcher, no Slurm (under 5 minutes on 2
 # cores). No Slurm configuration either: importing Snakemake's Slurm plugin asks scontrol, which waits ~9 s

@@ -2,22 +2,144 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support.workflow import failed_runs_digest
+from tests.support.workflow import FAILED_RUNS, failed_runs_digest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The first recorded 2 x H200 runs (baseline-2gpu, kill-2gpu); every recorded run lives in tests/data.
 SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
 
 
+# Two pytest-xdist workers (`make test`: `-n 2 --dist loadscope`), each with its own session:
+# - a test module is one unit of work, run on one worker: a module's shared run (a module-scoped fixture
+#   that several tests read) is made once, not once per worker;
+# - the Slurm tests share one three-node cluster and size their jobs to it: all of tests/slurm is one unit;
+# - the tests of SOLO_MODULES run with nothing beside them (see Turns), first; then the slow folders (Slurm,
+#   Snakemake, real ft_launcher), and the fast tests fill in after them, so both workers finish together;
+# - each worker has its own GPU-turn lock file (ftqual.launch.gpu_turn), so the scenario runs of one worker
+#   never wait for the other's (the lock itself is tested with its own file in test_gpu_turn.py and
+#   test_workflow_gpu_turn.py).
+# Verdicts that compare timings measured in one run with each other: a setup timeout NVRx calculated in one
+# cycle against another cycle's setup, a recommendation from a baseline against the next run's sections, a
+# trend across a campaign's cycles. Another worker's load could fail them on CPU contention alone (seen: a
+# calculated setup timeout of 3.44 s against a setup that took 3.63 s beside another launch).
+SOLO_MODULES = (
+    "tests/e2e/test_calculated_timeouts_real.py",
+    "tests/e2e/test_recommended_timeouts_real.py",
+    "tests/e2e/test_e2e_campaign.py",
+    "tests/workflow/test_workflow_campaign.py",
+)
+SLOW_DIRS = ("slurm", "workflow", "e2e")  # scheduled after SOLO_MODULES, in this order
+ONE_UNIT_DIRS = ("slurm",)
+
+
+class Turns:
+    """Between the workers of one run: a test of SOLO_MODULES runs alone, any other beside any other.
+
+    A readers-writer lock of two flock(2) files: `lock`, held shared by a test and exclusively by a solo
+    test, and `gate`, which a solo test holds while it waits for `lock`, so that the other worker's next
+    tests wait behind it instead of passing it one after another."""
+
+    def __init__(self, run_uid: str):
+        base = Path(tempfile.gettempdir()) / f"ftqual-tests-{run_uid}"
+        self.paths = (base.with_suffix(".gate"), base.with_suffix(".lock"))
+        self.gate, self.lock = (os.open(path, os.O_RDWR | os.O_CREAT, 0o600) for path in self.paths)
+
+    def remove(self) -> None:
+        """The files go with the first worker to finish (the other keeps its open descriptors)."""
+        for path in self.paths:
+            path.unlink(missing_ok=True)
+
+    @contextmanager
+    def turn(self, alone: bool):
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.lock, fcntl.LOCK_UN)
+
+
+TURNS: Turns | None = None
+
+
 def pytest_configure(config):
+    global TURNS
     os.environ.setdefault("TZ", "UTC")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ.setdefault("FTQUAL_GPU_LOCK", f"/tmp/ftqual-gpus-{os.getuid()}-{worker}.lock")
+        TURNS = Turns(os.environ["PYTEST_XDIST_TESTRUNUID"])
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's: a test's time starts with its turn
+def pytest_runtest_protocol(item, nextitem):
+    if TURNS is None:
+        return (yield)
+    with TURNS.turn(alone=item.nodeid.split("::", 1)[0] in SOLO_MODULES):
+        return (yield)
+
+
+def _folder(nodeid: str) -> str:
+    """tests/<folder>/test_x.py::test_y -> folder ("" for a module directly in tests/)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def _rank(nodeid: str) -> int:
+    if nodeid.split("::", 1)[0] in SOLO_MODULES:
+        return 0
+    folder = _folder(nodeid)
+    return 1 + (SLOW_DIRS.index(folder) if folder in SLOW_DIRS else len(SLOW_DIRS))
+
+
+def pytest_collection_modifyitems(config, items):
+    """SOLO_MODULES, then the slow folders first (a stable sort: the same order on every worker, as xdist
+    requires)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: _rank(item.nodeid))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadscope (one module, one unit) in collection order, tests/slurm as one unit. (Its loadgroup
+    and xdist_group marks would say this too, but xdist 3.8 cannot group under pytest 9.2: it renames the
+    items through `_nodeid`, which pytest 9.2 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            folder = _folder(nodeid)
+            return f"tests/{folder}" if folder in ONE_UNIT_DIRS else super()._split_scope(nodeid)
+
+    config.option.loadscopereorder = False  # keep the slow folders first
+    return Scheduling(config, log)
+
+
+def pytest_sessionfinish(session):
+    """A worker hands its failed workflow runs to the controller, which prints the closing digest."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["ftqual_failed_runs"] = [str(path) for path in FAILED_RUNS]
+    if TURNS is not None:
+        TURNS.remove()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    FAILED_RUNS.extend(Path(path) for path in getattr(node, "workeroutput", {}).get("ftqual_failed_runs", []))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus):

@@ -41,6 +41,10 @@ def ci_slurm_profile(project: Path) -> None:
     profile = yaml.safe_load(path.read_text())
     profile["slurm-status-command"] = "squeue"
     profile["latency-wait"] = 5
+    # The plugin polls this long after a submission, then 10 s longer each time no job finished: 1, 12, 33,
+    # 64 s ... (the profile's 5 s gives 5, 20, 45, 80 s ..., and a job of these tests was noticed ~20 s
+    # after it ended).
+    profile["slurm-init-seconds-before-status-checks"] = 1
     profile["jobs"] = 4
     profile["default-resources"] = {**profile["default-resources"], "mem_mb": 1000, "runtime": 20}
     profile["set-resources"] = {"run_scenario": {"cpus_per_gpu": 1, "runtime": 20}}
