@@ -435,7 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     print_arguments(args, out)
 
     exit_signal = ExitSignal(args.exit_signal_handler)
+    # Megatron's pretrain() stamps the time before and after ft_integration.setup() (which opens the FT
+    # `setup` section) and prints both: the verifier measures the setup section from the second.
+    before_ft = stamp()
     ft = FaultTolerance(args, out)
+    out.rank_0(f"[after in-process setup and before initialize_megatron] datetime: {before_ft} ")
+    out.rank_0(f"[after in-job setup and before initialize_megatron] datetime: {stamp()} ")
     out.rank_0("> initializing torch distributed ...")
     dist.init_process_group(backend="gloo")
     torch.manual_seed(args.seed)

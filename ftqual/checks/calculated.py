@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ftqual.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.checks.run_plan import RunPlan
+from ftqual.checks.section_times import CANNOT_TELL
 from ftqual.contract import RANK_MONITOR_INTERVAL_S
 from ftqual.evidence.sections import RunSections, run_sections
 from ftqual.evidence.snapshot import RunSnapshot
@@ -41,7 +42,8 @@ def calculated_timeouts(snap: RunSnapshot, exp: RunPlan, sections: RunSections |
     from ft_state.json) and each update NVRx made; every update is persisted (ft_state.json exists); every
     timeout the rank monitor fired used a value in force in its cycle; and the final values (the last
     update, else the last cycle's start) exceed every healthy section's measured duration (else they would
-    fire on a healthy run: fail; the out-of-section upper bound only noted). The values say, per section,
+    fire on a healthy run: fail; an upper bound that can exceed by more than noise, out of section or a
+    setup from the worker start, only noted). The values say, per section,
     the final timeout and how soon it catches a hang (+ the rank monitor interval)."""
     cid = CALCULATED_TIMEOUTS
     if not exp.calc_ft_timeouts:
@@ -95,11 +97,11 @@ def calculated_timeouts(snap: RunSnapshot, exp: RunPlan, sections: RunSections |
                         "healthy_max_s": figure.seconds}  # fmt: skip
         if figure.seconds is None:
             continue
-        if figure.seconds >= limit and key == "out_of_section" and figure.bound == "upper":
-            # The logs bound the out-of-section time only from above (a step included): cannot tell.
+        if figure.seconds >= limit and key in CANNOT_TELL and figure.bound == "upper":
+            # The logs bound the section only from above, by more than noise: cannot tell.
             f.note(
-                f"out_of_section: calculated {limit:g} s, below the logs' upper bound {figure.seconds:.2f} s "
-                "(a step included): whether it fires on a healthy pause cannot be told from the logs"
+                f"{key}: calculated {limit:g} s, below the logs' upper bound {figure.seconds:.2f} s "
+                f"({CANNOT_TELL[key]}): whether it fires on a healthy run cannot be told from the logs"
             )
         elif figure.seconds >= limit:
             f.problem(

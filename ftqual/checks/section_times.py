@@ -16,6 +16,12 @@ TIMEOUTS_NOT_EXCEEDED = "timeouts_not_exceeded"
 # The sections every run must have measured for the check to pass: the out-of-section figure is an upper
 # bound that holds a step, and a run can lack it (one step per cycle) without anything being unknown.
 REQUIRED = ("setup", "step", "checkpointing")
+# Upper bounds that can exceed the section by far more than noise: at or above a timeout they prove nothing.
+# (A step's upper bound holds only Megatron's logging and data fetch around the step: it still proves.)
+CANNOT_TELL = {
+    "out_of_section": "an upper bound holding a step",
+    "setup": "an upper bound from the worker start, imports included: the log has no section-opening milestone",
+}
 
 
 def _limit(snap: RunSnapshot, exp: RunPlan, cycle: int, name: str, figure: Figure) -> tuple[float, str]:
@@ -39,9 +45,10 @@ def timeouts_not_exceeded(
     """Invariant: no healthy section's measured duration met or exceeded its configured timeout in any
     cycle (baseline and recovery alike): the timeout would have fired on a healthy run. The section an
     injected hang held in its fault cycle is left out (it is meant to exceed). A figure that over-estimates
-    (`bound: upper`) only fails for `setup` and `step`, where it over-estimates by a small part (process
-    start, logging); the out-of-section figure holds a whole step, so at or above its timeout it proves
-    nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive. Under
+    (`bound: upper`) only fails for `step`, where it over-estimates by a small part (logging, the data
+    fetch); a setup measured from the worker start (a log without Megatron's section-opening milestone)
+    holds the imports, up to 15 s on one H200, and the out-of-section figure holds a whole step, so at or
+    above its timeout either proves nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive. Under
     calc_ft_timeouts each figure is judged by the timeout in force in its cycle at its line (the cycle's
     start, or NVRx's calculation printed before it), not run.json's initial one; the detail says which."""
     cid = TIMEOUTS_NOT_EXCEEDED
@@ -65,8 +72,8 @@ def timeouts_not_exceeded(
                     continue
                 what = f"cycle {cycle.cycle}: {name} took {figure.seconds:.2f} s >= its timeout {limit:g} s"
                 what += f" ({source})" if source else ""
-                if name == "out_of_section" and figure.bound == "upper":
-                    f.unknown(f"{what} (an upper bound holding a step: cannot tell)", *figure.evidence)
+                if figure.bound == "upper" and name in CANNOT_TELL:
+                    f.unknown(f"{what} ({CANNOT_TELL[name]}: cannot tell)", *figure.evidence)
                 else:
                     f.problem(f"{what}: the timeout would have fired on a healthy run", *figure.evidence)
     overall = sections.overall()

@@ -68,6 +68,7 @@ WANTED_ARGS = frozenset(
 _PREFIX = patterns.PREFIX
 _RANK = patterns.RANK
 MODEL_BUILT = patterns.MODEL_BUILT  # the checks and the metrics name these milestones here
+SETUP_SECTION_OPENED = patterns.SETUP_SECTION_OPENED
 TRAINING_DONE = patterns.TRAINING_DONE
 _KEYWORDS = patterns.KEYWORDS
 

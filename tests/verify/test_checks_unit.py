@@ -99,6 +99,7 @@ def test_tz_offset_converts_log_times(kill_run, verify):
     kill_run.set_json("run.json", tz_offset_s=3600)
     for rel in ("logs/train_cycle0.log", "logs/train_cycle1.log"):
         kill_run.sub(rel, r"\[2026-11-29 14:", "[2026-11-29 15:")
+        kill_run.sub(rel, r"datetime: 2026-11-29 14:", "datetime: 2026-11-29 15:")  # Megatron's milestones
     kill_run.sub("logs/launcher.log", r"^2026-11-29 14:", "2026-11-29 15:")
     kill_run.sub("logs/launcher.log", r"^([EWI]1129) 14:", r"\1 15:")
     code, report = verify(kill_run)

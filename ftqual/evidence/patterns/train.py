@@ -100,6 +100,10 @@ TIMER = re.compile(r"^\s+(load-checkpoint|save-checkpoint) \.*: \(" + _NUM + ", 
 #   0: [after in-process setup and before initialize_megatron] datetime: 2026-11-30 16:15:18.989679
 MILESTONE = re.compile(r"^\[([^\]]+)\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
 MODEL_BUILT = "after model, optimizer, and learning rate scheduler are built"
+# Taken right after ft_integration.setup() returned, i.e. after the FT `setup` section opened (Megatron prints
+# it later, with that timestamp; core_v0.19 and the smoke workload):
+#   0: [after in-job setup and before initialize_megatron] datetime: 2026-12-02 23:58:05.441778
+SETUP_SECTION_OPENED = "after in-job setup and before initialize_megatron"
 TRAINING_DONE = "after training is done"
 # Our wrapper's injection line (an older `[inject] {...}` line is ignored):
 #   1: [ftqual-inject] {"schema": "ftqual.fault/v1", "run_id": "kill-...", "fault": "kill", "rank": 1, ...}
