@@ -16,12 +16,14 @@ its leftovers record; the tracker names the newest finalized checkpoint at the e
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import asdict, dataclass
 
 from ftqual.checks.campaign import fault_view
 from ftqual.checks.result import CheckResult, Findings, skip
 from ftqual.evidence.model import Ref
+from ftqual.evidence.sections import save_spans
 from ftqual.evidence.snapshot import RunSnapshot
 from ftqual.metrics import fault_metrics
 from ftqual.report import goodput
@@ -139,9 +141,11 @@ def cycles_do_not_accumulate(snap: RunSnapshot, table: list[CycleRow]) -> CheckR
             continue
         t = trends[key] = trend(known, tol, slack)
         if t["grows"]:
+            what, refs = (_shm_growth(snap, table)) if key == "shm_segments" else ("", ())
             f.problem(
                 f"{key} grows over the campaign: last-third median {t['last_third_median']} above the "
-                f"limit {t['limit']} (first-third median {t['first_third_median']})"
+                f"limit {t['limit']} (first-third median {t['first_third_median']}){what}",
+                *refs,
             )
     f.values["trends"] = trends
     for r in table:
@@ -158,6 +162,41 @@ def cycles_do_not_accumulate(snap: RunSnapshot, table: list[CycleRow]) -> CheckR
             f"(last-third median within {TREND_TOLERANCE:.0%} + {TREND_SLACK_S:g} s of the first third)"
         )
     return f.result()
+
+
+def shm_family(name: str) -> str:
+    """`torch_1040_2992804948_0` -> `torch_*`, `sem.loky-1040-13h3` -> `sem.loky-*`, `cuda.shm.0.2b3.1` ->
+    `cuda.shm.*`: the name up to its first part with a digit (a pid, a counter, a random tail)."""
+    head = re.match(r"[^0-9]*?(?=[._-][^._-]*[0-9]|$)", name)
+    stem = head.group(0) if head else ""
+    return f"{stem}{name[len(stem)]}*" if stem and len(stem) < len(name) else name
+
+
+def _shm_growth(snap: RunSnapshot, table: list[CycleRow]) -> tuple[str, tuple[Ref, ...]]:
+    """What /dev/shm gained from the first sampled cycle start to the last, by family, and how many entries
+    carry the pid of a rank process of an earlier cycle (what a dead rank left behind)."""
+    by_cycle = {}
+    for (_, cycle), record in sorted(snap.leftovers.records.items() if snap.leftovers else ()):
+        if record.error is None and record.shm_segments is not None:
+            by_cycle.setdefault(cycle, (set(), record))[0].update(record.shm_segments)
+    if len(by_cycle) < 2:
+        return "", ()
+    (first, (before, _)), (last, (after, record)) = min(by_cycle.items()), max(by_cycle.items())
+    new = sorted(after - before)
+    if not new:
+        return "", ()
+    families: dict[str, int] = {}
+    for name in new:
+        families[shm_family(name)] = families.get(shm_family(name), 0) + 1
+    pids = {str(p.pid) for p in record.earlier}
+    of_dead = sum(1 for name in new if pids & set(re.split(r"[._-]", name)))
+    kinds = ", ".join(f"{fam} {n}" for fam, n in sorted(families.items(), key=lambda x: -x[1]))
+    said = (
+        f": {len(new)} entries at the start of cycle {last} that cycle {first}'s start did not have ({kinds})"
+    )
+    if of_dead:
+        said += f"; {of_dead} name the pid of a rank process of an earlier cycle, which died leaving them"
+    return said, (record.ref,)
 
 
 def _records(snap: RunSnapshot, f: Findings, faults: int) -> None:
@@ -188,16 +227,21 @@ def measured_goodput(snap: RunSnapshot, table: list[CycleRow]) -> dict:
     for line in snap.iterations:
         if line.t is not None:
             by_cycle.setdefault(line.cycle, []).append(line)
-    steps = []  # (cycle, iteration, seconds) of every step with a predecessor in its cycle
+    steps = []  # (cycle, iteration, seconds, of them blocked in a save) of every step after its cycle's first
     for cycle, lines in by_cycle.items():
         lines.sort(key=lambda x: x.ref.line)
-        pairs = zip(lines, lines[1:], strict=False)
-        steps += [(cycle, b.iteration, (b.t - a.t).total_seconds()) for a, b in pairs]
+        log = snap.train_log(cycle)
+        spans = [(a.t, b.t) for a, b in save_spans(log)] if log is not None else []
+        for a, b in zip(lines, lines[1:], strict=False):
+            # a save's synchronous part between two iteration lines blocked training: not productive
+            blocked = sum((end - start).total_seconds() for start, end in spans if a.t <= start < b.t)
+            steps.append((cycle, b.iteration, (b.t - a.t).total_seconds(), blocked))
     last_cycle = {}
-    for cycle, iteration, _ in steps:
+    for cycle, iteration, *_ in steps:
         last_cycle[iteration] = max(cycle, last_cycle.get(iteration, -1))
-    productive = sum(s for c, i, s in steps if last_cycle[i] == c)
-    lost = sum(s for c, i, s in steps if last_cycle[i] != c)
+    productive = sum(s - blocked for c, i, s, blocked in steps if last_cycle[i] == c)
+    saves = sum(blocked for c, i, _, blocked in steps if last_cycle[i] == c)
+    lost = sum(s for c, i, s, _ in steps if last_cycle[i] != c)
     starts = [info.start for info in (snap.cycles.records if snap.cycles else ()) if info.start]
     ends = [line.t for lines in by_cycle.values() for line in lines]
     if not starts or not ends:
@@ -217,8 +261,9 @@ def measured_goodput(snap: RunSnapshot, table: list[CycleRow]) -> dict:
         "detection_s": detect,
         "restart_and_startup_s": restart,
         "lost_work_s": lost,
+        "saves_s": saves,
     }
-    parts["saves_and_other_s"] = wall - productive - sum(parts.values())
+    parts["other_s"] = wall - productive - sum(parts.values())
     mtbf_s = wall / len(table) if table else None
     out = {
         "wall_s": round(wall, 3),
@@ -229,7 +274,9 @@ def measured_goodput(snap: RunSnapshot, table: list[CycleRow]) -> dict:
     }
     if mtbf_s and table:
         interval = (
-            statistics.median([s for *_, s in steps]) * (snap.meta.save_interval or 1) if steps else None
+            statistics.median([s - b for *_, s, b in steps]) * (snap.meta.save_interval or 1)
+            if steps
+            else None
         )
         inputs = goodput.GoodputInputs(
             t_detect_s=detect / len(table),

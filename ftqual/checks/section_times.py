@@ -20,7 +20,7 @@ REQUIRED = ("setup", "step", "checkpointing")
 # (A step's upper bound holds only Megatron's logging and data fetch around the step: it still proves.)
 CANNOT_TELL = {
     "out_of_section": "an upper bound holding a step",
-    "setup": "an upper bound from the worker start, imports included: the log has no section-opening milestone",
+    "setup": "an upper bound from the worker start, imports included: no section-opening milestone",
 }
 
 
@@ -48,9 +48,10 @@ def timeouts_not_exceeded(
     (`bound: upper`) only fails for `step`, where it over-estimates by a small part (logging, the data
     fetch); a setup measured from the worker start (a log without Megatron's section-opening milestone)
     holds the imports, up to 15 s on one H200, and the out-of-section figure holds a whole step, so at or
-    above its timeout either proves nothing (inconclusive). Setup, step and checkpointing each measured in no cycle: inconclusive. Under
-    calc_ft_timeouts each figure is judged by the timeout in force in its cycle at its line (the cycle's
-    start, or NVRx's calculation printed before it), not run.json's initial one; the detail says which."""
+    above its timeout either proves nothing (inconclusive). Setup, step and checkpointing each measured in
+    no cycle: inconclusive. Under calc_ft_timeouts each figure is judged by the timeout in force in its
+    cycle at its line (the cycle's start, or NVRx's calculation printed before it), not run.json's initial
+    one; the detail says which."""
     cid = TIMEOUTS_NOT_EXCEEDED
     wanted = exp.timeouts
     if not all(key in wanted for key in SECTIONS):

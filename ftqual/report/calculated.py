@@ -12,7 +12,8 @@ Per section, the final value is the last cycle's start updated by each of its ca
   is true when a final value is set, false when the run's own hang there was detected after that bound.
 - `fires_on_healthy` is true when the final value is at or below the healthy section's largest measured
   duration (NVRx would kill a healthy job), false when above it, null when not measured or when the figure
-  is the out-of-section upper bound at or above the value (a step included: the logs cannot tell).
+  is an upper bound at or above the value that can exceed by far more than noise (out of section: a step
+  included; setup from the worker start: the imports included): the logs cannot tell.
 Descriptive only: the scenario's verdict stays the verifier's (its `calculated_timeouts` check). A missing
 or malformed part of the verify report leaves its fields null with a reason, never an exception.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ftqual.checks.section_times import CANNOT_TELL
 from ftqual.report.budgets import RANK_MONITOR_INTERVAL_S
 
 SECTIONS = ("setup", "step", "checkpointing", "out_of_section")
@@ -98,13 +100,13 @@ def _detected(doc: Mapping, key: str) -> float | None:
 
 
 def fires_on_healthy(key: str, final: float | None, healthy: float | None, bound: str | None) -> bool | None:
-    """At or below the healthy section's largest duration: it would fire on a healthy run. The out-of-section
-    figure at or above the value says nothing when it is an upper bound (a step included), as the verifier's
-    calculated_timeouts check rules."""
+    """At or below the healthy section's largest duration: it would fire on a healthy run. An upper-bound
+    figure of out of section (a step included) or setup (from the worker start) at or above the value says
+    nothing, as the verifier's calculated_timeouts check rules (ftqual.checks.section_times.CANNOT_TELL)."""
     if final is None or healthy is None:
         return None
     if healthy >= final:
-        return None if key == "out_of_section" and bound == "upper" else True
+        return None if key in CANNOT_TELL and bound == "upper" else True
     return False
 
 

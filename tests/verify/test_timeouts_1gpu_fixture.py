@@ -11,6 +11,7 @@ decides now from the same evidence:
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,43 @@ def test_the_summaries_say_pass_and_prove_the_recommendation():
     assert "Recommended timeouts **proven**" in rec
     sections = (DATA / "megatron-h200-sections-1gpu" / "results" / "summary.md").read_text()
     assert sections.startswith("# ftqual: PASS")
+
+
+CALCULATED = next((DATA / "megatron-h200-calculated-1gpu" / "runs").glob("hang-*"))
+
+
+def _check(report: dict, cid: str) -> dict:
+    return next(c for c in report["checks"] if c["id"] == cid)
+
+
+def test_calculated_timeouts_on_one_h200_pass_from_the_setup_section_itself():
+    """NVRx calculated setup 14.71 s and cycle 2 started under it; its setup section, from Megatron's
+    `after in-job setup` milestone to the first step, took 2.41 s, and NVRx's monitor did not fire."""
+    report = build_report(str(CALCULATED))
+    assert report["verdict"] == "pass"
+    setup = report["sections"]["cycles"][2]["setup"]
+    assert setup["s"] == pytest.approx(2.41, abs=0.01) and setup["bound"] == "lower"
+    calc = _check(report, "calculated_timeouts")
+    assert calc["status"] == "pass"
+    started = {c["cycle"]: c["start"] for c in calc["values"]["cycles"]}
+    assert started[2]["setup"] == pytest.approx(14.71, abs=0.01)  # loaded from ft_state.json
+    assert calc["values"]["final"]["setup"] > setup["s"]
+    assert _check(report, "timeouts_not_exceeded")["status"] == "pass"
+
+
+def test_calculated_timeouts_without_the_milestone_cannot_tell(tmp_path):
+    """The figure from the worker start (18.11 s in cycle 2, imports included) is over the calculated 14.71 s:
+    neither check may call that a timeout that would have fired."""
+    run = tmp_path / CALCULATED.name
+    shutil.copytree(CALCULATED, run, symlinks=True)
+    for log in (run / "logs").glob("train_cycle*.log"):
+        lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+        log.write_text("".join(x for x in lines if "after in-job setup" not in x), encoding="utf-8")
+    report = build_report(str(run))
+    calc = _check(report, "calculated_timeouts")
+    assert calc["status"] == "pass"
+    assert any("cannot be told from the logs" in note and note.startswith("setup") for note in calc["notes"])
+    check = _check(report, "timeouts_not_exceeded")
+    assert check["status"] == "inconclusive"
+    assert "cycle 2: setup took 18.11 s >= its timeout 14.71 s" in check["detail"]
+    assert report["verdict"] != "fail"
