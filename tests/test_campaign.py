@@ -147,6 +147,15 @@ def test_the_worker_arms_a_campaign_fault_only_at_its_planned_checkpoint(worker,
 def test_the_trend_rule_flags_growth_beyond_its_tolerance():
     assert trend([2.0, 2.1, 2.0, 2.2, 2.1, 2.3], 0.5, 2.0)["grows"] is False
     assert trend([2.0, 2.1, 2.0, 5.0, 8.0, 9.0], 0.5, 2.0)["grows"] is True
+    assert trend([2.0, 2.1, 2.0, 5.5, 6.0], 0.5, 2.0)["grows"] is True  # limit 5.05: both of the last two over
+
+
+def test_one_slow_cycle_at_the_end_is_noise_not_growth():
+    # 8 faults: a third is 2 cycles; one slow replacement start (18.3 s) carries their median to 12.3 s, over
+    # the limit 5.2 * 1.5 + 2 = 9.8 s, yet the other stayed at 6.3 s: nothing accumulates
+    t = trend([5.2, 5.3, 6.0, 5.9, 6.1, 6.2, 6.3, 18.3], 0.5, 2.0)
+    assert t["last_third_median"] == 12.3 and t["limit"] == 9.875 and t["grows"] is False
+    assert trend([5.2, 5.3, 6.0, 5.9, 6.1, 6.2, 10.0, 18.3], 0.5, 2.0)["grows"] is True
 
 
 def test_the_campaign_markdown_shows_every_fault_on_one_time_axis():

@@ -63,8 +63,8 @@ CHECK_LEGEND = {
     " injected exactly those, in order (fault, rank, placement), each armed at or after its planned"
     " checkpoint",
     "cycles_do_not_accumulate": "over the campaign's cycles no restart, load or recovery time and no"
-    " leftover (process, /dev/shm segment, open descriptor) grows: last-third median within the trend rule"
-    " of the first third",
+    " leftover (process, /dev/shm segment, open descriptor) grows: no last third entirely over the first"
+    " third's median by the trend rule",
     "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
     " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
     " training went on",
