@@ -147,7 +147,9 @@ def test_the_worker_arms_a_campaign_fault_only_at_its_planned_checkpoint(worker,
 def test_the_trend_rule_flags_growth_beyond_its_tolerance():
     assert trend([2.0, 2.1, 2.0, 2.2, 2.1, 2.3], 0.5, 2.0)["grows"] is False
     assert trend([2.0, 2.1, 2.0, 5.0, 8.0, 9.0], 0.5, 2.0)["grows"] is True
-    assert trend([2.0, 2.1, 2.0, 5.5, 6.0], 0.5, 2.0)["grows"] is True  # limit 5.05: both of the last two over
+    assert (
+        trend([2.0, 2.1, 2.0, 5.5, 6.0], 0.5, 2.0)["grows"] is True
+    )  # limit 5.05: both of the last two over
 
 
 def test_one_slow_cycle_at_the_end_is_noise_not_growth():

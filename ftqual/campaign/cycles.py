@@ -148,8 +148,9 @@ def cycles_do_not_accumulate(snap: RunSnapshot, table: list[CycleRow]) -> CheckR
         if t["grows"]:
             what, refs = (_shm_growth(snap, table)) if key == "shm_segments" else ("", ())
             f.problem(
-                f"{key} grows over the campaign: every cycle of the last third above the limit {t['limit']} "
-                f"(their lowest {t['last_third_lowest']}, first-third median {t['first_third_median']}){what}",
+                f"{key} grows over the campaign: every cycle of the last third above the limit "
+                f"{t['limit']} (their lowest {t['last_third_lowest']}, first-third median "
+                f"{t['first_third_median']}){what}",
                 *refs,
             )
     f.values["trends"] = trends
@@ -164,7 +165,8 @@ def cycles_do_not_accumulate(snap: RunSnapshot, table: list[CycleRow]) -> CheckR
     if not f.problems and not f.unknowns:
         f.fact(
             f"over {len(table)} cycles no restart, load or recovery time and no leftover grows "
-            f"(no last third entirely over the first third's median + {TREND_TOLERANCE:.0%} + {TREND_SLACK_S:g} s)"
+            f"(no last third entirely over the first third's median + {TREND_TOLERANCE:.0%} + "
+            f"{TREND_SLACK_S:g} s)"
         )
     return f.result()
 
