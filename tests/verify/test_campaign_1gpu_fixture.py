@@ -1,4 +1,4 @@
-"""Issue 34's campaign on one H200 (tests/data/megatron-h200-campaign-1gpu, tools/gpu/campaign.sh): 10
+"""The fault campaign on one H200 (tests/data/megatron-h200-campaign-1gpu, tools/gpu/campaign.sh): 10
 seeded faults over 420 iterations of Megatron-LM core_v0.19.0, every one recovered, and a FAIL the campaign
 exists to find: each rank that died left its /dev/shm entries behind. An edited copy whose /dev/shm does not
 grow passes, so the FAIL is that growth and nothing else."""
@@ -43,7 +43,7 @@ def test_every_planned_fault_was_injected_detected_and_recovered(report):
         assert row["restored_iteration"] == row["checkpoint_iteration"], row
         assert row["alive_at_start"] == 0, row
     last = max(c["fault_iteration"] for c in cycles)
-    assert last > 300  # the issue's "at least 300 iterations"
+    assert last > 300  # a campaign of at least 300 iterations
     failing = [c["id"] for c in report["checks"] if c["status"] not in ("pass", "skip")]
     assert failing == ["cycles_do_not_accumulate"]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 35 in one device call: a real one-node Slurm with the H200 as gres (tools/gpu/slurm_kit.sh, .slurm
+# The Slurm profile on a GPU in one device call: a real one-node Slurm with the H200 as gres (tools/gpu/slurm_kit.sh, .slurm
 # carried), then the README's `snakemake --profile profiles/slurm` with the GPU configs; the preflight and
 # every scenario are sbatch jobs. The kit has no slurmdbd, so the plugin is told to poll squeue (the flag
 # the profile's last line offers). Writes $OUT/slurm/ (kit log, Slurm's view of the node and the jobs,
