@@ -250,9 +250,16 @@ setup_gpus() {
 
 write_conf() {
     slurm_conf >"$STATE/etc/slurm.conf" && gres_conf >"$STATE/etc/gres.conf" || die "cannot write $STATE/etc"
+    # slurmd loads a cgroup plugin even under proctrack/linuxproc and task/none. On a cgroup v2 host it picks
+    # cgroup/v2, whose init asks systemd (over dbus) for a scope for slurmstepd: without systemd, as on the
+    # GPU machine, slurmd dies ("cannot initialize cgroup directory for stepds"). So without cgroup mode the
+    # kit names cgroup/v1, which nothing here uses and whose load sets nothing up; start falls back to
+    # cgroup/v2 with IgnoreSystemd=yes (slurmd makes that directory itself) if slurmd refuses it.
     if [ "${KIT_CGROUP:-0}" = 1 ]; then
-        printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=yes\nConstrainCores=no\nConstrainRAMSpace=no\n' \
+        printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\nConstrainDevices=yes\nConstrainCores=no\nConstrainRAMSpace=no\n' \
             >"$STATE/etc/cgroup.conf"
+    elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        printf 'CgroupPlugin=%s\nIgnoreSystemd=yes\n' "${KIT_CGROUP_PLUGIN:-cgroup/v1}" >"$STATE/etc/cgroup.conf"
     else
         rm -f "$STATE/etc/cgroup.conf"
     fi
@@ -316,10 +323,16 @@ start() {
     fi
     write_conf
     if ! start_daemons; then
-        [ "$KIT_CGROUP" = 1 ] || die "Slurm did not come up (logs in $STATE/log)"
-        log "proctrack/cgroup did not work here: falling back to proctrack/linuxproc, task/none"
         stop_one slurmd; stop_one slurmctld
-        KIT_CGROUP=0
+        if [ "$KIT_CGROUP" = 1 ]; then
+            log "proctrack/cgroup did not work here: falling back to proctrack/linuxproc, task/none"
+            KIT_CGROUP=0
+        elif [ -f /sys/fs/cgroup/cgroup.controllers ] && [ "${KIT_CGROUP_PLUGIN:-cgroup/v1}" = cgroup/v1 ]; then
+            log "slurmd refused cgroup/v1 here: cgroup/v2 with IgnoreSystemd=yes"
+            KIT_CGROUP_PLUGIN=cgroup/v2
+        else
+            die "Slurm did not come up (logs in $STATE/log)"
+        fi
         write_conf
         start_daemons || die "Slurm did not come up (logs in $STATE/log)"
     fi
