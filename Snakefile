@@ -48,6 +48,7 @@ onerror:
 # before any job starts.
 onstart:
     refuse_other_rerun_triggers()
+    refuse_unusable_slurm_account()
 
 
 onsuccess:

@@ -12,7 +12,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual import attempts, scenarios, stack_current, workflow_lock
+from ftqual import attempts, scenarios, slurm_submit, stack_current, workflow_lock
 
 try:
     CFG = scenarios.in_config_order(
@@ -235,6 +235,16 @@ def refuse_other_rerun_triggers():
             "attempts decide what reruns: leave --rerun-triggers to profiles/default (mtime) and keep that "
             "workflow profile (no --workflow-profile none)"
         )
+
+
+def refuse_unusable_slurm_account():
+    """Called from onstart, where the executor's settings are known and nothing was submitted yet."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    refusal = slurm_submit.account_refusal(account=default_resource("slurm_account"))
+    if refusal:
+        raise WorkflowError(refusal)
 
 
 def refuse_multinode_on_local():

@@ -15,7 +15,9 @@
 # sets SLURM_CONF and LD_LIBRARY_PATH. Why wrappers: the Slurm jobstep executor drops SLURM_CONF inside a
 # job, and the in-job `srun` must still find the config (PATH survives). Ports 6917/6918, not Slurm's
 # 6817/6818, so that a system Slurm on the same machine (CI) is left alone.
-# No accounting: no sacct on the wrappers' PATH, so the executor plugin polls squeue (MinJobAge=600).
+# No accounting database (AccountingStorageType none), but slurm-client's sacct, sacctmgr and sshare are
+# wrapped like every client: the executor plugin runs sacct before each submission and fails without it
+# (ftqual refuses that up front, ftqual/slurm_submit.py). Job status comes from squeue (MinJobAge=600).
 #
 # Environment: FTQUAL_SLURM_KIT_PREFIX (default /opt/ftqual-slurm), FTQUAL_SLURM_KIT_STATE (default
 # /tmp/ftqual-slurm-kit), FTQUAL_SLURM_KIT_FAKE_GPUS=N (N fake GPUs from mknod, for a machine without
@@ -39,7 +41,7 @@ MUNGE_SOCKET="$STATE/munge/munge.socket.2"
 # libdbus-1-3, libjson-c5, liblua5.1-0, libyaml-0-2 (plugins). Not libslurm38: no binary needs it.
 PACKAGES=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2 libhwloc15 liblz4-1
     libnuma1 libreadline8 libdbus-1-3 libjson-c5 liblua5.1-0 libyaml-0-2)
-CLIENTS=(sbatch squeue sinfo scontrol srun scancel salloc sattach sbcast sstat sprio sdiag strigger)
+CLIENTS=(sbatch squeue sinfo scontrol srun scancel salloc sattach sbcast sstat sprio sdiag strigger sacct sacctmgr sshare)
 
 log() { printf '[slurm-kit] %s\n' "$*" >&2; }
 die() { printf '[slurm-kit] FAILED: %s\n' "$*" >&2; exit 1; }
