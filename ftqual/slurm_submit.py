@@ -16,7 +16,10 @@ from collections.abc import Callable
 
 def account_refusal(*, account: str | None, which: Callable[[str], str | None] = shutil.which) -> str | None:
     """The one-line refusal where the plugin would run an accounting command that is not there."""
-    command, purpose = ("sacctmgr", "to validate slurm_account") if account else ("sacct", "to guess an account")
+    if account:
+        command, purpose = "sacctmgr", "to validate slurm_account"
+    else:
+        command, purpose = "sacct", "to guess an account"
     if which(command):
         return None
     return (

@@ -4,12 +4,17 @@ stack is read by a Slurm step before planning (the real CI cluster: three nodes 
 Sequence on one workspace: pass with profiles/local; the same command with profiles/slurm requalifies every
 scenario through sbatch, naming the executor change, with the node's GPUs and driver read by `srun`; the same
 Slurm command again runs only the gate (no job submitted); back on profiles/local its passed attempts stand.
+On a submitting host without `sacct`, where the executor plugin would fail every submission, the workflow
+refuses in one line before its first job.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +77,31 @@ def test_profile_switch_requalifies_and_reads_the_node(project):
 
     back = run_snakemake(project, "--profile", "profiles/local", "-n", timeout=300)
     assert job_stats(back.stdout) == {"gate": 1}, back.stdout
+
+
+def path_without(tmp_path: Path, missing: str) -> str:
+    """A PATH of one directory that links every command of this PATH (the first of each name) but one."""
+    linked = tmp_path / f"bin-without-{missing}"
+    linked.mkdir()
+    for directory in [str(Path(sys.executable).parent), *os.environ.get("PATH", "").split(os.pathsep)]:
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            target = linked / entry.name
+            if entry.name != missing and not target.exists() and os.access(entry.path, os.X_OK):
+                target.symlink_to(entry.path)
+    return str(linked)
+
+
+def test_refused_before_any_job_without_sacct(slurm_cluster, tmp_path):
+    project = project_with(tmp_path / "project", FAST)
+    ci_slurm_profile(project)
+    env = {"PATH": path_without(tmp_path, "sacct")}
+    assert subprocess.run(["which", "sbatch"], env=env, capture_output=True).returncode == 0
+    proc = run_snakemake(project, "--profile", "profiles/slurm", env=env, timeout=300)
+    assert proc.returncode != 0, proc.stdout
+    refusals = [line for line in proc.stdout.splitlines() if "`sacct` is not on PATH" in line]
+    assert refusals and "slurm-client" in refusals[0], proc.stdout
+    assert not SUBMITTED.findall(proc.stdout) and "No such file or directory: 'sacct'" not in proc.stdout
+    runs = project / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # nothing launched
