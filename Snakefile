@@ -49,6 +49,7 @@ onerror:
 onstart:
     refuse_other_rerun_triggers()
     refuse_unusable_slurm_account()
+    cancel_orphaned_slurm_jobs()
 
 
 onsuccess:

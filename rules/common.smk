@@ -12,7 +12,14 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual import attempts, scenarios, slurm_submit, stack_current, workflow_lock
+from ftqual import (
+    attempts,
+    scenarios,
+    slurm_orphans,
+    slurm_submit,
+    stack_current,
+    workflow_lock,
+)
 
 try:
     CFG = scenarios.in_config_order(
@@ -245,6 +252,14 @@ def refuse_unusable_slurm_account():
     refusal = slurm_submit.account_refusal(account=default_resource("slurm_account"))
     if refusal:
         raise WorkflowError(refusal)
+
+
+def cancel_orphaned_slurm_jobs():
+    """Called from onstart: this workflow holds the directory's lock and has submitted nothing yet."""
+    plugin = workflow.executor_plugin
+    if plugin is not None and plugin.name == "slurm":
+        say = lambda line: print(f"ftqual: {line}", file=sys.stderr)
+        slurm_orphans.cancel_orphans(WORKDIR, say)
 
 
 def refuse_multinode_on_local():
