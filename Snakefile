@@ -49,7 +49,6 @@ onerror:
 onstart:
     refuse_other_rerun_triggers()
     refuse_unusable_slurm_account()
-    cancel_orphaned_slurm_jobs()
 
 
 onsuccess:

@@ -2,10 +2,11 @@
 
 Ctrl-C and a closed terminal make the executor plugin `scancel` the workflow's jobs. A workflow killed
 outright (SIGKILL, the OOM killer, a reboot of the login node) cancels nothing: its jobs train on, on a
-node nobody watches, holding the GPUs the next run needs, and would write their attempt records into a
-workspace that has moved on. The next real run, once it holds the directory's lock (so no other workflow
-is running here), cancels every queued job of this directory that the plugin submitted (its comment names
-a rule) and says which, in one line. Their run directories keep their evidence: the job's own handler
+node nobody watches. On one H200 under Slurm the next run's stack probe (`srun --gpus=1`) then waited
+three minutes behind them for the GPU, and its plan took their finished attempts for its own. So the next
+real run, where no live workflow holds the directory's lock, cancels every queued job of this directory
+that the plugin submitted (its comment names a rule) before it probes or plans, says which in one line,
+and waits until they left the queue. Their run directories keep their evidence: the job's own handler
 records the stop.
 """
 
@@ -62,8 +63,8 @@ def cancel_orphans(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """Cancel the directory's jobs of an earlier workflow and wait (at most `wait_s`) until they have left
-    the queue, so that none still writes into the workspace when this run's jobs start; the ids cancelled.
-    Called where this workflow holds the lock and has submitted nothing yet."""
+    the queue, so that none still holds a GPU or writes into the workspace; the ids cancelled. Called where
+    no live workflow holds the directory's lock and this one has submitted nothing yet."""
     listed = _list(run)
     if listed.returncode != 0:
         problem = listed.stderr.strip()[:200]

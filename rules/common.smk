@@ -254,14 +254,6 @@ def refuse_unusable_slurm_account():
         raise WorkflowError(refusal)
 
 
-def cancel_orphaned_slurm_jobs():
-    """Called from onstart: this workflow holds the directory's lock and has submitted nothing yet."""
-    plugin = workflow.executor_plugin
-    if plugin is not None and plugin.name == "slurm":
-        say = lambda line: print(f"ftqual: {line}", file=sys.stderr)
-        slurm_orphans.cancel_orphans(WORKDIR, say)
-
-
 def refuse_multinode_on_local():
     """Checked while parsing, so that -n and a real run refuse alike. Inside a Slurm job the job itself runs
     under the local executor: only the main process decides."""
@@ -277,6 +269,25 @@ def refuse_multinode_on_local():
 
 
 refuse_multinode_on_local()
+
+def take_directory():
+    """Before Snakemake locks the directory (ftqual.workflow_lock): a closed terminal stops this run as
+    Ctrl-C does, a lock left by a workflow that is provably gone is released, and this run is recorded as
+    the lock's holder until it ends (onsuccess/onerror forget it). Under Slurm, the jobs a workflow killed
+    outright left here are cancelled (ftqual.slurm_orphans) before the stack probe, which would wait behind
+    them for a GPU, and before planning, which would take their results for this run's.
+    """
+    if not workflow.is_main_process or invocation_is_dry_run():
+        return
+    workflow_lock.hangup_as_interrupt()
+    say = lambda line: print(line, file=sys.stderr)
+    decided = workflow_lock.release_stale(WORKDIR, say)
+    workflow_lock.record_self(WORKDIR)
+    if decided in ("unlocked", "released") and intended_executor() == "slurm":
+        slurm_orphans.cancel_orphans(WORKDIR, lambda line: say(f"ftqual: {line}"))
+
+
+take_directory()
 
 # A workspace of an earlier version keeps its attempts: their records, once named run.json, become
 # attempt.json (ftqual.attempts.adopt_legacy_records) before the slots are read.
@@ -296,19 +307,6 @@ REPORT_DIR = attempts.report_dir(
 _say_plan()
 
 
-def take_directory():
-    """Before Snakemake locks the directory (ftqual.workflow_lock): a closed terminal stops this run as
-    Ctrl-C does, a lock left by a workflow that is provably gone is released, and this run is recorded as
-    the lock's holder until it ends (onsuccess/onerror forget it)."""
-    if not workflow.is_main_process or invocation_is_dry_run():
-        return
-    workflow_lock.hangup_as_interrupt()
-    say = lambda line: print(line, file=sys.stderr)
-    workflow_lock.release_stale(WORKDIR, say)
-    workflow_lock.record_self(WORKDIR)
-
-
-take_directory()
 
 
 def _exists(path):

@@ -142,6 +142,11 @@ def test_the_next_run_cancels_the_job_of_a_killed_workflow(project):
     lines = [line for line in again.stdout.splitlines() if "ftqual: cancelled Slurm job(s)" in line]
     assert lines and f"{job_id} (run_scenario baseline_" in lines[0], again.stdout
     assert "running" in lines[0] and "released the lock left by a workflow that is gone" in again.stdout
+    # before the stack probe, which would otherwise wait behind the job for its GPU (seen on one H200), and
+    # before the plan, which would otherwise take the job's attempt for this run's
+    assert again.stdout.index(lines[0]) < again.stdout.index("ftqual: baseline: attempt"), again.stdout
+    probe = again.stdout.find("ftqual: stack: probing a training node")
+    assert probe == -1 or again.stdout.index(lines[0]) < probe, again.stdout
     assert not queued({job_id}) and not alive(recorded)
     assert_stopped_with_evidence(project, run_dir)
     # the rerun trained the baseline itself, in a run directory of its own
