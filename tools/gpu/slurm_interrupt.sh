@@ -14,7 +14,7 @@ source tools/gpu/env.sh >/dev/null 2>&1 || { echo "interrupt: the stack could no
 tools/gpu/slurm_kit.sh start >"$out/kit.log" 2>&1 || { tail -n 20 "$out/kit.log"; exit 1; }
 source /tmp/ftqual-slurm-kit/env.sh
 cmd=(snakemake --profile profiles/slurm --configfile config/megatron-h200.yaml config/megatron-h200-1gpu.yaml
-    tools/gpu/slurm-1gpu.yaml --slurm-status-command squeue)
+    tools/gpu/slurm-1gpu.yaml tools/gpu/slurm-interrupt-1gpu.yaml --slurm-status-command squeue)
 start=$(date +%s)
 setsid "${cmd[@]}" >"$out/first.log" 2>&1 &
 first=$!
