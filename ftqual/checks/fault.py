@@ -158,9 +158,11 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: RunPlan) -> CheckResu
     f = Findings(cid)
     marker = snap.marker
     if marker is None:
-        f.problem(
+        absent_after_stop(
+            snap,
+            f,
             "no injection recorded (no fault_injected.json): a failure without the requested injection "
-            "does not show that this fault is detected"
+            "does not show that this fault is detected",
         )
         return f.result()
     if len(snap.markers) <= 1:

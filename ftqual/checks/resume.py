@@ -25,6 +25,9 @@ PROGRESS = "progress_after_resume"
 CLEAN_FINISH = "clean_finish"
 
 
+NO_INJECTION = "no injection recorded (no fault_injected.json): recovery was not exercised"
+
+
 def resumed_from_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     """Invariant: the replacement cycle loaded checkpoint K >= 1, no older than the marker's, whose
     `iter_K/.metadata` is a non-empty regular file inside the run, with its optimizer state (no fresh
@@ -429,7 +432,7 @@ def _injections(snap: RunSnapshot, f: Findings) -> None:
         if lines:
             f.problem("an injection line was printed but fault_injected.json is absent", lines[0].ref)
         else:
-            f.problem("no injection recorded (no fault_injected.json): recovery was not exercised")
+            absent_after_stop(snap, f, NO_INJECTION)
     elif len(lines) <= 1:
         f.fact("exactly one injection", snap.marker.ref, *(item.ref for item in lines))
     if snap.marker is not None:
@@ -476,13 +479,16 @@ def _many_injections(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
             *(item.ref for item in lines[:3]),
         )
     if not markers:
-        f.problem("no injection recorded (no fault_injected.json): recovery was not exercised")
+        absent_after_stop(snap, f, NO_INJECTION)
         return
     if numbers != list(range(1, len(markers) + 1)):
         f.problem(
             f"the markers are injections {numbers}, not 1..{len(markers)}", *(m.ref for m in markers[:3])
         )
-    if len(markers) != wanted:
+    if len(markers) < wanted:
+        refs = [m.ref for m in markers[-1:]]
+        absent_after_stop(snap, f, f"{len(markers)} injection marker(s), {wanted} requested", *refs)
+    elif len(markers) > wanted:
         f.problem(f"{len(markers)} injection marker(s), {wanted} requested", *(m.ref for m in markers[-1:]))
     else:
         f.fact(f"exactly {wanted} injections", *(m.ref for m in markers))
