@@ -270,6 +270,7 @@ def refuse_multinode_on_local():
 
 refuse_multinode_on_local()
 
+
 def take_directory():
     """Before Snakemake locks the directory (ftqual.workflow_lock): a closed terminal stops this run as
     Ctrl-C does, a lock left by a workflow that is provably gone is released, and this run is recorded as
@@ -305,8 +306,6 @@ REPORT_DIR = attempts.report_dir(
     PREFLIGHT.name, {n: s.name for n, s in SLOTS.items()}, BASELINE
 )
 _say_plan()
-
-
 
 
 def _exists(path):
