@@ -245,7 +245,7 @@ def refuse_other_rerun_triggers():
 
 
 def refuse_unusable_slurm_account():
-    """Called from onstart, where the executor's settings are known and nothing was submitted yet."""
+    """Called from onstart: only a real run submits, and it has submitted nothing yet."""
     plugin = workflow.executor_plugin
     if plugin is None or plugin.name != "slurm":
         return

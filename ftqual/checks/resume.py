@@ -485,11 +485,12 @@ def _many_injections(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
         f.problem(
             f"the markers are injections {numbers}, not 1..{len(markers)}", *(m.ref for m in markers[:3])
         )
-    if len(markers) < wanted:
-        refs = [m.ref for m in markers[-1:]]
-        absent_after_stop(snap, f, f"{len(markers)} injection marker(s), {wanted} requested", *refs)
-    elif len(markers) > wanted:
-        f.problem(f"{len(markers)} injection marker(s), {wanted} requested", *(m.ref for m in markers[-1:]))
+    if len(markers) != wanted:
+        text, refs = f"{len(markers)} injection marker(s), {wanted} requested", [m.ref for m in markers[-1:]]
+        if len(markers) < wanted:  # too few may be the stop's doing; too many never are
+            absent_after_stop(snap, f, text, *refs)
+        else:
+            f.problem(text, *refs)
     else:
         f.fact(f"exactly {wanted} injections", *(m.ref for m in markers))
     for before, after in zip(markers, markers[1:], strict=False):
