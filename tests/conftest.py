@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import load
 from tests.support.workflow import FAILED_RUNS, failed_runs_digest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -73,15 +75,39 @@ class Turns:
 
 
 TURNS: Turns | None = None
+# The load mode (FTQUAL_TEST_LOAD, `make test LOAD=2`; tests/support/load.py): busy loops started by the
+# controller alone (an xdist worker has `workerinput`), for the whole session.
+LOAD: load.Load | None = None
 
 
 def pytest_configure(config):
-    global TURNS
+    global TURNS, LOAD
     os.environ.setdefault("TZ", "UTC")
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         os.environ.setdefault("FTQUAL_GPU_LOCK", f"/tmp/ftqual-gpus-{os.getuid()}-{worker}.lock")
         TURNS = Turns(os.environ["PYTEST_XDIST_TESTRUNUID"])
+    elif not hasattr(config, "workerinput"):
+        try:
+            count = load.loops_wanted()
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if count:
+            LOAD = load.Load(count)
+            atexit.register(LOAD.stop)  # also when the session ends in an error before pytest_unconfigure
+
+
+def pytest_report_header(config):
+    if LOAD is not None:
+        return f"load mode ({load.ENV}): {len(LOAD.pids)} busy loop(s) beside the tests, pids {LOAD.pids}"
+    return None
+
+
+def pytest_unconfigure(config):
+    global LOAD
+    if LOAD is not None:
+        LOAD.stop()
+        LOAD = None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's: a test's time starts with its turn
@@ -144,6 +170,11 @@ def pytest_testnodedown(node, error):
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
     """Why the session's failed workflow runs failed, from their rule logs, last (what CI keeps)."""
+    if LOAD is not None:  # a loop that died early would have left the machine quieter than asked
+        running = LOAD.running()
+        terminalreporter.write_line(
+            f"load mode: {len(running)} of {len(LOAD.pids)} busy loop(s) still spinning at the session's end"
+        )
     if exitstatus != 0:
         lines = failed_runs_digest()
         if lines:
