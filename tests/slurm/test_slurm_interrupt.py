@@ -8,15 +8,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.support.wait import gone_within, stays, wait_until
 from tests.support.workflow import (
     ci_slurm_profile,
     copy_project,
     job_stats,
+    last_iteration,
+    process_alive,
     read_json,
     run_snakemake,
     snakemake_cmd,
@@ -27,17 +31,21 @@ from tests.support.workflow import (
 
 pytestmark = pytest.mark.slurm
 
+TRAIN_ITERS = 600
 LONG_BASELINE = {
-    # about 20 s of training; the signal comes 3 s after the ranks recorded their pids
-    "train_iters": 400,
-    "save_interval": 100,
-    "smoke": {"step_seconds": 0.05},
+    # at least 60 s of training (0.1 s a step): the signal comes once the log shows a few iterations, and the
+    # killed workflow's job must still run when the next run's Snakemake has started (a while on a busy
+    # machine); the rerun trains it all
+    "train_iters": TRAIN_ITERS,
+    "save_interval": 150,
+    "smoke": {"step_seconds": 0.1},
     "scenarios": {
         "kill": {"fault": "kill", "enabled": False},
         "hang": {"fault": "hang", "enabled": False},
     },
 }
 ARGS = ("--profile", "profiles/slurm", "--configfile", "long.yaml")
+MID_TRAINING = 5  # iterations the log shows before the signal: the ranks train, past their setup
 
 
 def queued(job_ids: set[str]) -> set[str]:
@@ -55,18 +63,19 @@ def alive(recorded: dict[int, int]) -> list[int]:
     return [pid for pid, start in recorded.items() if start_time(pid) == start]
 
 
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
+@dataclass
+class Stopped:
+    rc: int  # the workflow's exit code
+    job_id: str  # the baseline's Slurm job
+    run_dir: Path
+    recorded: dict[int, int]  # the run's recorded pids and their start times
+    signalled_at: str  # UTC, as run.json's finished_at
+    iteration: int  # the last iteration the log showed at the signal
 
 
-def stop_while_training(project: Path, how: str) -> tuple[int, str, Path, dict[int, int]]:
-    """Start the workflow, signal it 3 s into the baseline's training; (its exit code, the baseline's Slurm
-    job, its run directory, the run's recorded pids and start times)."""
+def stop_while_training(project: Path, how: str) -> Stopped:
+    """Start the workflow, signal it once the baseline's log shows it training and while its launcher
+    lives."""
     out = open(project / "snakemake.out", "w")
     proc = subprocess.Popen(
         snakemake_cmd(*ARGS),
@@ -79,27 +88,65 @@ def stop_while_training(project: Path, how: str) -> tuple[int, str, Path, dict[i
     )
     try:
 
-        def training() -> bool:
-            names = [r.name for r in (project / "runs").glob("baseline-*/pids/*.json")]
-            return any(".rank" in n for n in names) and any(n.endswith(".launcher.json") for n in names)
+        def training() -> Path | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"the workflow ended first:\n{(project / 'snakemake.out').read_text()}")
+            for run_dir in (project / "runs").glob("baseline-*"):
+                names = [r.name for r in (run_dir / "pids").glob("*.json")]
+                ranks = any(".rank" in n for n in names) and any(n.endswith(".launcher.json") for n in names)
+                if ranks and last_iteration(run_dir) >= MID_TRAINING:
+                    return run_dir
+            return None
 
-        assert wait_until(lambda: training() or proc.poll() is not None, 240) and proc.poll() is None, (
-            project / "snakemake.out"
-        ).read_text()
-        time.sleep(3)
-        records = sorted((project / "runs").glob("baseline-*/pids/*.json"))
+        run_dir = wait_until(
+            training, 300, 0.2, f"the baseline's log to show iteration {MID_TRAINING}",
+            detail=lambda: (project / "snakemake.out").read_text()[-3000:],
+        )  # fmt: skip
+        records = sorted((run_dir / "pids").glob("*.json"))
         recorded = {read_json(r)["pid"]: read_json(r)["start_time"] for r in records}
-        [run_dir] = (project / "runs").glob("baseline-*")
         [job_id] = baseline_jobs()
+        [launcher] = [read_json(r) for r in records if r.name.endswith(".launcher.json")]
+        iteration = last_iteration(run_dir)
+        # what the signal interrupts must be running when it lands (a run that finished first would
+        # leave nothing to cancel: a test that cannot tell cancelling from finishing)
+        assert process_alive(launcher) and iteration < TRAIN_ITERS, (launcher, iteration)
+        signalled_at = utc_now()
         if how == "SIGKILL":
             os.kill(proc.pid, signal.SIGKILL)  # Snakemake alone, as the OOM killer would
         else:
             os.killpg(proc.pid, getattr(signal, how))
-        return proc.wait(timeout=120), job_id, run_dir, recorded
+        return Stopped(proc.wait(timeout=120), job_id, run_dir, recorded, signalled_at, iteration)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         out.close()
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def still_running_at_the_signal(stopped: Stopped) -> None:
+    """A baseline that finished by itself before the signal is this test's setup failing (it trained too
+    short for this machine), not a pass and not the product's failure: say so. One that finished by itself
+    after the signal was never stopped: the product's failure."""
+    run = read_json(stopped.run_dir / "run.json")
+    finished = run.get("finished_at")
+    if run.get("interrupted_by") or run.get("exit_code") != 0 or not finished:
+        return
+    after_s = (when(finished) - when(stopped.signalled_at)).total_seconds()
+    then = f"(iteration {stopped.iteration}/{TRAIN_ITERS} at the signal, {stopped.signalled_at})"
+    if after_s < 0:
+        pytest.fail(
+            f"test setup: the baseline finished by itself at {finished}, {-after_s:.1f} s before the signal"
+            f" {then}: train longer (LONG_BASELINE) or signal sooner",
+            pytrace=False,
+        )
+    raise AssertionError(f"the baseline ran to its end {after_s:.1f} s after the signal {then}")
+
+
+def when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 @pytest.fixture
@@ -110,22 +157,23 @@ def project(slurm_cluster, tmp_path):
     return project
 
 
-def assert_stopped_with_evidence(project: Path, run_dir: Path) -> None:
-    run = read_json(run_dir / "run.json")
+def assert_stopped_with_evidence(project: Path, stopped: Stopped) -> None:
+    still_running_at_the_signal(stopped)
+    run = read_json(stopped.run_dir / "run.json")
     assert run["exit_code"] is not None and run.get("interrupted_by"), run
-    assert (run_dir / "logs" / "train_cycle0.log").is_file()
+    assert (stopped.run_dir / "logs" / "train_cycle0.log").is_file()
     summary = project / "results" / "summary.md"
     assert not summary.exists() or not summary.read_text().startswith("# ftqual: PASS")
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGHUP"])
 def test_ctrl_c_or_a_closed_terminal_cancels_the_scenario_job(project, how):
-    rc, job_id, run_dir, recorded = stop_while_training(project, how)
-    assert rc != 0, (project / "snakemake.out").read_text()
-    assert wait_until(lambda: not queued({job_id}) and not alive(recorded), 60), (
-        f"job {job_id} or a process of its run outlived the stopped workflow"
-    )
-    assert_stopped_with_evidence(project, run_dir)
+    stopped = stop_while_training(project, how)
+    assert stopped.rc != 0, (project / "snakemake.out").read_text()
+    job_id, recorded = stopped.job_id, stopped.recorded
+    left = lambda: {k: v for k, v in {"queued": queued({job_id}), "alive": alive(recorded)}.items() if v}  # noqa: E731
+    gone_within(left, 60, f"job {job_id} and every process of its run to end after {how}")
+    assert_stopped_with_evidence(project, stopped)
     plan = subprocess.run(
         snakemake_cmd("-n", *ARGS), cwd=project, env=snakemake_env(slurm=True), capture_output=True, text=True
     )
@@ -133,10 +181,11 @@ def test_ctrl_c_or_a_closed_terminal_cancels_the_scenario_job(project, how):
 
 
 def test_the_next_run_cancels_the_job_of_a_killed_workflow(project):
-    rc, job_id, run_dir, recorded = stop_while_training(project, "SIGKILL")
-    assert rc == -signal.SIGKILL
-    time.sleep(2)
-    assert queued({job_id}) == {job_id} and alive(recorded)  # nothing else stops it
+    stopped = stop_while_training(project, "SIGKILL")
+    assert stopped.rc == -signal.SIGKILL
+    job_id, recorded = stopped.job_id, stopped.recorded
+    # nothing else stops it
+    stays(lambda: queued({job_id}) == {job_id} and alive(recorded), 2, f"job {job_id} runs on, unstopped")
 
     again = run_snakemake(project, *ARGS, timeout=600)
     lines = [line for line in again.stdout.splitlines() if "ftqual: cancelled Slurm job(s)" in line]
@@ -148,7 +197,7 @@ def test_the_next_run_cancels_the_job_of_a_killed_workflow(project):
     probe = again.stdout.find("ftqual: stack: probing a training node")
     assert probe == -1 or again.stdout.index(lines[0]) < probe, again.stdout
     assert not queued({job_id}) and not alive(recorded)
-    assert_stopped_with_evidence(project, run_dir)
+    assert_stopped_with_evidence(project, stopped)
     # the rerun trained the baseline itself, in a run directory of its own
     assert len(list((project / "runs").glob("baseline-*"))) == 2
     assert (project / "results" / "summary.md").read_text().startswith("# ftqual: INCONCLUSIVE — no fault"), (

@@ -223,6 +223,27 @@ def start_time(pid: int) -> int | None:
     return None if fields[0] == "Z" else int(fields[19])
 
 
+ITERATION_LINE = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|")
+
+
+def last_iteration(run_dir: Path) -> int:
+    """The highest iteration a training log of the run directory printed so far (0: none yet): proof that a
+    run is training, not still setting up."""
+    found = 0
+    for log in (run_dir / "logs").glob("train_cycle*.log"):
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        found = max([found, *(int(m.group(1)) for m in ITERATION_LINE.finditer(text))])
+    return found
+
+
+def process_alive(record: dict) -> bool:
+    """A pid record ({"pid", "start_time"}) names a live process (not a zombie, not a reused pid)."""
+    return start_time(record["pid"]) == record["start_time"]
+
+
 def processes_mentioning(text: str) -> list[int]:
     """Live processes whose command line or environment contains `text` (a run ID: the launcher puts
     FTQUAL_RUN_ID=<run id> into the environment of everything it starts)."""
