@@ -8,10 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import types
 
 import pytest
+
+from tests.support.wait import stays, wait_until
 
 
 @pytest.fixture
@@ -284,8 +285,7 @@ def test_poller_thread_arms_from_the_file(w, tmp_path):
     injector.poll_seconds = 0.01
     thread = injector.start()
     (tmp_path / "tracker.txt").write_text("")  # truncated mid-write: ignored
-    time.sleep(0.05)
-    assert kills == []
+    stays(lambda: kills == [], 0.05, "no injection from an empty tracker")
     (tmp_path / "tracker.txt").write_text("4")
     thread.join(2)
     assert not thread.is_alive() and len(kills) == 1
@@ -546,6 +546,13 @@ def run_wrapper_child(repo_root, tmp_path, fault, placement, workload=WORKLOAD, 
     return subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def proc_state(pid: int) -> str | None:
+    try:
+        return open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0]
+    except OSError:
+        return None
+
+
 @pytest.mark.timeout(60)
 def test_kill_lands_inside_the_step_section(repo_root, tmp_path):
     proc = run_wrapper_child(repo_root, tmp_path, "kill", "step")
@@ -559,16 +566,12 @@ def test_kill_lands_inside_the_step_section(repo_root, tmp_path):
 
 @pytest.mark.timeout(60)
 def test_hang_stops_the_process_immediately(repo_root, tmp_path):
-    proc = run_wrapper_child(repo_root, tmp_path, "hang", "immediate")
+    # the workload writes its log 20 s after the tracker, not 1 s: "stopped before it" holds on a busy machine
+    proc = run_wrapper_child(
+        repo_root, tmp_path, "hang", "immediate", WORKLOAD.replace("time.sleep(1.0)", "time.sleep(20)")
+    )
     try:
-        deadline = time.monotonic() + 30
-        state = None
-        while time.monotonic() < deadline:
-            state = open(f"/proc/{proc.pid}/stat").read().rpartition(")")[2].split()[0]
-            if state == "T":
-                break
-            time.sleep(0.1)
-        assert state == "T"
+        wait_until(lambda: proc_state(proc.pid) == "T", 30, what=f"the rank (pid {proc.pid}) to be stopped")
         marker = json.loads((tmp_path / "fault_injected.json").read_text())
         assert marker["fault"] == "hang" and marker["section"] is None and marker["placement"] == "immediate"
         assert not (tmp_path / "log.txt").exists()

@@ -13,11 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.launch.test_worker_wrapper import child_files
+from tests.support.wait import stays, wait_until
 
 LAUNCHER = """
 import json, os, subprocess, sys, time
@@ -72,16 +72,14 @@ def test_node_loss_kills_the_launcher_every_process_below_it_and_the_rank(repo_r
             os.killpg(launcher.pid, signal.SIGKILL)
     assert launcher.returncode == -signal.SIGKILL  # the node's ft_launcher went, as on a lost node
     peer = int((pid_dir / "peer.pid").read_text())
-    deadline = time.monotonic() + 10
-    while not gone(peer) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert gone(peer), "the node's other worker survived"
+    wait_until(lambda: gone(peer), 10, what=f"the node's other worker (pid {peer}) to die")
     marker = json.loads((tmp_path / "fault_injected.json").read_text())
     assert marker["fault"] == "node_loss" and marker["section"] == "step"
     assert marker["node"]["host"] == host and marker["node"]["launcher_pid"] == launcher.pid
     assert peer in marker["node"]["processes"]
     assert marker["pid"] not in marker["node"]["processes"]  # the rank kills itself last
-    assert gone(marker["pid"])
+    # the rank kills itself after its launcher: it may still be on its way out when the launcher is gone
+    wait_until(lambda: gone(marker["pid"]), 10, what=f"the fault rank (pid {marker['pid']}) to die")
     assert (tmp_path / "log.txt").read_text() == "before-step"  # killed at the step, as a kill is
 
 
@@ -102,7 +100,7 @@ def test_node_loss_never_signals_a_launcher_that_is_not_its_ancestor(repo_root, 
         )
         assert proc.returncode == 3, proc.stderr  # EXIT_FAULT_NEVER_INJECTED
         assert "is not this worker's live ancestor" in proc.stderr
-        assert bystander.poll() is None
+        stays(lambda: bystander.poll() is None, 0.5, "the bystander lives")  # a signal sent lands at once
         state = open(f"/proc/{bystander.pid}/stat").read().rpartition(")")[2].split()[0]
         assert state != "T"  # never stopped either
         assert not (tmp_path / "fault_injected.json").exists()
@@ -123,12 +121,16 @@ def test_node_loss_never_takes_the_first_node(repo_root, tmp_path, variable):
     env = {**child_env(tmp_path), "NVRX_NODE_RANK": "", "SLURM_NODEID": "", variable: "0"}
     launcher = subprocess.Popen(cmd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 40
-        while not (tmp_path / "log.txt").exists() or (tmp_path / "log.txt").read_text() != "survived-step":
-            assert time.monotonic() < deadline and launcher.poll() is None
-            time.sleep(0.1)
-        time.sleep(0.5)  # the wrapper exits with its verdict while the stand-in launcher sleeps on
-        assert launcher.poll() is None  # the node's launcher was neither killed ...
+        log = tmp_path / "log.txt"
+
+        def survived() -> bool:
+            assert launcher.poll() is None, "the node's launcher died"
+            return log.exists() and log.read_text() == "survived-step"
+
+        wait_until(survived, 40, what="the rank to survive its step")
+        # the wrapper exits with its verdict while the stand-in launcher sleeps on: the node's launcher is
+        # neither killed ...
+        stays(lambda: launcher.poll() is None, 0.5, "the node's launcher lives")
         state = open(f"/proc/{launcher.pid}/stat").read().rpartition(")")[2].split()[0]
         assert state != "T"  # ... nor left stopped
         assert not (tmp_path / "fault_injected.json").exists()
