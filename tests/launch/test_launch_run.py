@@ -14,6 +14,7 @@ import pytest
 
 from ftqual import procs
 from ftqual.launch import command, run, settings, stack
+from tests.support.wait import stays, wait_until
 
 CONTRACT_KEYS = [
     "schema",
@@ -61,10 +62,15 @@ FAKE_LAUNCHER = textwrap.dedent("""
     os.kill(os.getpid(), signal.SIGSTOP)
     '''.replace("\\n    ", "\\n"), run_dir], start_new_session=True)
     open(os.path.join(run_dir, "worker.pid"), "w").write(str(worker.pid))
-    if mode == "exit7":
-        time.sleep(1)
+    if mode == "exit7":  # once the worker recorded itself (a leftover our launcher must find and kill)
+        deadline = time.monotonic() + 20
+        while open(f"/proc/{worker.pid}/stat").read().rpartition(")")[2].split()[0] != "T":  # stopped: done
+            if time.monotonic() > deadline:
+                sys.exit("the stand-in worker never recorded itself")
+            time.sleep(0.05)
         sys.exit(7)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a launcher that never finishes its shutdown
+    open(os.path.join(run_dir, "launcher.ready"), "w").close()  # after SIG_IGN: the test may signal now
     time.sleep(300)
 """)
 
@@ -113,12 +119,13 @@ def start_driver(repo_root, tmp_path, env, mode, nohup=False):
 
 
 def wait_for_worker(run_dir):
-    deadline = time.monotonic() + 20
+    """The stand-in worker recorded itself and the stand-in launcher ignores SIGTERM (a signal sent before
+    that would kill it, on a busy machine, and the test would see SIGTERM's exit, not SIGKILL's)."""
     pid_dir = run_dir / "pids"
-    while not (pid_dir.is_dir() and list(pid_dir.glob("*.cycle0.rank1.json"))):
-        assert time.monotonic() < deadline, "the stand-in worker never recorded itself"
-        time.sleep(0.1)
-    time.sleep(0.3)
+    wait_until(
+        lambda: list(pid_dir.glob("*.cycle0.rank1.json")) and (run_dir / "launcher.ready").exists(),
+        20, what="the stand-in worker's pid record and the stand-in launcher ready",
+    )  # fmt: skip
 
 
 def test_run_record_has_contract_and_extension_keys(env):
@@ -238,8 +245,7 @@ def test_nohup_run_outlives_the_terminal_and_sigterm_is_forwarded_then_everythin
     driver = start_driver(repo_root, tmp_path, env, "ignore-term", nohup=True)
     wait_for_worker(run_dir)
     driver.send_signal(signal.SIGHUP)
-    time.sleep(1.5)
-    assert driver.poll() is None  # the user chose to survive it
+    stays(lambda: driver.poll() is None, 1.5, "the run lives on under nohup")  # the user chose to survive it
     started = time.monotonic()
     driver.send_signal(signal.SIGTERM)
     out, err = driver.communicate(timeout=30)
