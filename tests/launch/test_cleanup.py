@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from ftqual import cleanup, procs
+from tests.support.wait import gone_within, stays, wait_until
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 RUN_ID = "cleanup-test-1"
@@ -60,8 +60,7 @@ def started():
 def test_stat_with_odd_command_names(tmp_path, started):
     odd = tmp_path / "a) b (c"  # the command name /proc/<pid>/stat shows in parentheses
     odd.symlink_to(sys.executable)
-    proc = started([str(odd), *SLEEPER[1:]])
-    time.sleep(0.2)
+    proc = started([str(odd), *SLEEPER[1:]])  # Popen returns once it exec'd: its stat names it
     stat = procs.read_stat(proc.pid)
     fields = open(f"/proc/{proc.pid}/stat").read().rpartition(")")[2].split()
     assert (stat.pid, stat.ppid, stat.pgid) == (proc.pid, os.getpid(), proc.pid) and stat.state in ("R", "S")
@@ -79,43 +78,40 @@ def test_kills_recorded_worker_groups_including_stopped_ones(tmp_path, started):
     host = procs.host_name()
     worker = started(["sh", "-c", f"{' '.join(SLEEPER[:2])} 'import time; time.sleep(120)' & exec sleep 120"])
     stopped = started(SLEEPER)
-    time.sleep(0.3)
     os.kill(stopped.pid, signal.SIGSTOP)
     record(tmp_path, f"{host}.cycle0.rank0.json", worker.pid)
     record(tmp_path, f"{host}.cycle0.rank1.json", stopped.pid)
-    group = [p.pid for p in procs.all_procs() if p.pgid == worker.pid]
-    assert len(group) == 2  # the worker and its child, one process group
+    group = lambda: [p.pid for p in procs.all_procs() if p.pgid == worker.pid]  # noqa: E731
+    # the worker and its child, one process group (the shell forks the child when it gets to it)
+    wait_until(lambda: len(group()) == 2, 10, what="the worker's child to start")
 
     report = cleanup.kill_run(tmp_path, host)
 
     assert wait_dead(worker) == -signal.SIGKILL
     assert wait_dead(stopped) == -signal.SIGKILL
     assert {item["pid"] for item in report.killed} >= {worker.pid, stopped.pid}
-    time.sleep(0.2)
-    assert not any(p.pgid == worker.pid for p in procs.all_procs())
+    gone_within(group, 10, "the worker's process group to end")
     assert cleanup.survivors(tmp_path, host) == []
 
 
 def test_reused_pid_is_left_alone(tmp_path, started):
     host = procs.host_name()
     innocent = started(SLEEPER)
-    time.sleep(0.2)
     data = record(tmp_path, f"{host}.cycle0.rank0.json", innocent.pid)
     data["start_time"] -= 5  # the recorded process started earlier: this pid now names someone else
     (tmp_path / "pids" / f"{host}.cycle0.rank0.json").write_text(json.dumps(data))
 
     report = cleanup.kill_run(tmp_path, host)
 
-    assert innocent.poll() is None
+    stays(lambda: innocent.poll() is None, 0.2, "the process whose pid was reused lives")
     assert report.killed == [] and "id reused" in report.skipped[0]
 
 
 def test_other_hosts_records_are_ignored(tmp_path, started):
     proc = started(SLEEPER)
-    time.sleep(0.2)
     record(tmp_path, "some-other-node.cycle0.rank0.json", proc.pid)
     assert cleanup.kill_run(tmp_path, procs.host_name()).killed == []
-    assert proc.poll() is None
+    stays(lambda: proc.poll() is None, 0.2, "another host's process lives")
 
 
 def test_launcher_descendants_in_their_own_sessions_are_found(tmp_path, started):
@@ -134,10 +130,7 @@ def test_launcher_descendants_in_their_own_sessions_are_found(tmp_path, started)
             ),
         ]
     )
-    deadline = time.monotonic() + 10
-    while not child_pid_file.exists() or not child_pid_file.read_text():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: child_pid_file.exists() and child_pid_file.read_text(), 10, 0.05, "the child's pid")
     child = int(child_pid_file.read_text())
     child_start = procs.start_time(child)
     record(tmp_path, f"{host}.launcher.json", launcher.pid)
@@ -146,14 +139,12 @@ def test_launcher_descendants_in_their_own_sessions_are_found(tmp_path, started)
 
     assert wait_dead(launcher) == -signal.SIGKILL
     assert child in {item["pid"] for item in report.killed}
-    time.sleep(0.2)
-    assert not procs.alive(child, child_start)
+    gone_within(lambda: procs.alive(child, child_start), 10, f"the launcher's child (pid {child}) to die")
 
 
 def test_cli(tmp_path, started, capsys):
     host = procs.host_name()
     proc = started(SLEEPER)
-    time.sleep(0.2)
     record(tmp_path, f"{host}.cycle1.rank0.json", proc.pid)
     assert cleanup.main([str(tmp_path), "--dry-run"]) == 0
     assert f"alive: pid {proc.pid}" in capsys.readouterr().out
@@ -187,8 +178,7 @@ def test_run_id_comes_from_run_json_else_the_directory_name(tmp_path):
 def test_environment_proof(started):
     ours = started(SLEEPER)
     other = started(SLEEPER, run_id=RUN_ID + "0")
-    none = started(SLEEPER, run_id=None)
-    time.sleep(0.3)
+    none = started(SLEEPER, run_id=None)  # exec'd when Popen returns: /proc/<pid>/environ is theirs
     assert procs.carries_run_id(ours.pid, RUN_ID)
     assert not procs.carries_run_id(other.pid, RUN_ID)  # a prefix of another run's ID is not ours
     assert not procs.carries_run_id(none.pid, RUN_ID)
@@ -201,15 +191,13 @@ def test_forged_record_naming_an_unrelated_process_is_refused(tmp_path, started,
     """A record with the right pid and start time of a process that is not the run's: never signalled."""
     host = procs.host_name()
     innocent = started(SLEEPER, run_id=owner)
-    time.sleep(0.3)
     record(tmp_path, f"{host}.{kind}.json", innocent.pid)  # pid, pgid and start time all genuine
 
     report = cleanup.kill_run(tmp_path, host, rounds=2, pause_s=0.05)
 
     assert report.killed == []
     assert any(f"pid {innocent.pid}" in line and "not provably this run's" in line for line in report.skipped)
-    time.sleep(0.2)
-    assert innocent.poll() is None
+    stays(lambda: innocent.poll() is None, 0.2, "the unrelated process lives")
     assert procs.read_stat(innocent.pid).state != "T"  # not even frozen
     assert cleanup.survivors(tmp_path, host) == []
 
@@ -218,7 +206,6 @@ def test_forged_record_among_genuine_ones(tmp_path, started):
     host = procs.host_name()
     ours = started(SLEEPER)
     innocent = started(SLEEPER, run_id=None)
-    time.sleep(0.3)
     record(tmp_path, f"{host}.cycle0.rank0.json", ours.pid)
     record(tmp_path, f"{host}.cycle0.rank1.json", innocent.pid)
 
@@ -226,29 +213,27 @@ def test_forged_record_among_genuine_ones(tmp_path, started):
 
     assert wait_dead(ours) == -signal.SIGKILL
     assert [item["pid"] for item in report.killed] == [ours.pid]
-    assert innocent.poll() is None
+    stays(lambda: innocent.poll() is None, 0.2, "the unrelated process lives")
 
 
 def test_cli_refuses_a_forged_record(tmp_path, started, capsys):
     host = procs.host_name()
     innocent = started(SLEEPER, run_id=None)
-    time.sleep(0.3)
     record(tmp_path, f"{host}.launcher.json", innocent.pid)
     assert cleanup.main([str(tmp_path), "--dry-run"]) == 0
     assert "alive:" not in capsys.readouterr().out
     assert cleanup.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "not provably this run's" in out and "nothing left to kill" in out
-    assert innocent.poll() is None
+    stays(lambda: innocent.poll() is None, 0.2, "the unrelated process lives")
 
 
 def test_cli_run_id_option(tmp_path, started, capsys):
     host = procs.host_name()
     proc = started(SLEEPER, run_id="renamed-run")
-    time.sleep(0.3)
     record(tmp_path, f"{host}.cycle0.rank0.json", proc.pid)
     assert cleanup.main([str(tmp_path)]) == 0
-    assert proc.poll() is None
+    stays(lambda: proc.poll() is None, 0.2, "another run's process lives")
     assert cleanup.main([str(tmp_path), "--run-id", "renamed-run"]) == 0
     assert wait_dead(proc) == -signal.SIGKILL
     assert cleanup.main([str(tmp_path), "--run-id", "a\nb"]) == 2
