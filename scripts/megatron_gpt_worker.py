@@ -425,10 +425,14 @@ class SectionWatch:
         self.on_start = None  # called with the section name after a section opened
         self.on_end = None  # called with the section name after a section closed (the monitor knows)
         self.on_closing = None  # called with the section name before the monitor is told it closed
+        # the rank sentinel's link: told of every section start and end, with the timeouts in force
+        self.sentinel: SentinelLink | None = None
 
-    def started(self, name: str) -> None:
+    def started(self, name: str, client=None) -> None:
         with self.lock:
             self.open.append(name)
+        if self.sentinel is not None:
+            self.sentinel.send({"event": "start", "section": name, "timeouts": timeouts_in_force(client)})
         if self.on_start is not None:
             self.on_start(name)
 
@@ -436,12 +440,14 @@ class SectionWatch:
         if self.on_closing is not None:
             self.on_closing(name)
 
-    def ended(self, name: str | None) -> None:
+    def ended(self, name: str | None, client=None) -> None:
         with self.lock:
             if name is None:
                 self.open.clear()
             elif name in self.open:
                 self.open.remove(name)
+        if self.sentinel is not None:
+            self.sentinel.send({"event": "end", "section": name, "timeouts": timeouts_in_force(client)})
 
     def closed(self, name: str) -> None:
         if self.on_end is not None:
@@ -468,24 +474,89 @@ def install_section_hooks(watch: SectionWatch) -> bool:
 
     def start_section(self, section):
         result = original_start(self, section)
-        watch.started(section)  # after the monitor knows, so an injection lands inside the section
+        watch.started(section, self)  # after the monitor knows, so an injection lands inside the section
         return result
 
     def end_section(self, section):
         watch.closing(section)  # a setup hang lands here: the section is still open for the monitor
-        watch.ended(section)
+        watch.ended(section, self)
         result = original_end(self, section)
         watch.closed(section)  # an in_save kill lands here, once the monitor saw the section end
         return result
 
     def end_all_sections(self):
-        watch.ended(None)
+        watch.ended(None, self)
         return original_end_all(self)
 
     RankMonitorClient.start_section = start_section
     RankMonitorClient.end_section = end_section
     RankMonitorClient.end_all_sections = end_all_sections
     return True
+
+
+def timeouts_in_force(client) -> dict | None:
+    """The section and out-of-section timeouts a RankMonitorClient holds now (calculated ones included), as
+    {section: seconds, "out_of_section": seconds}; None when it holds none yet."""
+    held = getattr(client, "section_timeouts", None)
+    sections = getattr(held, "section", None)
+    if not isinstance(sections, dict):
+        return None
+    found = {str(k): v for k, v in sections.items() if v is None or isinstance(v, (int, float))}
+    found["out_of_section"] = getattr(held, "out_of_section", None)
+    return found
+
+
+class SentinelLink:
+    """The write end of the rank sentinel's stdin: one JSON event per line, never blocking the rank (an event
+    the pipe cannot take now is dropped, a sentinel that is gone is forgotten)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.fd: int | None = process.stdin.fileno()
+        os.set_blocking(self.fd, False)
+        self.lock = threading.Lock()
+
+    def send(self, event: dict) -> None:
+        with self.lock:
+            if self.fd is None:
+                return
+            try:
+                os.write(self.fd, (json.dumps(event) + "\n").encode())
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.fd = None
+
+
+# The signal the rank's faulthandler answers with every thread's stack (the sentinel's fallback without
+# py-spy): a real-time signal nothing in the stack uses (NVRx's rank monitor takes SIGUSR1 and SIGUSR2).
+FAULTHANDLER_SIGNAL = signal.SIGRTMIN + 5 if hasattr(signal, "SIGRTMIN") else None
+SENTINEL = Path(__file__).resolve().with_name("rank_sentinel.py")
+
+
+def start_sentinel(
+    dump_dir: Path, tool: str | None, timeouts: dict, host: str, cycle: int, rank: int
+) -> SentinelLink | None:
+    """Register the faulthandler fallback and start this rank's sentinel (scripts/rank_sentinel.py), which
+    dumps this process's stacks before a timeout's kill; None, logged, when it cannot start (the run goes on:
+    dumps are evidence, not a condition of training)."""
+    prefix = f"{host}.cycle{cycle}.rank{rank}"
+    argv = [sys.executable, str(SENTINEL), "--pid", str(os.getpid()), "--dump-dir", str(dump_dir)]
+    argv += ["--prefix", prefix, "--tool", tool or "", "--timeouts", json.dumps(timeouts)]
+    try:
+        dump_dir.mkdir(parents=True, exist_ok=True)
+        if FAULTHANDLER_SIGNAL is not None:
+            import faulthandler
+
+            path = dump_dir / f"{prefix}.faulthandler.txt"
+            handle = open(path, "a")  # noqa: SIM115 - kept open for the process's life: the handler writes to it
+            faulthandler.register(FAULTHANDLER_SIGNAL, file=handle, all_threads=True, chain=False)
+            argv += ["--faulthandler-file", str(path), "--faulthandler-signal", str(int(FAULTHANDLER_SIGNAL))]
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        log(f"cannot start the rank sentinel (no stack dumps of this rank): {exc}")
+        return None
+    return SentinelLink(process)
 
 
 class InjectedFault(Exception):
@@ -592,6 +663,7 @@ class Injector:
         self.finished = False  # injected, gave up, or the workload ended
         self.claimed = False  # this process created the marker
         self.stop = threading.Event()
+        self.sentinel: SentinelLink | None = None  # told of the injection (stack dumps of a live rank)
         if watch is not None:
             watch.on_start = self._on_section_start
             watch.on_end = self._on_section_end
@@ -722,6 +794,8 @@ class Injector:
             return False
         self.claimed = True
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
+        if self.sentinel is not None:  # before the fault: a stopped rank tells nobody anything
+            self.sentinel.send({"event": "injected", "fault": self.fault})
         if node is not None:
             # The node goes at once, as a lost node does: every process below its ft_launcher (workers,
             # their children, rank monitors), then ft_launcher itself, then this rank.
@@ -874,6 +948,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")
     parser.add_argument("--leftovers-dir", type=Path, default=None)
     parser.add_argument("--campaign-plan", type=Path, default=None, help="with --fault campaign: the plan")
+    parser.add_argument("--dump-dir", type=Path, default=None, help="stack dumps of this rank (its sentinel)")
+    parser.add_argument("--dump-tool", default=None, help="py-spy's path; without it, faulthandler only")
+    parser.add_argument(
+        "--dump-timeouts", type=json.loads, default={}, help="JSON {section: s, out_of_section: s}"
+    )
     args = parser.parse_args(own)
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
@@ -932,6 +1011,9 @@ def main(argv: list[str]) -> int:
         log(f"{exc}; refusing to start the workload (fix or archive the tracker)")
         return EXIT_BAD_TRACKER
 
+    sentinel = None
+    if args.dump_dir is not None:
+        sentinel = start_sentinel(args.dump_dir, args.dump_tool, args.dump_timeouts, host, cycle, rank)
     injector = None
     fault, fault_rank, placement, entry = args.fault, args.fault_rank, args.hang_placement, None
     if fault == "campaign":
@@ -953,12 +1035,16 @@ def main(argv: list[str]) -> int:
             "not injecting again"
         )
         fault_here = False
-    elif fault_here:
+    watch = SectionWatch() if fault_here or sentinel is not None else None
+    hooked = False
+    if watch is not None:
+        watch.sentinel = sentinel
+        hooked = install_section_hooks(watch)
+    if fault_here:
         injection = made + 1
         if placement == "setup" and injection == 1:
             placement = "step"  # a replacement's setup needs an earlier fault: the first lands in a step
-        watch = SectionWatch()
-        if not install_section_hooks(watch):
+        if not hooked:
             if args.fault_timing == "in_save":
                 log("NVRx is not importable here: sections are unknown, an in_save injection cannot happen")
             else:
@@ -988,6 +1074,7 @@ def main(argv: list[str]) -> int:
             arm_iteration=entry["arm_iteration"] if entry else None,
             plan_index=entry["index"] if entry else None,
         )
+        injector.sentinel = sentinel
         log(
             f"fault {fault} injection {injection} of {args.injections} armed on rank {rank} "
             f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "

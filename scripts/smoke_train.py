@@ -9,7 +9,11 @@ written by rank 0 only after every rank finished the save. NVRx's RankMonitorCli
 Megatron's ft_integration uses it (sections `setup`, `step`, `checkpointing`), and the lines verifiers
 parse are printed in Megatron core_v0.19's exact formats: iteration lines from the last rank, the rest
 from rank 0. Accepts Megatron-style arguments (unknown ones are ignored) plus --smoke-step-seconds and
---smoke-save-seconds, which slow steps and saves down so that faults land where tests want them.
+--smoke-save-seconds, which slow steps and saves down so that faults land where tests want them, and
+--smoke-exit-linger-seconds S: a data worker process (non-daemonic, as a DataLoader's are) that takes S s to
+finish once told to stop, so a rank that dies of an exception lingers S s while its interpreter joins the
+worker at shutdown (what held a Megatron rank after its exception on one H200), while a rank that ends its
+training stops it first and exits at once.
 
 Signals as Megatron core_v0.19's pretrain meets them: without --exit-signal-handler none is handled (SIGTERM's
 default action ends the rank, -15; SIGINT raises KeyboardInterrupt, -2); with it, SIGTERM is only recorded,
@@ -76,6 +80,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
+    add("--smoke-exit-linger-seconds", type=float, default=0.0)
     args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
     return args
 
@@ -419,6 +424,36 @@ def exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, p
     return 0
 
 
+def data_worker(stop, clean, linger_s: float) -> None:
+    """The lingering data worker's loop: waits to be told to stop; unless its rank ended cleanly, it takes
+    `linger_s` to finish (a batch in flight)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is its rank's to handle
+    while not stop.wait(0.1):
+        pass
+    if not clean.is_set():
+        time.sleep(linger_s)
+
+
+def start_data_worker(linger_s: float):
+    """The data worker of --smoke-exit-linger-seconds, and the call that ends it at once after training; an
+    exit of the interpreter (an exception) tells it to stop without `clean`, and then joins it."""
+    import atexit
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    stop, clean = context.Event(), context.Event()
+    worker = context.Process(target=data_worker, args=(stop, clean, linger_s), name="smoke-data-worker")
+    worker.start()
+    atexit.register(stop.set)  # runs before multiprocessing's own exit handler, which joins the worker
+
+    def finish() -> None:
+        clean.set()
+        stop.set()
+        worker.join()
+
+    return finish
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -450,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     iteration, consumed = load_checkpoint(args, model, optimizer, out)
     if iteration:
         ft.checkpoint_loaded()
+    finish_worker = (
+        start_data_worker(args.smoke_exit_linger_seconds) if args.smoke_exit_linger_seconds else None
+    )
     out.rank_0("done with setup ...")
     out.rank_0("training ...")
 
@@ -478,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             last_log = now
             out.rank_last(iteration_line(iteration, args, consumed, elapsed_ms, loss, grad_norm))
         if exit_signal.any_received():
+            if finish_worker is not None:
+                finish_worker()
             return exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
         if args.save and args.save_interval and iteration % args.save_interval == 0:
             pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
@@ -489,6 +529,8 @@ def main(argv: list[str] | None = None) -> int:
         finalize_checkpoint(args, pending, ft, out, rank)
 
     out.rank_0(f"[after training is done] datetime: {stamp()} ")
+    if finish_worker is not None:
+        finish_worker()
     ft.shutdown()
     dist.barrier()
     dist.destroy_process_group()

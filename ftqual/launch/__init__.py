@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 2
     try:
         initial = run.initial_checkpoint_iteration(s)
-        plan = command.build_plan(s, choice, port, executable or "ft_launcher", adapted, initial)
+        dump_tool = command.stack_dump_tool(env)
+        plan = command.build_plan(s, choice, port, executable or "ft_launcher", adapted, initial, dump_tool)
         run.make_dirs(s)
     except run.DirectoryError as exc:
         if reservation is not None:

@@ -6,9 +6,11 @@ executes. Flags use the `--name=value` form so the command reads the same in log
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,7 @@ class LaunchPlan:
     megatron_flags: list[str]  # the stack-dependent flags chosen (empty for the smoke workload)
     log_server_port: int
     adaptations: tuple[Adaptation, ...] = ()  # flags changed for this Megatron version (ftqual.launch.compat)
+    dump_tool: str | None = None  # py-spy for the rank sentinels' stack dumps (None: faulthandler only)
 
     @property
     def argv(self) -> list[str]:
@@ -50,6 +53,25 @@ def ft_launcher_executable(python: str = sys.executable) -> str | None:
     if beside.is_file():
         return str(beside)
     return shutil.which("ft_launcher")
+
+
+DUMP_TOOL_ENV = "FTQUAL_DUMP_TOOL"
+DUMP_TOOL = "py-spy"
+
+
+def stack_dump_tool(env: Mapping[str, str], python: str = sys.executable) -> str | None:
+    """The tool the rank sentinels dump stacks with: FTQUAL_DUMP_TOOL (a path or a name on PATH; `none`: no
+    tool, the ranks' faulthandler only), else py-spy beside the interpreter (a virtualenv), else on PATH;
+    None when there is none (the preflight says so in one line)."""
+    asked = env.get(DUMP_TOOL_ENV, "").strip()
+    if asked.lower() == "none":
+        return None
+    if asked:
+        return shutil.which(asked) or (asked if Path(asked).is_file() else None)
+    beside = Path(python).parent / DUMP_TOOL
+    if beside.is_file():
+        return str(beside)
+    return shutil.which(DUMP_TOOL)
 
 
 # After a failure ft_launcher waits until the GPUs' memory is released before the next rendezvous, polling
@@ -82,7 +104,7 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
     ]
 
 
-def wrapper_args(s: Settings) -> list[str]:
+def wrapper_args(s: Settings, dump_tool: str | None = None) -> list[str]:
     entrypoint = s.entrypoint if s.workload == "megatron" else SMOKE
     args = [
         str(WORKER),
@@ -108,6 +130,10 @@ def wrapper_args(s: Settings) -> list[str]:
     ]
     if s.campaign is not None:
         args += ["--campaign-plan", str(s.campaign_plan_path)]
+    # every rank's sentinel dumps its stacks before a timeout's kill or while a fault keeps it alive
+    args += ["--dump-dir", str(s.run_dir / "dumps"), "--dump-timeouts", json.dumps(s.timeouts_record())]
+    if dump_tool:
+        args += ["--dump-tool", dump_tool]
     return args
 
 
@@ -203,6 +229,7 @@ def build_plan(
     executable: str,
     compat: Compat | None = None,
     initial_iteration: int = 0,
+    dump_tool: str | None = None,
 ) -> LaunchPlan:
     """`initial_iteration`: the tracker already in the checkpoint directory (a resumed run), 0 if none."""
     compat = compat or Compat()
@@ -211,7 +238,7 @@ def build_plan(
     if s.workload == "megatron" and initial_iteration > 0 and OVERRIDE_SCHEDULER not in s.extra_args:
         body.append(OVERRIDE_SCHEDULER)
         adaptations = (*adaptations, resume_adaptation(initial_iteration))
-    workload = [*wrapper_args(s), "--", *body, *s.extra_args]
+    workload = [*wrapper_args(s, dump_tool), "--", *body, *s.extra_args]
     flags = list(stack.megatron_flags) if s.workload == "megatron" else []
     return LaunchPlan(
         launcher=launcher_args(s, port, executable),
@@ -219,4 +246,5 @@ def build_plan(
         megatron_flags=flags,
         log_server_port=port,
         adaptations=adaptations,
+        dump_tool=dump_tool,
     )

@@ -139,6 +139,7 @@ def run_record(
         "dist_optimizer": stack.dist_optimizer,
         "transformer_impl": stack.transformer_impl if s.workload == "megatron" else None,
         "log_server_port": plan.log_server_port,
+        "stack_dump_tool": plan.dump_tool,
         "term_timeout": s.term_timeout,
         "workers_stop_timeout": s.workers_stop_timeout,
         "extra_args": list(s.extra_args),
