@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ftqual import cleanup, procs
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -254,14 +255,19 @@ def test_sigterm_leaves_no_process_and_keeps_the_evidence(repo_root, work):
     run_dir = work / "runs" / "term-1"
     proc = start(repo_root, env)
     try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not (run_dir / "fault_injected.json").exists():
+
+        def injected() -> bool:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no injection"
-            time.sleep(0.2)
-        time.sleep(1.0)
-        records = [json.loads(p.read_text()) for p in (run_dir / "pids").glob("*.json")]
-        assert len(records) == 3  # ft_launcher and two workers, one of them stopped
+            return (run_dir / "fault_injected.json").exists()
+
+        wait_until(injected, RUN_TIMEOUT_S, 0.2, "the hang's injection")
+
+        def recorded() -> list[dict]:  # ft_launcher and two workers, one of them stopped
+            records = [json.loads(p.read_text()) for p in (run_dir / "pids").glob("*.json")]
+            return records if len(records) == 3 else []
+
+        listing = lambda: sorted(run_dir.glob("pids/*"))  # noqa: E731
+        records = wait_until(recorded, 30, 0.2, "three pid records", detail=listing)
         began = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=5 + 30 + 60)

@@ -4,12 +4,12 @@ them (ftqual.launch.gpu_turn): nothing is launched until they are free, then it 
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from ftqual.launch import gpu_turn
+from tests.support.wait import stays, wait_until
 from tests.support.workflow import copy_project, read_json, snakemake_cmd, snakemake_env, write_yaml
 
 pytestmark = pytest.mark.workflow
@@ -38,14 +38,16 @@ def test_a_scenario_waits_for_the_gpus_another_run_holds(tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 180
-        while "waiting for this machine's GPUs" not in rule_log(project):
-            alive = proc.poll() is None and time.monotonic() < deadline
-            assert alive, (project / "snakemake.out").read_text()
-            time.sleep(0.5)
+
+        def waiting() -> bool:
+            assert proc.poll() is None, (project / "snakemake.out").read_text()
+            return "waiting for this machine's GPUs" in rule_log(project)
+
+        wait_until(waiting, 180, 0.5, "the scenario to wait for the GPUs", detail=lambda: rule_log(project))
         assert "another-run (pid 4242, elsewhere)" in rule_log(project)
-        time.sleep(3)
-        assert not list((project / "runs").glob("baseline-*")), "launched while another run held the GPUs"
+        # nothing launched while another run holds them: a window, looked at throughout
+        launched = lambda: list((project / "runs").glob("baseline-*"))  # noqa: E731
+        stays(lambda: not launched(), 3, "nothing launched while another run held the GPUs", interval=0.25)
         other.release()
         # the baseline alone qualifies nothing: the gate says INCONCLUSIVE (exit 1), the baseline passed
         assert proc.wait(timeout=300) == 1, (project / "snakemake.out").read_text()[-4000:]
