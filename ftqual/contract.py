@@ -50,8 +50,13 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
     "gpu_error": (1, -6, 134),
 }
 # Faults the rank dies of through Python's exception handling: it unwinds (prints the traceback, runs its exit
-# handlers) for about a second before it exits, and a peer whose collective broke with it can die first.
+# handlers, joins what the interpreter waits for at shutdown) before it exits, and a peer whose collective
+# broke with it can die first. Its own exit or the open section's timeout ends it: both are its detection.
 UNWINDING_FAULTS = ("exception", "sigint")
+# How long such a rank takes to unwind when nothing holds it (1.2 s measured on CPU with the smoke workload,
+# where a signal's death takes 0.2-0.3 s): longer is a linger (ftqual.checks.linger), which the open section's
+# timeout may cut.
+UNWIND_MARGIN_S = 2.0
 # What each fault does to the rank, in one phrase (the preflight, the docs).
 FAULT_ACTIONS = {
     "none": "no fault",

@@ -4,7 +4,12 @@ Fault runs: injection -> detection (`detection_s`, by the launcher's exit line, 
 cycle_end_time) -> teardown -> rendezvous -> replacement cycle start (`restart_s` from cycle end) ->
 checkpoint load -> first committed step (`failure_to_first_step_s`); these keys describe the first
 injection, and `faults` lists every injection's (injection, cycle, checkpoint_iteration, restored_iteration,
-detected_by, detection_s, restart_s). Baselines: wall time, steady iterations per second, save durations.
+detected_by, detection_s, restart_s). An unwinding fault (exception, sigint: ftqual.contract.UNWINDING_FAULTS)
+adds its linger (ftqual.checks.linger): `linger_s` from the injection to the rank's end, `linger_ended_by`
+(`exit`: by itself; `timeout`: cut by the open section's timeout, `linger_cut_by_timeout` true, and
+`linger_s` a lower bound; `killed`: by another's kill), `linger_section` and `linger_bound_s` (the section
+whose timeout bounds it, and that timeout), and `held_by` (what held the rank, from a stack dump: None
+without one). Baselines: wall time, steady iterations per second, save durations.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from ftqual.checks import linger
+from ftqual.contract import UNWINDING_FAULTS
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z, seconds
 from ftqual.evidence.iterations import HAS_LOSS, HAS_T, IterationTable, from_micros, micros
@@ -191,9 +198,21 @@ def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
         "cycles": derive.cycle_count(snap)[0],
         "wall_time_s": _wall(snap),
     }
+    if snap.meta.fault in UNWINDING_FAULTS:
+        metrics.update(linger_metrics(snap))
     metrics.update(_save_summary(snap))
     metrics["faults"] = [_one_fault(snap, marker) for marker in snap.markers] if snap.markers else []
     return metrics
+
+
+def linger_metrics(snap: RunSnapshot, marker=None) -> dict[str, object]:
+    """An unwinding fault's linger and what held its rank (the first injection's by default)."""
+    marker = marker or snap.marker
+    found = linger.linger(snap, marker)
+    held = linger.held_by(snap, marker)
+    if found is None:  # no injection, or no launcher.log to read its end from
+        return dict.fromkeys(linger.METRICS) | {"held_by": held}
+    return found.metrics(held)
 
 
 def _one_fault(snap: RunSnapshot, marker) -> dict[str, object]:

@@ -99,6 +99,8 @@ def problems(doc: object) -> list[str]:
     fault = fault_of(doc)
     if fault is not None and fault not in FAULTS:
         out.append(f"fault {fault!r} is not one of {', '.join(FAULTS)}")
+    if isinstance(doc.get("metrics"), Mapping):
+        out += _fields("metrics", doc["metrics"], METRIC_FIELDS)
     if isinstance(doc.get("campaign"), Mapping):
         out += campaign_problems(doc["campaign"])
     elif fault == "campaign" and doc.get("verdict") == "pass":
@@ -131,6 +133,17 @@ def per_fault_problems(checks: list) -> list[str]:
 # The campaign section (ftqual.campaign.cycles.campaign_section): each field's kind. The report renders every
 # one of them; a wrong kind would be a traceback or a number made up, so the report is not used at all.
 _INT, _NUMBER, _TEXT, _TIME = "an integer", "a number", "a string", "an ISO 8601 time"
+_BOOL = "true or false"
+# The metrics a reader renders beyond the contract's (each may be absent or null): an unwinding fault's
+# linger (ftqual.checks.linger) and what held its rank.
+METRIC_FIELDS = {
+    "linger_s": _NUMBER,
+    "linger_cut_by_timeout": _BOOL,
+    "linger_ended_by": _TEXT,
+    "linger_section": _TEXT,
+    "linger_bound_s": _NUMBER,
+    "held_by": _TEXT,
+}
 CAMPAIGN_FIELDS = {"seed": _INT, "planned": _INT, "mtti_iterations": _INT}
 CYCLE_FIELDS = {
     **dict.fromkeys(("cycle", "rank", "checkpoint_iteration", "fault_iteration", "restored_iteration"), _INT),
@@ -147,6 +160,8 @@ GOODPUT_FIELDS = {"wall_s": _NUMBER, "productive_s": _NUMBER, "goodput_measured"
 def _kind_ok(value: object, kind: str) -> bool:
     if value is None:
         return True
+    if kind == _BOOL:
+        return isinstance(value, bool)
     if isinstance(value, bool):
         return False
     if kind == _INT:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ftqual.checks import linger as linger_mod
 from ftqual.checks.result import (
     CheckResult,
     Findings,
@@ -16,7 +17,6 @@ from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection
 from ftqual.evidence import derive
 from ftqual.evidence.clock import iso_z
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
-from ftqual.evidence.model import Ref
 from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -143,12 +143,14 @@ def failure_detected_and_restarted(snap: RunSnapshot, exp: RunPlan) -> CheckResu
     """Invariant: the requested fault was injected (fault_injected.json exists) and the launcher detected
     *that* failure: after the injection and in its cycle, a kill by the killed local rank's exit, a hang by
     a timestamped section or out-of-section timeout (`detected_by` in the metrics is the same fact); each
-    fault of the catalog by its own path: a rank that dies (segfault, abort, exception, sigterm, sigint,
-    gpu_error) by its exit with that fault's code and no timeout before it, a rank that lives on
-    (gil_lock, gpu_hang) by a timeout before any exit; a workload that handled SIGTERM itself is said
-    (with the checkpoint it wrote on the way out) and fails, as nothing was restarted. It then decided to
-    restart, the failed cycle ended and the replacement cycle started after it. With N
-    injections, each one's (fault_injected.<k>.json), in its own cycle, and at least N restart decisions."""
+    fault of the catalog by its own path: a rank that dies at once (segfault, abort, sigterm, gpu_error) by
+    its exit with that fault's code and no timeout before it; a rank that unwinds (exception, sigint) by its
+    exit or, where it lingers after its traceback, by the open section's timeout (its linger measured,
+    ftqual.checks.linger); a rank that lives on (gil_lock, gpu_hang) by a timeout before any exit; a
+    workload that handled SIGTERM itself is said (with the checkpoint it wrote on the way out) and fails, as
+    nothing was restarted. It then decided to restart, the failed cycle ended and the replacement cycle
+    started after it. With N injections, each one's (fault_injected.<k>.json), in its own cycle, and at
+    least N restart decisions."""
     cid = FAILURE_DETECTED
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
@@ -313,17 +315,6 @@ def _no_worker_exit(snap: RunSnapshot, f: Findings | Scoped, cycle: int | None) 
     )
 
 
-def _exits_of_rank(exits: list, local_rank: int | None, host: str | None) -> list:
-    """The faulted worker's exits: its local rank, on its host where both the marker and the line name one."""
-    return [
-        e
-        for e in exits
-        if local_rank is not None
-        and e.local_rank == local_rank
-        and (host is None or e.host is None or e.host == host)
-    ]
-
-
 def _kill_exit(
     snap: RunSnapshot, f: Findings | Scoped, exits: list, injected_local: int | None, marker: FaultMarker
 ) -> None:
@@ -332,7 +323,7 @@ def _kill_exit(
     if not exits:
         _no_worker_exit(snap, f, derive.fault_cycle(snap, marker))
         return
-    killed = _exits_of_rank(exits, injected_local, marker.host)
+    killed = linger_mod.exits_of_rank(exits, injected_local, marker.host)
     first = exits[0]
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
     pid = marker.pid
@@ -370,7 +361,11 @@ def _exit_path(
     fault: str,
 ) -> None:
     """A fault the rank dies of: its exit (the marker's local rank, one of the fault's codes) must be what
-    the launcher saw, and no section or out-of-section timeout before it (that would be another path)."""
+    the launcher saw, and no section or out-of-section timeout before it (that would be another path). An
+    unwinding fault (exception, sigint) whose traceback follows the injection may be ended by the open
+    section's timeout instead (the timeout's kill, -9): the same detection, cut short; its linger is said
+    either way. Seen on one H200 with Megatron-LM: the rank exited by itself 37.4 s after its traceback
+    under a 60 s step timeout, and a 10 s one cut it."""
     wanted = EXIT_CODES[fault]
     f.values["expected_exit_codes"] = list(wanted)
     cycle = derive.fault_cycle(snap, marker)
@@ -390,7 +385,7 @@ def _exit_path(
             return
         _no_worker_exit(snap, f, cycle)
         return
-    mine = _exits_of_rank(exits, injected_local, marker.host)
+    mine = linger_mod.exits_of_rank(exits, injected_local, marker.host)
     first = exits[0]
     f.values.update(exit_code=first.exit_code, reported_local_rank=first.local_rank)
     if injected_local is None:
@@ -420,11 +415,10 @@ def _exit_path(
     codes = " or ".join(str(c) for c in wanted)
     early = [t for t in timeouts if t.t is not None and (item.t is None or t.t < item.t)]
     what = (f"section '{early[0].section}'" if early[0].section else "out of section") if early else ""
-    lingered = (
-        _lingered_after_unwinding(snap, marker, fault, cycle, early[0], what)
-        if early and item.exit_code == -9  # the rank monitor's kill
-        else None
-    )
+    found = linger_mod.linger(snap, marker) if fault in UNWINDING_FAULTS else None
+    # An exception or SIGINT that unwound (a traceback after the injection) ends its rank by the rank's own
+    # exit or by the open section's timeout, whichever comes first: both are its detection.
+    cut = found is not None and found.cut_by_timeout and found.traceback is not None and bool(early)
     if item.exit_code == -15 and fault != "sigterm" and snap.meta.interrupted_by:
         # the launcher, stopped from outside, ends its workers with SIGTERM: that exit is the stop's
         f.unknown(
@@ -432,7 +426,13 @@ def _exit_path(
             f"{snap.meta.interrupted_by} from outside: the stop's exit, not the {fault}'s",
             item.ref,
         )
-    elif item.exit_code not in wanted and lingered is None:
+    elif cut and item.exit_code in linger_mod.KILLED_CODES:
+        f.fact(
+            f"worker local_rank {item.local_rank} exited with code {item.exit_code}, the {what} timeout's "
+            "kill",
+            item.ref,
+        )
+    elif item.exit_code not in wanted:
         f.problem(
             f"worker local_rank {item.local_rank} exited with code {item.exit_code}; "
             f"a {fault} exits with {codes}",
@@ -443,9 +443,9 @@ def _exit_path(
             f"worker local_rank {item.local_rank} exited with code {item.exit_code} ({fault}: {codes})",
             item.ref,
         )
-    if lingered is not None:
-        f.problem(*lingered)  # the code the timeout's kill left is part of what it says
-    elif early:
+    if found is not None:
+        _linger_facts(snap, f, marker, found, fault, what)
+    if early and not (found is not None and found.traceback is not None):
         f.problem(
             f"a timeout ({what}) fired before the exit: the {fault} was detected by another path than the "
             "rank's exit",
@@ -454,33 +454,42 @@ def _exit_path(
     _rank_note(f, first.local_rank, injected_local)
 
 
-def _lingered_after_unwinding(
-    snap: RunSnapshot, marker: FaultMarker, fault: str, cycle: int | None, timeout: TimeoutFired, what: str
-) -> tuple[str, Ref, Ref] | None:
-    """An exception or SIGINT that unwound (a traceback after the injection) but left the rank alive until a
-    timeout killed it: said as such, with the traceback and the timeout (seen on one H200 with Megatron-LM
-    core_v0.19.0: the rank printed its traceback and lived on until the step timeout). None when the log
-    shows no traceback after the injection (then the generic wording stands)."""
-    if fault not in UNWINDING_FAULTS or cycle is None:
-        return None
-    log = snap.train_log(cycle)
-    injected = next((i.ref for i in log.injections), None) if log is not None else None
-    if log is None or injected is None:
-        return None
-    trace = next((ref for ref in log.errors if ref.line > injected.line), None)
-    if trace is None:
-        return None
-    waited = ""
-    if marker.injected_at is not None and timeout.t is not None:
-        waited = f" {(timeout.t - marker.injected_at).total_seconds():.1f} s after the injection"
-    return (
-        f"the {fault} unwound (a traceback follows the injection) but the rank did not exit: it lived on "
-        f"until the {what} timeout killed it{waited} (exit -9); on this stack the {fault} "
-        "fault costs the open section's timeout, not an exit (something the interpreter waits for at "
-        "shutdown kept the rank alive)",
-        trace,
-        timeout.ref,
+def _linger_facts(
+    snap: RunSnapshot,
+    f: Findings | Scoped,
+    marker: FaultMarker,
+    found: linger_mod.Linger,
+    fault: str,
+    what: str,
+) -> None:
+    """The linger of an unwinding fault, in the check's values and detail: how long the rank lived on after
+    its fault and what ended it (its own exit, or the open section's timeout: both a detection), and what
+    held it where it lingered."""
+    f.values.update(
+        linger_s=None if found.seconds is None else round(found.seconds, 3),
+        linger_cut_by_timeout=found.cut_by_timeout,
+        linger_ended_by=found.ended_by,
     )
+    if found.seconds is None:
+        return
+    if found.cut_by_timeout and found.traceback is not None:
+        bound = f" {found.timeout_s:g} s" if found.timeout_s is not None else ""
+        f.fact(
+            f"the {fault} unwound (a traceback follows the injection) and its rank lingered: the {what} "
+            f"timeout{bound} ended it {found.phrase()} after the injection, a detection (the {fault}'s rank "
+            "lives until its interpreter has shut down, or until the open section's timeout ends it); "
+            f"{linger_mod.held_by_phrase(linger_mod.held_by(snap, marker))}",
+            found.traceback,
+            found.end,
+        )
+    elif found.ended_by == "exit" and found.lingered:
+        f.fact(
+            f"the rank lingered: it exited by itself {found.phrase()} after the injection; "
+            f"{linger_mod.held_by_phrase(linger_mod.held_by(snap, marker))}",
+            found.traceback,
+        )
+    elif found.ended_by == "exit":
+        f.fact(f"the rank exited {found.phrase()} after the injection")
 
 
 def _handled_sigterm(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker, cycle: int) -> bool:

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ftqual.contract import LIVE_FAULTS, RANK_MONITOR_INTERVAL_S, UNWINDING_FAULTS, detection_path
+from ftqual.contract import (
+    LIVE_FAULTS,
+    RANK_MONITOR_INTERVAL_S,
+    UNWINDING_FAULTS,
+    detection_path,
+)
 
 MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
 KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
 # A rank that dies through Python's exception machinery (an exception, SIGINT's KeyboardInterrupt) exits only
-# after the interpreter unwinds, prints the traceback and runs its exit handlers (torch's among them): 1.2 s
-# on CPU with the smoke workload, where a signal's death takes 0.2-0.3 s.
-UNWIND_MARGIN_S = 2.0
+# after the interpreter unwinds, prints the traceback, runs its exit handlers (torch's among them) and joins
+# what it waits for at shutdown: 1.2 s on CPU with the smoke workload, 37.4 s on one H200 with Megatron-LM
+# (the DataLoader's worker processes joined), unless the open section's timeout ends it first. Its detection
+# costs that linger, bounded by the open section's timeout: the budget is that timeout's.
 WORKERS_STOP_TIMEOUT_S = (
     15.0  # --workers-stop-timeout default (SIGTERM -> SIGKILL); a stopped rank takes all of it
 )
@@ -63,23 +69,21 @@ def _budget(
 
 
 def detection_budget(
-    fault: str, detected_by: str | None, timeouts: dict, expected: dict
+    fault: str, detected_by: str | None, timeouts: dict, expected: dict, section: str | None = None
 ) -> tuple[float | None, str]:
     """Budget for fault -> detection, and its formula. The budget follows the path the fault must be detected
-    by (ftqual.contract.detection_path): a fault the rank dies of within the launcher's monitor interval,
-    whatever fired; a live one (hang, gil_lock, gpu_hang) by the timeout of the section that caught it.
-    kill and hang keep their budget by what fired (their recorded reports compare equal)."""
+    by (ftqual.contract.detection_path): a fault the rank dies of at once within the launcher's monitor
+    interval, whatever fired; an unwinding one (exception, sigint) its linger, bounded by the timeout of the
+    section open at the fault (`section`: the linger's, or the one whose timeout caught it); a live one
+    (hang, gil_lock, gpu_hang) by the timeout of the section that caught it. kill and hang keep their
+    budget by what fired (their recorded reports compare equal)."""
     monitor = _num(expected.get("monitor_interval_s")) or MONITOR_INTERVAL_S
     check = _num(expected.get("rank_monitor_interval_s")) or RANK_MONITOR_INTERVAL_S
     by = detected_by or ""
     path = detection_path(fault)
     catalog = fault not in ("kill", "hang")
     if catalog and path == "exit" and fault in UNWINDING_FAULTS:
-        return (
-            monitor + KILL_MARGIN_S + UNWIND_MARGIN_S,
-            f"launcher monitor interval {monitor:g} s + {KILL_MARGIN_S:g} s margin + {UNWIND_MARGIN_S:g} s "
-            f"for the interpreter to unwind (a {fault} ends the rank through Python's exception handling)",
-        )
+        return _linger_budget(fault, by, section, timeouts, check)
     if catalog and path == "exit":
         return (
             monitor + KILL_MARGIN_S,
@@ -111,10 +115,53 @@ def detection_budget(
     return None, f"no budget for detection by {by or 'unknown'}"
 
 
+def _linger_budget(
+    fault: str, by: str, section: str | None, timeouts: dict, check: float
+) -> tuple[float | None, str]:
+    """An unwinding fault's detection: its rank's own exit, or the open section's timeout where it lingers
+    longer; that timeout bounds what the fault costs."""
+    caught = by.removeprefix("section:") if by.startswith("section:") else DETECTED_BY_SECTION.get(by)
+    section = caught or section
+    why = (
+        f"a {fault} costs its linger (the rank lives until its interpreter has shut down), bounded by the "
+        "open section's timeout"
+    )
+    timeout = _num(timeouts.get(section)) if section else None
+    if timeout is not None:
+        name = "out-of-section timeout" if section == "out_of_section" else f"'{section}' section timeout"
+        return timeout + check, f"{why}: {name} {timeout:g} s + rank monitor check interval {check:g} s"
+    known = [v for v in (_num(x) for x in timeouts.values()) if v is not None]
+    if not known:
+        return None, f"{why}; section unknown and no timeouts configured"
+    worst = max(known)
+    return worst + check, (
+        f"{why}; section unknown: largest configured timeout {worst:g} s + rank monitor check interval "
+        f"{check:g} s"
+    )
+
+
+def _linger_said(metrics: dict) -> str:
+    """' (linger at least 11.4 s, cut by the timeout; what held the rank: ...)' where the metrics have one."""
+    seconds = _num(metrics.get("linger_s"))
+    if seconds is None:
+        return ""
+    cut = metrics.get("linger_ended_by") not in (None, "exit") or metrics.get("linger_cut_by_timeout") is True
+    held = metrics.get("held_by")
+    how = "at least " if cut else ""
+    end = ", cut by the timeout" if metrics.get("linger_cut_by_timeout") is True else ""
+    what = held if isinstance(held, str) and held else "unknown (no stack dump in the run directory)"
+    return f" (linger {how}{seconds:.1f} s{end}; what held the rank: {what})"
+
+
 def budgets_for(fault: str, metrics: dict, expected: dict) -> list[Budget]:
     """The latency table of one fault scenario."""
     timeouts = expected.get("timeouts") or {}
-    detect_budget, detect_formula = detection_budget(fault, metrics.get("detected_by"), timeouts, expected)
+    section = metrics.get("linger_section") if isinstance(metrics.get("linger_section"), str) else None
+    detect_budget, detect_formula = detection_budget(
+        fault, metrics.get("detected_by"), timeouts, expected, section
+    )
+    if fault in UNWINDING_FAULTS:
+        detect_formula += _linger_said(metrics)
     stop = _num(expected.get("workers_stop_timeout_s")) or WORKERS_STOP_TIMEOUT_S
     poll = _num(expected.get("gpu_memory_poll_interval_s")) or GPU_MEMORY_POLL_S
     restart_budget = stop + poll + NVRX_FIXED_RESTART_S + RENDEZVOUS_ALLOWANCE_S

@@ -26,8 +26,11 @@ TIMEOUTS = {"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 1
         ("hang", "out_of_section", 185.0),
         ("hang", None, 905.0),  # unknown section: the largest timeout
         ("segfault", "exit", 1.0),
-        ("exception", "exit", 3.0),  # the interpreter unwinds and prints the traceback before the rank exits
-        ("sigint", "exit", 3.0),
+        # an unwinding fault costs its linger, bounded by the open section's timeout (unknown: the largest)
+        ("exception", "exit", 905.0),
+        ("sigint", "exit", 905.0),
+        ("exception", "section:step", 125.0),
+        ("sigint", "out_of_section", 185.0),
         ("gil_lock", "section:step", 125.0),
     ],
 )
@@ -35,6 +38,41 @@ def test_detection_budget(fault, detected_by, budget):
     value, formula = detection_budget(fault, detected_by, TIMEOUTS, {})
     assert value == pytest.approx(budget)
     assert formula
+
+
+@pytest.mark.parametrize(
+    ("metrics", "budget", "within", "said"),
+    [
+        # exited by itself 37.4 s after its traceback under a 60 s step timeout (one H200, Megatron-LM)
+        (
+            {"detected_by": "exit", "detection_s": 37.4, "linger_s": 37.4, "linger_ended_by": "exit"},
+            65.0,
+            True,
+            "(linger 37.4 s; what held the rank: unknown (no stack dump in the run directory))",
+        ),
+        # cut by a 10 s step timeout: the linger is a lower bound
+        (
+            {
+                "detected_by": "section:step",
+                "detection_s": 11.4,
+                "linger_s": 11.4,
+                "linger_cut_by_timeout": True,
+                "linger_ended_by": "timeout",
+                "held_by": "main thread in torch DataLoader _clean_up_worker",
+            },
+            15.0,
+            True,
+            "(linger at least 11.4 s, cut by the timeout; what held the rank: main thread in torch",
+        ),
+    ],
+)
+def test_an_unwinding_faults_linger_is_judged_by_the_open_sections_timeout(metrics, budget, within, said):
+    expected = {"timeouts": {**TIMEOUTS, "step": 10 if "section:step" in metrics.values() else 60}}
+    by = {r.measure: r for r in budgets_for("exception", {**metrics, "linger_section": "step"}, expected)}
+    assert by["detection_s"].budget == pytest.approx(budget)
+    assert by["detection_s"].within is within
+    assert "bounded by the open section's timeout: 'step' section timeout" in by["detection_s"].formula
+    assert said in by["detection_s"].formula
 
 
 def test_budget_table_marks():
