@@ -40,7 +40,8 @@ was scheduled and not finalized), the rank records that iteration as `save_itera
 A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
 cannot pass as a recovery. On local rank 0 of every cycle >= 1, before the workload starts, the wrapper
 writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
-this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists.
+this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists,
+with this user's /dev/shm entries (sizes, allocated bytes) and the room left there (statvfs).
 
 Standard library only, and no work at import time: NVRx's persistent checkpoint worker is started with
 `spawn`, which re-imports the main script; tests import this file to unit-test the helpers.
@@ -97,6 +98,8 @@ EXIT_BAD_PLAN = 4
 CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
 TIMINGS = ("checkpoint", "in_save")
 LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
+SHM_DIR = Path("/dev/shm")
+SHM_MAX_ENTRIES = 100_000  # entries listed with their sizes; the totals count every one
 NVIDIA_SMI_TIMEOUT_S = 10
 NVIDIA_SMI_QUERY = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
 ITER_DIR_RE = re.compile(r"iter_([0-9]{7,12})")
@@ -380,20 +383,63 @@ def leftovers_record(pid_dir: Path, host: str, cycle: int, gpu: dict) -> dict:
     }
 
 
-def resources_now(shm: Path = Path("/dev/shm"), parent: int | None = None) -> dict:
+def resources_now(shm: Path = SHM_DIR, parent: int | None = None) -> dict:
     """What a cycle inherits besides processes: this user's /dev/shm segments and the open file descriptors
-    of the agent that starts the workers (ft_launcher); counts that grow cycle after cycle are a leak."""
+    of the agent that starts the workers (ft_launcher); counts that grow cycle after cycle are a leak.
+    `shm` also keeps each entry's size (st_size) and allocated bytes (st_blocks * 512) and the filesystem's
+    size, free bytes and inodes (os.statvfs): what a leak costs, judged against the room it eats."""
     uid = os.getuid()
+    entries, error = [], None
     try:
-        segments = sorted(e.name for e in os.scandir(shm) if e.stat(follow_symlinks=False).st_uid == uid)
-    except OSError:
-        segments = None
+        with os.scandir(shm) as listing:
+            for entry in listing:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone between the listing and the stat
+                if st.st_uid == uid:
+                    entries.append({"name": entry.name, "size": st.st_size, "allocated": st.st_blocks * 512})
+    except OSError as exc:
+        entries, error = None, f"{shm} cannot be listed: {exc.strerror or exc}"
+    if entries is not None:
+        entries.sort(key=lambda item: item["name"])
     parent = os.getppid() if parent is None else parent
     try:
         fds = len(os.listdir(f"/proc/{parent}/fd"))
     except OSError:
         fds = None
-    return {"shm_segments": segments, "agent_pid": parent, "agent_open_fds": fds}
+    return {
+        "shm_segments": [item["name"] for item in entries] if entries is not None else None,
+        "shm": shm_usage(shm, entries, error),
+        "agent_pid": parent,
+        "agent_open_fds": fds,
+    }
+
+
+def shm_usage(shm: Path, entries: list[dict] | None, error: str | None) -> dict:
+    """This user's entries with their sizes and totals, and the filesystem's room (statvfs), each part
+    null with its error where it could not be read."""
+    out: dict = {"path": str(shm), "error": error, "entries": None, "count": None}
+    if entries is not None:
+        out.update(
+            entries=entries[:SHM_MAX_ENTRIES],
+            count=len(entries),
+            size_bytes=sum(item["size"] for item in entries),
+            allocated_bytes=sum(item["allocated"] for item in entries),
+        )
+    try:
+        vfs = os.statvfs(shm)
+    except OSError as exc:
+        out.update(fs=None, fs_error=f"statvfs({shm}) failed: {exc.strerror or exc}")
+        return out
+    out["fs"] = {
+        "size_bytes": vfs.f_blocks * vfs.f_frsize,
+        "free_bytes": vfs.f_bavail * vfs.f_frsize,  # what an unprivileged user can still write
+        "inodes": vfs.f_files,  # 0: the filesystem reports no inode limit
+        "free_inodes": vfs.f_favail,
+    }
+    out["fs_error"] = None
+    return out
 
 
 def _cycle_rank(item: dict) -> dict:

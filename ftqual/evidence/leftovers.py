@@ -3,7 +3,11 @@
 Local rank 0 of every node writes one leftovers record at the start of every cycle c >= 1, before the
 workload runs: `earlier` (the pid records of pids/ of its host with a cycle < c), `alive` (those still
 running: same pid, same start time) and `gpu` (nvidia-smi's compute apps, `held_by_earlier` those that are
-earlier workers; `sampled` false with an `error` where nvidia-smi is absent or failed).
+earlier workers; `sampled` false with an `error` where nvidia-smi is absent or failed). `shm_segments` names
+this user's /dev/shm entries; `shm` (records written since) gives each its size and allocated bytes
+(st_blocks * 512), their totals, and the filesystem's size, free bytes and inodes (statvfs). A record without
+`shm` has names only (`shm` None: sizes and room unknown); a garbled `shm` is kept as `shm.error` without
+making the rest of the record unreadable.
 
 A record that cannot be read, is not the schema, or whose host/cycle disagree with its file name is kept as
 `error` (a check needing it is inconclusive, never a pass). The pid records (`pids/<host>.cycle<c>.rank<r>
@@ -28,6 +32,7 @@ _RECORD = re.compile(r"(?P<host>[^/]+)\.cycle(?P<cycle>[0-9]{1,9})\.json")
 _PID = re.compile(r"(?P<host>[^/]+)\.cycle(?P<cycle>[0-9]{1,9})\.rank(?P<rank>[0-9]{1,9})\.json")
 MAX_FILES = 100_000  # nodes x cycles
 MAX_LISTED = 10_000  # processes in one list of one record
+MAX_SHM_ENTRIES = 100_000  # /dev/shm entries of one record (the wrapper lists at most as many)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,30 @@ class Proc:
 
 
 @dataclass(frozen=True)
+class ShmFs:
+    """statvfs of /dev/shm at a cycle's start; inodes 0: the filesystem reports no inode limit."""
+
+    size_bytes: int
+    free_bytes: int
+    inodes: int
+    free_inodes: int
+
+
+@dataclass(frozen=True)
+class ShmSample:
+    """This user's /dev/shm at a cycle's start: entries (name, size, allocated bytes), their totals, the
+    filesystem's room. A part that could not be read is None, with its error."""
+
+    entries: tuple[tuple[str, int, int], ...] | None = None  # (name, st_size, st_blocks * 512)
+    count: int | None = None
+    size_bytes: int | None = None
+    allocated_bytes: int | None = None
+    fs: ShmFs | None = None
+    error: str | None = None  # the entries could not be listed, or the record's `shm` is garbled
+    fs_error: str | None = None
+
+
+@dataclass(frozen=True)
 class LeftoverRecord:
     host: str
     cycle: int
@@ -57,6 +86,7 @@ class LeftoverRecord:
     unreadable_pid_records: tuple[str, ...] = ()  # pid records the sampler could not read
     shm_segments: tuple[str, ...] | None = None  # this user's /dev/shm entries at the cycle's start
     agent_open_fds: int | None = None  # open file descriptors of the agent that started the workers
+    shm: ShmSample | None = None  # sizes and room (None: a record with names only, written before them)
 
 
 @dataclass(frozen=True)
@@ -136,6 +166,58 @@ def _record(path: Path, rel: str, host: str, cycle: int, run_dir: Path) -> Lefto
         unreadable_pid_records=tuple(str(item)[:200] for item in unreadable[:20]),
         shm_segments=_names(data.get("shm_segments")),
         agent_open_fds=_int(data.get("agent_open_fds")),
+        shm=_shm(data.get("shm")),
+    )
+
+
+def _count(value: object) -> int:
+    got = _int(value)
+    if got is None or got < 0:
+        raise ValueError(f"{value!r} is not a count of bytes or entries")
+    return got
+
+
+def _shm(value: object) -> ShmSample | None:
+    """The record's `shm` block; None where the record has none (older records)."""
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, dict):
+            raise ValueError("'shm' is not an object")
+        entries = value.get("entries")
+        listed = None
+        if entries is not None:
+            if not isinstance(entries, list) or len(entries) > MAX_SHM_ENTRIES:
+                raise ValueError(f"'shm.entries' is not a list of at most {MAX_SHM_ENTRIES}")
+            listed = []
+            for item in entries:
+                if not isinstance(item, dict):
+                    raise ValueError("an entry of 'shm.entries' is not an object")
+                size, allocated = _count(item.get("size")), _count(item.get("allocated"))
+                listed.append((str(item.get("name"))[:200], size, allocated))
+        known = listed is not None
+        count = _count(value["count"]) if known else None
+        total = _count(value["size_bytes"]) if known else None
+        allocated_total = _count(value["allocated_bytes"]) if known else None
+        if known and count < len(listed):
+            raise ValueError(f"'shm.count' {count} is below the {len(listed)} entries listed")
+        fs = value.get("fs")
+        room = None
+        if fs is not None:
+            if not isinstance(fs, dict):
+                raise ValueError("'shm.fs' is not an object")
+            room = ShmFs(*(_count(fs.get(k)) for k in ("size_bytes", "free_bytes", "inodes", "free_inodes")))
+        error, fs_error = value.get("error"), value.get("fs_error")
+    except (KeyError, ValueError) as exc:
+        return ShmSample(error=f"'shm' is garbled: {exc}")
+    return ShmSample(
+        entries=tuple(listed) if listed is not None else None,
+        count=count,
+        size_bytes=total,
+        allocated_bytes=allocated_total,
+        fs=room,
+        error=str(error)[:200] if error is not None else None,
+        fs_error=str(fs_error)[:200] if fs_error is not None else (None if room else "no 'shm.fs' entry"),
     )
 
 
