@@ -150,6 +150,24 @@ def apply(report: dict, decision: Decision) -> dict:
     return report
 
 
+def cause_citations(
+    cause: object, cause_evidence: object, checks: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The evidence a one-line cause rests on, for a reader that shows it next to the cause: the line of the
+    logs it names (a verify report's `cause_evidence`), else the evidence of the check it quotes (a cause
+    composed from a check reads `<id>: <detail>`, after the launcher's prefix); empty when it rests on none
+    (nothing launched, a report that is not usable)."""
+    if isinstance(cause_evidence, Mapping) and cause_evidence.get("path") and cause_evidence.get("line"):
+        return [{"path": cause_evidence["path"], "line": cause_evidence["line"]}]
+    if not isinstance(cause, str) or not cause:
+        return []
+    for check in checks:
+        quoted = f"{check.get('id')}: {check.get('detail')}"
+        if check.get("status") not in ("pass", "skip") and quoted in cause:
+            return [dict(ev) for ev in check.get("evidence") or [] if isinstance(ev, Mapping)]
+    return []
+
+
 @dataclass(frozen=True)
 class Judged:
     raw: str  # the report's verdict, never better than its gating checks (missing required ones included)

@@ -102,3 +102,57 @@ def test_a_launcher_stopped_from_outside_is_not_failed_by_its_exit():
     # negative control: the same exit with no recorded stop fails the run
     plain = decide([{**passing[0], "status": "pass"}], LauncherOutcome(exit_code=1, fault="kill"))
     assert plain.verdict == "fail" and plain.added_checks[0]["id"] == "launcher_exit"
+
+
+def test_a_cause_cites_what_its_check_cites():
+    """A cause quoted from a check rests on that check's evidence; a cause the logs named, on its line; the
+    report's attention line then cites it instead of saying "no evidence cited"."""
+    from ftqual.verdict import cause_citations
+
+    check = {
+        "id": "failure_detected_and_restarted",
+        "status": "fail",
+        "detail": "a timeout fired",
+        "evidence": [{"path": "logs/launcher.log", "line": 39}],
+    }
+    passed = {
+        "id": "clean_finish",
+        "status": "pass",
+        "detail": "exit 0",
+        "evidence": [{"path": "x", "line": 2}],
+    }
+
+    cause = "the launcher exited 1: failure_detected_and_restarted: a timeout fired"
+    assert cause_citations(cause, None, [passed, check]) == [{"path": "logs/launcher.log", "line": 39}]
+    named = {"kind": "crash", "text": "RuntimeError", "path": "logs/train_cycle0.log", "line": 7}
+    assert cause_citations("RuntimeError", named, [check]) == [{"path": "logs/train_cycle0.log", "line": 7}]
+    assert cause_citations("not launched: no GPU", None, [check]) == []
+    assert cause_citations(None, None, [check]) == []
+
+
+def test_the_reports_cause_line_cites_the_checks_evidence():
+    """The recorded H200 sigint report of the machine (a FAIL then): its cause line in the summary cites the
+    check's evidence (it said "no evidence cited")."""
+    import json
+    from pathlib import Path
+
+    from ftqual.report.inputs import PreflightInput, ScenarioInput
+    from ftqual.report.markdown import attention_section
+    from ftqual.report.summary import ReportOptions, build_summary
+
+    data = Path(__file__).resolve().parent / "data" / "megatron-h200-faults-1gpu" / "results" / "sigint"
+    path = next(data.glob("*-[0-9]/verify.json"))
+    summary = build_summary(
+        [ScenarioInput("sigint", str(path), json.loads(path.read_text()))],
+        PreflightInput(None, None, "none"),
+        ReportOptions(),
+        "t",
+    )
+    (item,) = [i for i in summary["attention"] if i["check"] is None]
+    assert item["detail"].startswith("cause: failure_detected_and_restarted: ")
+    assert {"path": "logs/launcher.log", "line": 39} in [
+        {"path": e["path"], "line": e["line"]} for e in item["evidence"]
+    ]
+    lines = attention_section(summary)
+    cause_line = next(line for line in lines if "cause:" in line)
+    assert "no evidence cited" not in cause_line

@@ -209,6 +209,8 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "reason": reason,
         "cause": cause,
         "cause_given": given is not None,
+        # what the cause rests on: the log line it names, or the evidence of the check it quotes
+        "cause_cites": verdict_mod.cause_citations(cause, doc.get("cause_evidence"), checks),
         "attempt": doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {},
         "source": item.path,
         "run_id": doc.get("run_id"),
@@ -380,7 +382,7 @@ def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict
                     "check": None,
                     "status": sc["verdict"],
                     "detail": f"cause: {sc['cause']}",
-                    "evidence": [],
+                    "evidence": list(sc.get("cause_cites") or []),
                 }
             )
     for rank in ("fail", "inconclusive"):
