@@ -4,10 +4,13 @@ Slurm job on a shared file system.
 `Watcher` follows one run directory incrementally (it keeps each log's read offset, so a long run costs
 only its new bytes) and turns what appeared since the last look into events, in the order they happen:
 start, cycle N started, resumed from K, iteration i/N (s/it), checkpoint K completed, fault injected,
-detected, finished. While a hang waits for its detection it says what it waits for and how long is left
-("waiting for the 'step' timeout: 45 / 120 s"). The run job prints these lines on the console
-(scripts/rule_run_scenario.py); `ftqual status [WORK_DIR] [--follow]` shows the latest state of every
-scenario of a workflow: plain lines, or on a terminal with --follow a table that rich redraws in place.
+detected, finished. Where no iteration line came since the last one said (a hang, a slow save), the cadence
+says so instead of repeating it: "no step has completed for 45 s (last: iteration 10/30)". While a hang
+waits for its detection it says what it waits for and how long is left ("waiting for the 'step' timeout:
+45 / 120 s"). The run job prints these lines on the console (scripts/rule_run_scenario.py); `ftqual status
+[WORK_DIR] [--follow]` shows the latest state of every scenario of a workflow (a run whose log has not grown
+for a while says for how long): plain lines, or on a terminal with --follow a table that rich redraws in
+place.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ class Watcher:
     _detected: bool = False
     _last_iteration_at: float = 0.0
     _last_iteration: tuple[int, int, float] | None = None
+    _iteration_seen_at: float | None = None  # when the newest iteration line was first seen
+    _iteration_said: bool = False  # the newest iteration line has been printed
+    _iteration_cycle: int | None = None  # the cycle whose log holds it
     _finished: bool = False
 
     def _tail(self, rel: str) -> list[str]:
@@ -75,18 +81,26 @@ class Watcher:
         """Events since the last poll, as console lines."""
         now = time.monotonic() if now is None else now
         events: list[str] = []
+        newest = self._last_iteration
         for cycle in self._cycle_numbers():
             if cycle not in self._cycles_seen:
                 self._cycles_seen.add(cycle)
                 events.append(f"cycle {cycle} started" + (" (restart)" if cycle else ""))
             for line in self._tail(f"logs/train_cycle{cycle}.log"):
                 events += self._train_line(cycle, line)
+        if self._last_iteration is not newest:
+            self._iteration_seen_at, self._iteration_said = now, False
         events += self._checkpoint_and_marker()  # before the launcher's report of what the fault did
         for line in self._tail("logs/launcher.log"):
             events += self._launcher_line(line)
         if self._last_iteration and now - self._last_iteration_at >= ITERATION_EVERY_S:
             i, n, ms = self._last_iteration
-            events.append(f"iteration {i}/{n} ({ms / 1000:.2f} s/it)")
+            if self._iteration_said:
+                stalled = now - (self._iteration_seen_at if self._iteration_seen_at is not None else now)
+                events.append(f"no step has completed for {stalled:.0f} s (last: iteration {i}/{n})")
+            else:
+                events.append(f"iteration {i}/{n} ({ms / 1000:.2f} s/it)")
+                self._iteration_said = True
             self._last_iteration_at = now
         return events
 
@@ -94,6 +108,17 @@ class Watcher:
     def last_iteration(self) -> tuple[int, int, float] | None:
         """(iteration, of N, ms per iteration) of the newest iteration line seen."""
         return self._last_iteration
+
+    def quiet_s(self, wall: float | None = None) -> float | None:
+        """Seconds since the log that holds the newest iteration line last grew (at least that long no step
+        has completed), for a reader that looks once (`ftqual status`); None without one."""
+        if self._iteration_cycle is None:
+            return None
+        try:
+            grown = (self.run_dir / "logs" / f"train_cycle{self._iteration_cycle}.log").stat().st_mtime
+        except OSError:
+            return None
+        return max(0.0, (time.time() if wall is None else wall) - grown)
 
     def waiting(self) -> str | None:
         """What a run waits for while a live fault (a hang, a held GIL, a GPU kernel that never ends) is not
@@ -119,6 +144,7 @@ class Watcher:
     def _train_line(self, cycle: int, line: str) -> list[str]:
         if match := train_lines.ITERATION_PACE.search(line):
             self._last_iteration = (int(match.group(1)), int(match.group(2)), float(match.group(3)))
+            self._iteration_cycle = cycle
             return []
         if (loaded := train_lines.load_iteration(train_lines.LOADED, line)) is not None:
             return [f"cycle {cycle} resumed from checkpoint iteration {loaded}"]
@@ -269,6 +295,9 @@ def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
     if watcher.last_iteration:
         i, n, ms = watcher.last_iteration
         parts.append(f"at iteration {i}/{n} ({ms / 1000:.2f} s/it)")
+        quiet = watcher.quiet_s()
+        if quiet is not None and quiet >= ITERATION_EVERY_S:
+            parts.append(f"no step has completed for at least {quiet:.0f} s")
     if wait := watcher.waiting():
         parts.append(wait)
     return f"attempt {slot.name}: run {run_id} running — " + "; ".join(parts)

@@ -144,3 +144,36 @@ def test_a_negative_control_that_failed_as_expected_qualifies(tmp_path):
         "attempt dddddddddddd-1: PASS (negative control: failed as expected: clean_finish failed) (run r-1)"
     )
     assert states["no_resume"].startswith("attempt eeeeeeeeeeee-1: FAIL — ft_launcher gave up")
+
+
+def test_a_hang_says_how_long_no_step_has_completed_instead_of_repeating_the_last(tmp_path):
+    """During a hang the cadence line said "iteration 10/30" four times; now the iteration is said once and
+    then how long no step has completed, until a new iteration line comes."""
+    run = tmp_path / "run"
+    w = Watcher(run, timeouts={"step": 120}, fault="hang")
+    append(run / "logs" / "train_cycle0.log", ITER.format(i=1))
+    assert w.poll(now=100) == ["cycle 0 started", "iteration 1/20 (0.25 s/it)"]
+    assert w.poll(now=110) == []  # within the cadence: nothing
+    assert w.poll(now=130) == ["no step has completed for 30 s (last: iteration 1/20)"]
+    assert w.poll(now=160) == ["no step has completed for 60 s (last: iteration 1/20)"]
+    append(run / "logs" / "train_cycle0.log", ITER.format(i=2))
+    assert w.poll(now=190) == ["iteration 2/20 (0.25 s/it)"]
+    assert w.poll(now=220) == ["no step has completed for 30 s (last: iteration 2/20)"]
+
+
+def test_status_of_a_run_whose_log_stopped_growing_says_for_how_long(tmp_path):
+    import os
+    import time
+
+    slot(tmp_path, "hang", "cccccccccccc-1", {})
+    run = tmp_path / "runs" / "hang-1"
+    append(tmp_path / "results" / "hang" / "attempts" / "hang-1.console.log", "")
+    (run / "logs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"fault": "hang", "timeouts": {"step": 120}}))
+    log = run / "logs" / "train_cycle0.log"
+    append(log, ITER.format(i=3))
+    assert "no step has completed" not in dict(scenario_states(tmp_path))["hang"]
+    stale = time.time() - 95
+    os.utime(log, (stale, stale))
+    state = dict(scenario_states(tmp_path))["hang"]
+    assert "at iteration 3/20 (0.25 s/it); no step has completed for at least 9" in state, state
