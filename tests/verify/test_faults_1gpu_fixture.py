@@ -227,3 +227,34 @@ def test_the_linger_metrics_are_checked_by_every_reader():
     ]
     old = {**report, "metrics": {k: v for k, v in report["metrics"].items() if not k.startswith("linger")}}
     assert verify_schema.problems(old) == []
+
+
+def test_an_exception_whose_rank_exited_by_itself_after_a_linger_qualifies_with_the_measured_one(tmp_path):
+    """The same run as if the rank had exited by itself (exit 1) just before the step timeout fired (with a
+    60 s step timeout it did, 37.4 s after its traceback): its own exit is the detection, the linger the
+    measured figure (not a lower bound)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "runs" / "exception-20261202T152038Z-662-a2", run)
+    log = run / "logs" / "launcher.log"
+    lines = [x for x in log.read_text().splitlines() if "Section 'step' has been open" not in x]
+    log.write_text("\n".join(x.replace("(exitcode: -9)", "(exitcode: 1)") for x in lines) + "\n")
+    report = build_report(run, BASELINE)
+    assert report["verdict"] == "pass", report.get("cause")
+    check = {c["id"]: c for c in report["checks"]}["failure_detected_and_restarted"]
+    assert "worker local_rank 0 exited with code 1 (exception: 1)" in check["detail"]
+    assert (
+        "the rank lingered: it exited by itself 11.5 s after the injection; what held the rank: unknown "
+        "(no stack dump in the run directory)"
+    ) in check["detail"]
+    metrics = report["metrics"]
+    assert (metrics["detected_by"], metrics["linger_ended_by"], metrics["linger_cut_by_timeout"]) == (
+        "exit",
+        "exit",
+        False,
+    )
+    assert metrics["linger_s"] == pytest.approx(11.542)
+    rows = {b.measure: b for b in budgets_for("exception", metrics, report["expected"])}
+    assert rows["detection_s"].budget == pytest.approx(15) and rows["detection_s"].within is True
+    assert "(linger 11.5 s; what held the rank: unknown" in rows["detection_s"].formula
