@@ -121,6 +121,7 @@ class CampaignOptions:
     mtti: int | None = None  # iterations; None: two save intervals
     kinds: tuple[str, ...] = ()
     placements: tuple[str, ...] = ("step",)
+    horizon_faults: int = 1000  # the faults /dev/shm must have room for (ftqual.campaign.shm)
 
     def env(self) -> dict[str, str]:
         out = {"NVRX_CAMPAIGN_FAULTS": str(self.faults), "NVRX_CAMPAIGN_SEED": str(self.seed)}
@@ -129,6 +130,8 @@ class CampaignOptions:
         if self.kinds:
             out["NVRX_CAMPAIGN_KINDS"] = ",".join(self.kinds)
         out["NVRX_CAMPAIGN_PLACEMENTS"] = ",".join(self.placements)
+        if self.horizon_faults != 1000:  # the default is the launcher's own: the settings' key stays
+            out["NVRX_CAMPAIGN_HORIZON"] = str(self.horizon_faults)
         return out
 
 
@@ -141,6 +144,7 @@ def _campaign_options(value: Mapping[str, Any] | None) -> CampaignOptions | None
         mtti=None if value.get("mtti") is None else int(value["mtti"]),
         kinds=tuple(value.get("kinds") or ()),
         placements=tuple(value.get("placements") or ("step",)),
+        horizon_faults=int(value.get("horizon_faults", 1000)),
     )
 
 

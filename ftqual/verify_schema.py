@@ -148,6 +148,7 @@ CAMPAIGN_FIELDS = {"seed": _INT, "planned": _INT, "mtti_iterations": _INT}
 CYCLE_FIELDS = {
     **dict.fromkeys(("cycle", "rank", "checkpoint_iteration", "fault_iteration", "restored_iteration"), _INT),
     **dict.fromkeys(("lost_iterations", "alive_at_start", "shm_segments", "agent_open_fds"), _INT),
+    **dict.fromkeys(("shm_bytes", "shm_free_bytes", "shm_free_inodes"), _INT),
     **dict.fromkeys(("fault", "placement", "detected_by"), _TEXT),
     **dict.fromkeys(("injected_at", "restarted_at"), _TIME),
     **dict.fromkeys(("detection_s", "restart_s", "checkpoint_load_s", "failure_to_first_step_s"), _NUMBER),

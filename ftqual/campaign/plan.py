@@ -7,6 +7,8 @@ checkpoint completed in its cycle): fault k arms after the checkpoint of iterati
 `arm_iteration_k = arm_iteration_{k-1} + gap_k * save_interval`, the first after `start + gap_1 *
 save_interval`. Cycle k restores `arm_iteration_{k-1}` (no finalize lag), so every fault has at least one
 save interval of progress before it. The worker wrapper reads the same file (stdlib only) and follows it.
+`horizon_faults` (absent in older plans: DEFAULT_HORIZON_FAULTS) is not drawn: it is the number of faults the
+verifier asks /dev/shm to have room for at the rate the campaign leaked (ftqual.campaign.shm).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ SCHEMA = "ftqual.campaign_plan/v1"
 # The faults a CPU workload can suffer (the GPU-only two need a CUDA device).
 SMOKE_KINDS = tuple(f for f in RANK_FAULTS if f not in GPU_ONLY_FAULTS)
 PLACEMENTS = ("step", "out_of_section", "immediate")
+DEFAULT_HORIZON_FAULTS = 1000  # a month-long job at scale meets tens to hundreds of faults
 
 
 class PlanError(ValueError):
@@ -53,6 +56,7 @@ class CampaignPlan:
     world_size: int
     start_iteration: int = 0
     written_at: datetime | None = None  # when the launcher wrote it (before ft_launcher started)
+    horizon_faults: int = DEFAULT_HORIZON_FAULTS  # the faults /dev/shm must have room for
 
     @property
     def count(self) -> int:
@@ -79,6 +83,7 @@ class CampaignPlan:
             "world_size": self.world_size,
             "start_iteration": self.start_iteration,
             "written_at": self.written_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if self.written_at else None,
+            "horizon_faults": self.horizon_faults,
             "faults": [asdict(f) for f in self.faults],
         }
 
@@ -176,7 +181,16 @@ def read(run_dir: Path) -> CampaignPlan:
         world_size=_int(data, "world_size"),
         start_iteration=_int(data, "start_iteration"),
         written_at=_when(data.get("written_at")),
+        horizon_faults=_horizon(data.get("horizon_faults")),
     )
+
+
+def _horizon(value: object) -> int:
+    if value is None:
+        return DEFAULT_HORIZON_FAULTS  # a plan written before the horizon was kept
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PlanError(f"{PLAN_JSON}: horizon_faults is not a positive integer")
+    return value
 
 
 def _when(value: object) -> datetime | None:

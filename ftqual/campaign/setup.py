@@ -1,7 +1,10 @@
 """The launcher's campaign settings (NVRX_CAMPAIGN_*), the plan they draw and the length it needs.
 
     NVRX_DEMO_FAULT=campaign NVRX_CAMPAIGN_FAULTS=10 NVRX_CAMPAIGN_SEED=0 NVRX_CAMPAIGN_MTTI=<iterations>
-    NVRX_CAMPAIGN_KINDS=kill,hang,... NVRX_CAMPAIGN_PLACEMENTS=step,...
+    NVRX_CAMPAIGN_KINDS=kill,hang,... NVRX_CAMPAIGN_PLACEMENTS=step,... NVRX_CAMPAIGN_HORIZON=<faults>
+
+NVRX_CAMPAIGN_HORIZON (default 1000) draws nothing: the plan keeps it for the verifier, which fails the
+campaign when /dev/shm would be full within that many faults at the rate the campaign leaked.
 
 `max_restarts` follows from K: one restart per fault (NVRX_MAX_RESTARTS, when set, must be at least K).
 The run must be long enough for the plan's last fault to arm with a step after its checkpoint and for its
@@ -10,9 +13,17 @@ recovery to reach a later checkpoint: ftqual.sizing's model with the plan's save
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
-from ftqual.campaign.plan import PLACEMENTS, SMOKE_KINDS, CampaignPlan, PlanError, draw
+from ftqual.campaign.plan import (
+    DEFAULT_HORIZON_FAULTS,
+    PLACEMENTS,
+    SMOKE_KINDS,
+    CampaignPlan,
+    PlanError,
+    draw,
+)
 from ftqual.contract import GPU_ONLY_FAULTS, RANK_FAULTS
 
 DEFAULT_FAULTS = 10
@@ -23,7 +34,9 @@ VARIABLES = (
     "NVRX_CAMPAIGN_MTTI",
     "NVRX_CAMPAIGN_KINDS",
     "NVRX_CAMPAIGN_PLACEMENTS",
+    "NVRX_CAMPAIGN_HORIZON",
 )
+MAX_HORIZON = 10**9
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -62,7 +75,9 @@ def plan_from_env(
             "CUDA context to break; use the megatron workload on GPUs"
         )
     placements = _names(env, "NVRX_CAMPAIGN_PLACEMENTS", ("step",), PLACEMENTS)
-    return draw(seed, count, kinds, world_size, save_interval, mtti, placements, start_iteration)
+    horizon = _int(env, "NVRX_CAMPAIGN_HORIZON", DEFAULT_HORIZON_FAULTS, 1, MAX_HORIZON)
+    plan = draw(seed, count, kinds, world_size, save_interval, mtti, placements, start_iteration)
+    return dataclasses.replace(plan, horizon_faults=horizon)
 
 
 def needed_train_iters(plan: CampaignPlan, lag: int = 0) -> int:

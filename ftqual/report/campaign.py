@@ -1,7 +1,9 @@
 """A campaign's report, from its verify report alone (whose `campaign` section ftqual.verify_schema has
 checked): one timeline (every fault, its detection, the restart and the resume on one time axis, seconds
 from the first fault), the per-cycle table, each fault's verdict, goodput measured next to the Young/Daly
-projection and the accumulation verdict.
+projection and the accumulation verdict, with what the faults left in /dev/shm (`shm_leaks`: per host the
+entries and bytes per fault, the families and the dead ranks that made them, the faults until full against
+the horizon; a finding where it fits, the reason of a FAIL where it does not).
 
 `campaign_markdown` renders verify.md's part; `build_campaign` makes the summary's entry (summary.json
 `campaigns.<scenario>`), `summary_markdown` renders it in summary.md and `fault_cases` gives junit.xml one
@@ -36,6 +38,18 @@ def _s(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
 
 
+def human_bytes(value: object) -> str:
+    """1536 -> "1.5 KiB"; "-" for what is not a number."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    size, unit = float(value), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
 def campaign_markdown(report: dict) -> str:
     section = report.get("campaign")
     if not isinstance(section, dict):
@@ -68,15 +82,20 @@ def campaign_markdown(report: dict) -> str:
         "Per cycle: times in seconds; leftovers seen at the start of the replacement cycle",
         "",
         "| # | fault | detection | restart | load | recovery | failure to first step | lost iters | alive | "
-        "/dev/shm | agent fds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "/dev/shm | /dev/shm bytes | /dev/shm free | agent fds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| {r['fault_index']} | {r['fault']} | {_s(r['detection_s'])} | {_s(r['restart_s'])} | "
             f"{_s(r['checkpoint_load_s'])} | {_s(r['recovery_s'])} | {_s(r['failure_to_first_step_s'])} | "
-            f"{r['lost_iterations']} | {r['alive_at_start']} | {r['shm_segments']} | {r['agent_open_fds']} |"
+            f"{r['lost_iterations']} | {r['alive_at_start']} | {r['shm_segments']} | "
+            f"{human_bytes(r.get('shm_bytes'))} | {human_bytes(r.get('shm_free_bytes'))} | "
+            f"{r['agent_open_fds']} |"
         )
+    leaks = shm_leaks(_accumulation_values(report))
+    if leaks:
+        out += ["", *leak_lines(leaks)]
     good = section.get("goodput") or {}
     if good.get("goodput_measured") is not None:
         parts = ", ".join(f"{k[:-2].replace('_', ' ')} {_s(v)} s" for k, v in good["gap_parts_s"].items())
@@ -88,6 +107,96 @@ def campaign_markdown(report: dict) -> str:
             f"{_s(good['mtbf_s'])} s. The gap: {parts}.",
         ]
     return "\n".join(out) + "\n"
+
+
+def _accumulation_values(doc: dict) -> dict:
+    found = next(
+        (c for c in doc.get("checks") or [] if isinstance(c, dict) and c.get("id") == ACCUMULATION), None
+    )
+    values = found.get("values") if isinstance(found, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def shm_leaks(values: dict) -> list[dict]:
+    """The accumulation check's /dev/shm projection (`values.shm.hosts`, ftqual.campaign.shm), one entry per
+    host whose /dev/shm grew: what it leaked per fault, its families, and the faults until full against the
+    horizon. `judged`: "fits" (a finding), "full" (within the horizon: the FAIL), "unknown" (sizes or room
+    not recorded)."""
+    shm = values.get("shm") if isinstance(values.get("shm"), dict) else {}
+    out = []
+    for host in shm.get("hosts") or []:
+        if not isinstance(host, dict) or not host.get("leaks"):
+            continue
+        within = host.get("within_horizon")
+        families = [f for f in host.get("families") or [] if isinstance(f, dict)]
+        out.append(
+            {
+                "host": str(host.get("host")),
+                "from_cycle": host.get("from_cycle"),
+                "to_cycle": host.get("to_cycle"),
+                "entries_per_fault": _num(host.get("entries_per_fault")),
+                "bytes_per_fault": _num(host.get("bytes_per_fault")),
+                "free_bytes": _num(host.get("free_bytes")),
+                "faults_until_full": _num(host.get("faults_until_full")),
+                "full_by": host.get("full_by"),
+                "horizon_faults": _num(host.get("horizon_faults")),
+                "judged": "full" if within is True else "fits" if within is False else "unknown",
+                "families": [
+                    {
+                        "family": str(f.get("family")),
+                        "entries": f.get("entries"),
+                        "allocated_bytes": f.get("allocated_bytes"),
+                        "ranks": list(f.get("ranks") or []),
+                        "pids": f.get("pids"),
+                    }
+                    for f in families
+                ],
+            }
+        )
+    return out
+
+
+LEAK_JUDGED = {
+    "full": "❌ FAIL: within",
+    "fits": "a finding, not a failure: beyond",
+    "unknown": "⚠️ cannot be judged against",
+}
+
+
+def _family(f: dict) -> str:
+    said = f"{f['family']} {f['entries']}"
+    if f["allocated_bytes"] is not None:
+        said += f" ({human_bytes(f['allocated_bytes'])})"
+    if f["ranks"]:
+        said += f", from {f['pids']} dead process(es) of rank {', '.join(map(str, f['ranks']))}"
+    return said
+
+
+def leak_lines(leaks: list[dict]) -> list[str]:
+    """One markdown bullet per host whose /dev/shm grew."""
+    out = []
+    for leak in leaks:
+        fams = "; ".join(_family(f) for f in leak["families"][:6])
+        per = f"{leak['entries_per_fault']:g} entries" if leak["entries_per_fault"] is not None else "entries"
+        if leak["bytes_per_fault"] is not None:
+            per += f" and {human_bytes(leak['bytes_per_fault'])}"
+        horizon = f"{leak['horizon_faults']:,.0f}" if leak["horizon_faults"] is not None else "?"
+        if leak["faults_until_full"] is not None:
+            until = f"faults until full {leak['faults_until_full']:,.0f} (by {leak['full_by']})"
+        elif leak["judged"] == "fits":
+            until = "never full at this rate"
+        else:
+            until = "bytes or room not recorded: faults until full unknown"
+        where = f"{leak['host']} (cycles {leak['from_cycle']} to {leak['to_cycle']})"
+        out.append(
+            f"- /dev/shm leak on {where}: {per} per fault ({fams}); {until}; "
+            f"{LEAK_JUDGED[leak['judged']]} the horizon of {horizon} faults"
+        )
+    return out
 
 
 def _check(doc: dict, cid: str) -> dict:
@@ -229,12 +338,14 @@ def build_campaign(doc: dict) -> dict | None:
         "timeline": _timeline(rows),
         "goodput": _goodput(section.get("goodput") if isinstance(section.get("goodput"), dict) else {}),
         "accumulation": {**accumulation, "trends": trends if isinstance(trends, dict) else {}},
+        "shm_leaks": shm_leaks(_accumulation_values(doc)),
         "trend_rule": section.get("trend_rule") if isinstance(section.get("trend_rule"), dict) else {},
     }
 
 
 SECONDS = ("detection_s", "restart_s", "checkpoint_load_s", "recovery_s", "failure_to_first_step_s")
-COUNTS = ("lost_iterations", "alive_at_start", "shm_segments", "agent_open_fds")
+COUNTS = ("lost_iterations", "alive_at_start", "shm_segments")
+BYTES = ("shm_bytes", "shm_free_bytes")
 MARK = {"pass": "✅", "fail": "❌ FAIL", "inconclusive": "⚠️ inconclusive", "skip": "⏭ skip"}
 
 
@@ -253,6 +364,7 @@ def summary_markdown(name: str, entry: dict, plot: str | None = None) -> list[st
         f"{entry['plan_followed']['detail']}",
         f"- cycles do not accumulate (`{ACCUMULATION}`): {MARK[entry['accumulation']['status']]} "
         f"{entry['accumulation']['detail']}",
+        *leak_lines(entry.get("shm_leaks") or []),
         "",
         "Timeline, seconds from the first fault: injected -> detected -> restarted (new cycle) -> resumed "
         "(first step after the restore)",
@@ -276,8 +388,8 @@ def summary_markdown(name: str, entry: dict, plot: str | None = None) -> list[st
         "Per cycle (seconds; leftovers as seen at the start of the replacement cycle):",
         "",
         "| # | fault | detection | restart | load | recovery | failure to first step | lost iters | alive | "
-        "/dev/shm | agent fds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "/dev/shm | /dev/shm bytes | /dev/shm free | agent fds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in entry["cycles"]:
         out.append(
@@ -285,7 +397,9 @@ def summary_markdown(name: str, entry: dict, plot: str | None = None) -> list[st
             + " | ".join(_s(r.get(k)) for k in SECONDS)
             + " | "
             + " | ".join(str(r.get(k)) for k in COUNTS)
-            + " |"
+            + " | "
+            + " | ".join(human_bytes(r.get(k)) for k in BYTES)
+            + f" | {r.get('agent_open_fds')} |"
         )
     good = entry["goodput"]
     out.append("")
