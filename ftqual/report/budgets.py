@@ -122,9 +122,10 @@ def _linger_budget(
     longer; that timeout bounds what the fault costs."""
     caught = by.removeprefix("section:") if by.startswith("section:") else DETECTED_BY_SECTION.get(by)
     section = caught or section
+    article = "an" if fault[:1] in "aeiou" else "a"
     why = (
-        f"a {fault} costs its linger (the rank lives until its interpreter has shut down), bounded by the "
-        "open section's timeout"
+        f"{article} {fault} costs its linger (the rank lives until its interpreter has shut down), "
+        "bounded by the open section's timeout"
     )
     timeout = _num(timeouts.get(section)) if section else None
     if timeout is not None:
