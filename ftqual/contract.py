@@ -85,6 +85,15 @@ def detection_path(fault: str) -> str | None:
     return "node" if fault == "node_loss" else None
 
 
+def detection_paths(fault: str) -> tuple[str, ...]:
+    """Every path that is a detection of `fault`: its own (detection_path), and for an unwinding fault whose
+    rank lingers after its traceback the open section's timeout as well ("timeout")."""
+    own = detection_path(fault)
+    if own is None:
+        return ()
+    return (own, "timeout") if fault in UNWINDING_FAULTS else (own,)
+
+
 def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: str = " ") -> str | None:
     """Why `fault` cannot run on `workload`, in one line (the setting said as `name``separator``fault`: the
     config's `fault gpu_error`, the environment's `NVRX_DEMO_FAULT=gpu_error`), or None."""

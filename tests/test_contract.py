@@ -82,3 +82,13 @@ def test_launcher_uses_the_contract():
 )
 def test_parallelism_problem(tp, pp, problem):
     assert contract.MODEL.parallelism_problem(tp, pp) == problem
+
+
+def test_an_unwinding_fault_is_detected_by_its_exit_or_the_open_sections_timeout():
+    from ftqual.contract import detection_paths
+
+    assert detection_paths("exception") == ("exit", "timeout")
+    assert detection_paths("sigint") == ("exit", "timeout")
+    assert detection_paths("segfault") == ("exit",)
+    assert detection_paths("gil_lock") == ("timeout",)
+    assert detection_paths("none") == ()
