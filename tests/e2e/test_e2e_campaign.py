@@ -2,7 +2,9 @@
 faults drawn from a seed (segfault, hang, abort, gil_lock, kill, sigint, over both ranks), one run of 9
 cycles, verified fault by fault; then negative controls, each an edited copy of that run: a process of an
 earlier cycle alive at a cycle's start, a restart that skipped the checkpoint load, a plan the run did not
-follow. All must FAIL.
+follow. All must FAIL. The smoke workload leaves nothing in /dev/shm; a copy given a leak of a few KiB per
+fault (each dead rank's `sem.loky-<pid>-*`) passes with the leak named, and the same copy with a /dev/shm of a
+few MiB FAILs, naming the faults until full.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def test_campaign_of_eight_faults_passes_fault_by_fault(campaign_run):
         record = run.json(f"leftovers/{host}.cycle{cycle}.json")
         assert record["alive"] == [] and isinstance(record["agent_open_fds"], int)
         assert isinstance(record["shm_segments"], list)
+        assert record["shm"]["count"] == len(record["shm_segments"]) and record["shm"]["fs"]["size_bytes"] > 0
+    assert plan["horizon_faults"] == 1000
     good = report["campaign"]["goodput"]
     assert 0 < good["goodput_measured"] < 1 and 0 < good["projected"]["goodput"] < 1
 
@@ -133,3 +137,45 @@ def test_a_plan_the_run_did_not_follow_fails(campaign_run, tmp_path):
     path.write_text(json.dumps(plan))
     code, status = verdict_of(copy)
     assert code == 1 and status["campaign_plan_followed"] == "fail" and status["clean_finish"] == "fail"
+
+
+def leaked_copy(run: Run, tmp_path, name: str, entry_bytes: int, free_bytes: int | None = None):
+    """The run as if each dead rank had left one `sem.loky-<its pid>-0` of `entry_bytes` in /dev/shm: the
+    record of cycle c lists those of the c earlier workers of rank 0; the room is the one the wrapper
+    measured, or `free_bytes`."""
+    copy = edited_copy(run, tmp_path, name)
+    for path in sorted((copy / "leftovers").glob("*.cycle*.json")):
+        record = json.loads(path.read_text())
+        dead = [p["pid"] for p in record["earlier"] if p["rank"] == 0]
+        planted = [{"name": f"sem.loky-{pid}-0", "size": 32, "allocated": entry_bytes} for pid in dead]
+        usage = record["shm"]
+        usage["entries"] = sorted(usage["entries"] + planted, key=lambda e: e["name"])
+        usage["count"] += len(planted)
+        usage["size_bytes"] += 32 * len(planted)
+        usage["allocated_bytes"] += entry_bytes * len(planted)
+        if free_bytes is not None:
+            usage["fs"]["free_bytes"] = free_bytes
+        record["shm_segments"] = [e["name"] for e in usage["entries"]]
+        path.write_text(json.dumps(record))
+    return copy
+
+
+@pytest.mark.timeout(300)
+def test_a_leak_of_a_few_kib_per_fault_passes_with_the_leak_named(campaign_run, tmp_path):
+    report = build_report(leaked_copy(campaign_run, tmp_path, "small-leak", 4096))
+    check = check_by_id(report, "cycles_do_not_accumulate")
+    assert exit_code_for(report) == 0 and check["status"] == "pass", check["detail"]
+    assert "a leak, not a failure" in check["detail"] and "sem.loky-* 7 (28.0 KiB)" in check["detail"]
+    assert "1 entries and 4.0 KiB allocated per fault" in check["detail"]
+    (host,) = check["values"]["shm"]["hosts"]
+    assert host["within_horizon"] is False and host["faults_until_full"] > 1000
+
+
+@pytest.mark.timeout(300)
+def test_a_leak_that_fills_a_small_dev_shm_within_the_horizon_fails(campaign_run, tmp_path):
+    copy = leaked_copy(campaign_run, tmp_path, "full", 512 << 10, free_bytes=4 << 20)  # 4 MiB left
+    code, status = verdict_of(copy)
+    check = check_by_id(build_report(copy), "cycles_do_not_accumulate")
+    assert code == 1 and status["cycles_do_not_accumulate"] == "fail"
+    assert "faults until full 8 (by space)" in check["detail"], check["detail"]
+    assert "would be full within the horizon of 1,000 faults" in check["detail"]
