@@ -17,6 +17,7 @@ check judges.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -133,6 +134,14 @@ def decide(
     if outcome.failed:
         return Decision(verdict, f"the launcher exited {outcome.exit_code}", None, added)
     return Decision(verdict, _first_with([*checks, *added], verdict), None, added)
+
+
+def with_holder(decision: Decision, held_by: str | None) -> Decision:
+    """A run that did not pass names what held its rank (its stack dump, ftqual.checks.held) after its
+    cause: where a hung or lingering rank waited is the next question a platform team asks."""
+    if decision.verdict == "pass" or not held_by or not decision.cause:
+        return decision
+    return dataclasses.replace(decision, cause=f"{decision.cause}; held by: {held_by}")
 
 
 def apply(report: dict, decision: Decision) -> dict:

@@ -22,6 +22,7 @@ from ftqual import __version__, fastjson
 from ftqual import verdict as verdict_mod
 from ftqual.causes import root_cause
 from ftqual.checks import run_checks, run_plan_from
+from ftqual.checks.held import dumps_listing, held_metrics, what_held_the_rank
 from ftqual.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.evidence.clock import iso_z
@@ -71,6 +72,10 @@ def build_report(
 
         campaign_report, accumulation = campaign_section(snap)
         results.append(accumulation)
+    held: dict[str, object] = {}
+    if snap.meta.dumps_recorded:  # the ranks had sentinels: what held the rank, from their stack dumps
+        results.append(what_held_the_rank(snap))
+        held = held_metrics(snap)
     checks = [r.as_dict() for r in results]
     # The verdict and its one-line cause, composed where every other reader composes them (ftqual.verdict)
     record = _run_record(snap)
@@ -79,6 +84,7 @@ def build_report(
         _launcher_outcome(snap, record),
         lambda: root_cause(snap.run_dir, record, snap.meta.exit_code, snap),
     )
+    decision = verdict_mod.with_holder(decision, held.get("held_by"))  # type: ignore[arg-type]
     report = {
         "schema": SCHEMA,
         "run_id": snap.meta.run_id,
@@ -86,7 +92,7 @@ def build_report(
         "fault": snap.meta.fault,
         "verdict": decision.verdict,
         "checks": checks,
-        "metrics": compute_metrics(snap),
+        "metrics": {**compute_metrics(snap), **held},
         "sections": run_sections(snap).as_dict(),
         "timeline": timeline(snap),
         "expected": exp.as_dict(),
@@ -98,6 +104,8 @@ def build_report(
     }
     if campaign_report is not None:
         report["campaign"] = campaign_report
+    if snap.meta.dumps_recorded:
+        report["stack_dumps"] = dumps_listing(snap)
     return verdict_mod.apply(report, decision)
 
 

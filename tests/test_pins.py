@@ -31,3 +31,14 @@ def test_gpu_extra_pins_the_qualified_gpu_stack():
         name, _, version = dep.partition("==")
         if name in qualified:
             assert version == qualified[name], dep
+
+
+def test_py_spy_is_pinned_where_the_ranks_run():
+    """The ranks' sentinels dump stacks with py-spy: the training extras and the lock pin the version the
+    README says was qualified."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    want = qualified_versions()["py-spy"]
+    for extra in ("train", "gpu"):
+        assert f"py-spy=={want}" in extras[extra], extra
+    assert f"py-spy=={want}" in (ROOT / "requirements.lock").read_text().splitlines()

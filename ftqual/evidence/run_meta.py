@@ -73,6 +73,9 @@ class RunMeta:
     checkpoint_load: bool = True  # False: launched without --load (the no_resume negative control)
     initial_checkpoint_iteration: int = 0  # the tracker found in the checkpoint dir before launch
     leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
+    # run.json names `stack_dump_tool`: its ranks had sentinels that dump their stacks (None: no py-spy)
+    dumps_recorded: bool = False
+    dump_tool: str | None = None
     host: str | None = None
     join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
     spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
@@ -170,6 +173,8 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         checkpoint_load=load,
         initial_checkpoint_iteration=initial,
         leftovers_recorded="injections" in data,
+        dumps_recorded="stack_dump_tool" in data,
+        dump_tool=data.get("stack_dump_tool") if isinstance(data.get("stack_dump_tool"), str) else None,
         host=data.get("host") if isinstance(data.get("host"), str) else None,
         join_timeout=_int(data.get("join_timeout")),
         spare_nodes=_int(data.get("spare_nodes")) or 0,

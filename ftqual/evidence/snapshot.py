@@ -20,6 +20,7 @@ from ftqual.campaign.plan import CampaignPlan, PlannedFault
 from ftqual.evidence.checkpoints import Checkpoints, read_checkpoints
 from ftqual.evidence.clock import Clock, clock_from_meta
 from ftqual.evidence.cycles import CycleInfos, read_cycle_infos
+from ftqual.evidence.dumps import StackDumps, read_dumps
 from ftqual.evidence.launcher_log import LauncherLog, read_launcher_log
 from ftqual.evidence.leftovers import Leftovers, read_leftovers
 from ftqual.evidence.model import SourceStatus, missing
@@ -50,6 +51,7 @@ class RunSnapshot:
     leftovers: Leftovers | None = None
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # node_loss runs: nodes/<host>.json
     campaign: CampaignPlan | None = None  # campaign runs: campaign_plan.json
+    dumps: StackDumps | None = None  # runs whose ranks had sentinels (run.json names stack_dump_tool)
 
     def campaign_entry(self, number: int | None) -> PlannedFault | None:
         """The campaign plan's entry `number` (1-based), None outside the plan or without one."""
@@ -154,6 +156,9 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     leftovers = None
     if meta.leftovers_recorded:
         leftovers, sources["leftovers"] = read_leftovers(run_dir)
+    dumps = None
+    if meta.dumps_recorded:  # a source of runs whose ranks had sentinels only (older reports are unchanged)
+        dumps, sources["stack_dumps"] = read_dumps(run_dir)
     nodes: dict[str, NodeRecord] = {}
     if meta.fault == "node_loss":  # a source of node_loss runs only: other reports list what they always did
         nodes, sources["nodes"] = read_nodes(run_dir)
@@ -180,4 +185,5 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
         leftovers=leftovers,
         nodes=MappingProxyType(nodes),
         campaign=campaign,
+        dumps=dumps,
     )

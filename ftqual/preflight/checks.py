@@ -38,6 +38,7 @@ from ftqual.preflight.checks_stack import (
     check_nvrx,
     check_nvrx_env,
     check_python,
+    check_stack_dumps,
     check_torch,
     check_workload,
 )
@@ -55,6 +56,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_launcher_settings,
     check_ft_launcher_flags,
     check_nvrx_env,
+    check_stack_dumps,
     check_megatron_path,
     check_megatron_version,
     check_megatron_imports,

@@ -134,6 +134,43 @@ def check_ft_launcher(ctx: Context) -> CheckResult:
     return CheckResult("ft_launcher", PASS, f"ft_launcher at {exe}")
 
 
+def check_stack_dumps(ctx: Context) -> CheckResult:
+    """Stack dumps of ranks that hang or linger (scripts/rank_sentinel.py) need py-spy and ptrace permission;
+    without them a run still runs and is judged the same, but cannot say where a held rank waited."""
+    probe = ctx.facts.stack_dumps
+    if probe is None:
+        return CheckResult("stack_dumps", SKIP, "not probed")
+    fallback = (
+        "ranks that hang or linger get Python's faulthandler only (no child processes, no native frames, "
+        "nothing from a stopped rank)"
+    )
+    if probe.tool is None:
+        if probe.asked_none:
+            return CheckResult("stack_dumps", PASS, f"FTQUAL_DUMP_TOOL=none: {fallback}")
+        return CheckResult(
+            "stack_dumps",
+            WARN,
+            f"stack dumps not possible with py-spy: not found beside {ctx.facts.python_executable} nor on "
+            f"PATH; {fallback}",
+            "pip install py-spy==0.4.3 into the training environment (or set FTQUAL_DUMP_TOOL to its path)",
+        )
+    if probe.error is not None:
+        scope = f" (kernel.yama.ptrace_scope {probe.ptrace_scope})" if probe.ptrace_scope else ""
+        return CheckResult(
+            "stack_dumps",
+            WARN,
+            f"stack dumps not possible: {probe.tool} could not read a process here{scope}: {probe.error}; "
+            f"{fallback}",
+            "allow ptrace for the job (CAP_SYS_PTRACE, e.g. a container's --cap-add SYS_PTRACE, or "
+            "kernel.yama.ptrace_scope <= 1)",
+        )
+    return CheckResult(
+        "stack_dumps",
+        PASS,
+        f"{probe.version or 'py-spy'} at {probe.tool} read a process here (ptrace allowed)",
+    )
+
+
 def check_launcher_settings(ctx: Context) -> CheckResult:
     """Our launcher validates its environment first (exit 2, one line); the same code runs here."""
     args = ctx.facts.launcher_args

@@ -18,6 +18,7 @@ from ftqual.launch import command as launch_command
 from ftqual.launch import stack as launch_stack
 from ftqual.preflight import probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
+from ftqual.preflight.dump_probe import probe_stack_dumps
 from ftqual.preflight.flags import build_argv, has_entrypoint
 from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
@@ -61,10 +62,12 @@ def gather(
         stack_f = pool.submit(probe_stack, cfg.megatron_path if megatron else None, python)
         parse_f = pool.submit(parse_with_nvrx, [b.argv for b in to_parse], python, 120.0, parse_env)
         tools_f = pool.submit(probes.probe_tools, env.get("PATH")) if megatron else None
+        dumps_f = pool.submit(probe_stack_dumps, env, python)
         stack = stack_f.result()
         parsed = dict(zip((b.scenario for b in to_parse), parse_f.result(), strict=True))
         tools = tools_f.result() if tools_f else None
         mlm_parsed = tuple(mlm_f.result()) if mlm_f else ()
+        dumps = dumps_f.result()
     mounts = probes.read_mounts()
     return probes.Facts(
         stack=stack,
@@ -84,6 +87,7 @@ def gather(
         ),
         megatron_args=mlm_parsed,
         ft_launcher_exe=launch_command.ft_launcher_executable(python),
+        stack_dumps=dumps,
     )
 
 

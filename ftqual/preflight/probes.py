@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual.launch.stack import module_present
+from ftqual.preflight.dump_probe import DumpProbe
 from ftqual.preflight.megatron_args import MegatronParse
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.stackinfo import StackFacts
@@ -98,6 +99,7 @@ class Facts:
     launcher_args: tuple[LauncherArgs, ...] = ()
     megatron_args: tuple[MegatronParse, ...] = ()  # Megatron's own parser on each scenario's arguments
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
+    stack_dumps: DumpProbe | None = None  # whether the rank sentinels can dump stacks here (dump_probe)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem

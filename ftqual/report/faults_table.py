@@ -1,8 +1,8 @@
 """The fault table of the report: every fault scenario that ran, side by side (pure). Per fault: what it did
 to the rank, the path by which NVRx had to learn of it (the rank's exit, a section timeout of a rank that
-lives on, a surviving node's report), the path the verifier saw, detection, restart, failure to the first
-step after, lost iterations, and the scenario's verdict; all from the verify reports' metrics, nothing
-measured again."""
+lives on, a surviving node's report), the path the verifier saw, what held the rank (its stack dump: a
+hung, GIL-locked or lingering rank), detection, restart, failure to the first step after, lost iterations,
+and the scenario's verdict; all from the verify reports' metrics, nothing measured again."""
 
 from __future__ import annotations
 
@@ -62,6 +62,9 @@ def _row(scenario: str, fault: str, measured: dict, verdict: str) -> dict:
         "verdict": verdict,
     }
     row.update({key: measured.get(key) for key in COLUMNS})
+    # what held the rank: the dump's line; None with `dumped` False where the run predates the sentinels
+    row.update(held_by=measured.get("held_by"), stack_dump=measured.get("stack_dump"))
+    row["dumped"] = "stack_dump" in measured
     return row
 
 
@@ -98,6 +101,15 @@ def _cell(value: object, unit: str = " s") -> str:
     return f"{value}{unit if unit != ' s' else ''}"
 
 
+def _held_by_cell(r: dict) -> str:
+    """The dump's line and file; where there is none, why (a run before the sentinels, or nothing held)."""
+    if r.get("held_by"):
+        return f"{r['held_by']} (`{r['stack_dump']}`)".replace("|", "\\|")
+    if not r.get("dumped"):
+        return "no dump (the run predates them)"
+    return "— (no dump)"
+
+
 def _held_cell(h: dict) -> str:
     """`; #2 in setup, setup timeout fired`; another section's timeout in bold."""
     text = f"#{h['injection']} in {h['held']}, {h['fired']} timeout fired"
@@ -109,9 +121,9 @@ def fault_table_section(rows: list[dict]) -> list[str]:
     if not rows:
         return ["No fault scenario ran."]
     out = [
-        "| scenario | fault | what it does | NVRx must see | seen | detection | restart "
+        "| scenario | fault | what it does | NVRx must see | seen | held by | detection | restart "
         "| failure to first step | lost iterations | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         seen = r["detected_by"] or "—"
@@ -120,6 +132,7 @@ def fault_table_section(rows: list[dict]) -> list[str]:
         seen += "".join(_held_cell(h) for h in r.get("held") or [])
         out.append(
             f"| {r['scenario']} | `{r['fault']}` | {r['action']} | {r['expected_path'] or '—'} | {seen} | "
+            f"{_held_by_cell(r)} | "
             f"{_cell(r['detection_s'])} | {_cell(r['restart_s'])} | {_cell(r['failure_to_first_step_s'])} | "
             f"{_cell(r['lost_iterations'], '')} | {r['verdict'].upper()} |"
         )
