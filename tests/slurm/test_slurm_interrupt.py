@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from tests.support.wait import gone_within, stays, wait_until
 from tests.support.workflow import (
     ci_slurm_profile,
     copy_project,
+    finished_unsignalled,
     job_stats,
     last_iteration,
     process_alive,
@@ -26,6 +26,7 @@ from tests.support.workflow import (
     snakemake_cmd,
     snakemake_env,
     start_time,
+    utc_now,
     write_yaml,
 )
 
@@ -122,33 +123,6 @@ def stop_while_training(project: Path, how: str) -> Stopped:
         out.close()
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def still_running_at_the_signal(stopped: Stopped) -> None:
-    """A baseline that finished by itself before the signal is this test's setup failing (it trained too
-    short for this machine), not a pass and not the product's failure: say so. One that finished by itself
-    after the signal was never stopped: the product's failure."""
-    run = read_json(stopped.run_dir / "run.json")
-    finished = run.get("finished_at")
-    if run.get("interrupted_by") or run.get("exit_code") != 0 or not finished:
-        return
-    after_s = (when(finished) - when(stopped.signalled_at)).total_seconds()
-    then = f"(iteration {stopped.iteration}/{TRAIN_ITERS} at the signal, {stopped.signalled_at})"
-    if after_s < 0:
-        pytest.fail(
-            f"test setup: the baseline finished by itself at {finished}, {-after_s:.1f} s before the signal"
-            f" {then}: train longer (LONG_BASELINE) or signal sooner",
-            pytrace=False,
-        )
-    raise AssertionError(f"the baseline ran to its end {after_s:.1f} s after the signal {then}")
-
-
-def when(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-
 @pytest.fixture
 def project(slurm_cluster, tmp_path):
     project = copy_project(tmp_path / "project")
@@ -158,7 +132,8 @@ def project(slurm_cluster, tmp_path):
 
 
 def assert_stopped_with_evidence(project: Path, stopped: Stopped) -> None:
-    still_running_at_the_signal(stopped)
+    then = f"iteration {stopped.iteration}/{TRAIN_ITERS} then"
+    finished_unsignalled(stopped.run_dir, stopped.signalled_at, then)
     run = read_json(stopped.run_dir / "run.json")
     assert run["exit_code"] is not None and run.get("interrupted_by"), run
     assert (stopped.run_dir / "logs" / "train_cycle0.log").is_file()

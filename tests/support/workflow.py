@@ -14,8 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -237,6 +239,35 @@ def last_iteration(run_dir: Path) -> int:
             continue
         found = max([found, *(int(m.group(1)) for m in ITERATION_LINE.finditer(text))])
     return found
+
+
+def utc_now() -> str:
+    """Now, as run.json's started_at and finished_at write it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def finished_unsignalled(run_dir: Path, signalled_at: str, what: str) -> None:
+    """An interrupt test's check that the run it signalled was still running when the signal landed. A run
+    that finished by itself before the signal is the test's setup failing (it trained too short for this
+    machine): pytest.fail says so, neither a pass nor the product's failure. One that finished by itself
+    after the signal was never stopped: an AssertionError. `what`: where the test stood at the signal."""
+    run = read_json(run_dir / "run.json")
+    finished = run.get("finished_at")
+    if run.get("interrupted_by") or run.get("exit_code") != 0 or not finished:
+        return
+    after_s = (_when(finished) - _when(signalled_at)).total_seconds()
+    name, at = run_dir.name, f"the signal at {signalled_at} ({what})"
+    if after_s < 0:
+        pytest.fail(
+            f"test setup: {name} finished by itself at {finished}, {-after_s:.1f} s before {at}: train longer"
+            " or signal sooner",
+            pytrace=False,
+        )
+    raise AssertionError(f"{name} ran to its end by itself {after_s:.1f} s after {at}")
 
 
 def process_alive(record: dict) -> bool:

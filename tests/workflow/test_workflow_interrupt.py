@@ -11,27 +11,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wait import gone_within, wait_until
 from tests.support.workflow import (
     copy_project,
+    finished_unsignalled,
     job_stats,
+    last_iteration,
     processes_mentioning,
     read_json,
     snakemake_cmd,
     snakemake_env,
     start_time,
+    utc_now,
     write_yaml,
 )
 
 pytestmark = pytest.mark.workflow
 
 
-def wait_until_gone(recorded: dict[int, int], seconds: float) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while True:
-        survivors = {pid for pid, start in recorded.items() if start_time(pid) == start}
-        if not survivors or time.monotonic() > deadline:
-            return survivors
-        time.sleep(0.5)
+TRAIN_ITERS = 300
+MID_TRAINING = 5  # iterations the log shows before the signal: the ranks train, past their setup
+
+
+def survivors(recorded: dict[int, int]) -> set[int]:
+    """The recorded processes still alive (a reused pid would have another start time)."""
+    return {pid for pid, start in recorded.items() if start_time(pid) == start}
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGHUP", "SIGKILL"])
@@ -41,11 +45,12 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
     write_yaml(
         project / "long.yaml",
         {
-            # about 10 s of training: the signal comes 3 s after the ranks recorded their pids (a run that
-            # finished first would fail the test, never pass it); the same command is rerun below
-            "train_iters": 200,
-            "save_interval": 50,
-            "smoke": {"step_seconds": 0.05},
+            # at least 30 s of training (0.1 s a step): the signal comes once the log shows a few iterations
+            # (a run that finished first fails the test as its setup's failure, never passes it); the same
+            # command is rerun below and trains it all
+            "train_iters": TRAIN_ITERS,
+            "save_interval": 75,
+            "smoke": {"step_seconds": 0.1},
             "scenarios": {
                 "kill": {"fault": "kill", "enabled": False},
                 "hang": {"fault": "hang", "enabled": False},
@@ -67,19 +72,24 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
-        deadline = time.monotonic() + 180
-        records: list[Path] = []
-        while time.monotonic() < deadline and proc.poll() is None:
-            records = sorted((project / "runs").glob("baseline-*/pids/*.json"))
-            ranks = [r for r in records if ".rank" in r.name]
-            if len(ranks) == 2 and any(r.name.endswith(".launcher.json") for r in records):
-                break
-            time.sleep(0.5)
-        assert proc.poll() is None, (project / "snakemake.out").read_text()
+
+        def training() -> tuple[Path, list[Path]] | None:
+            assert proc.poll() is None, (project / "snakemake.out").read_text()
+            for run_dir in (project / "runs").glob("baseline-*"):
+                records = sorted((run_dir / "pids").glob("*.json"))
+                ranks = [r for r in records if ".rank" in r.name]
+                launcher = any(r.name.endswith(".launcher.json") for r in records)
+                if len(ranks) == 2 and launcher and last_iteration(run_dir) >= MID_TRAINING:
+                    return run_dir, records
+            return None
+
+        run_dir, records = wait_until(
+            training, 240, 0.2, f"the baseline's log to show iteration {MID_TRAINING}",
+            detail=lambda: (project / "snakemake.out").read_text()[-3000:],
+        )  # fmt: skip
         assert len(records) == 3, records
-        time.sleep(3)  # training is under way
         recorded = {read_json(r)["pid"]: read_json(r)["start_time"] for r in records}
-        assert all(start_time(pid) == start for pid, start in recorded.items())
+        assert not set(recorded) - survivors(recorded), recorded
         if how == "SIGINT":
             # the same command beside a live workflow: refused, with one line naming the holder
             beside = subprocess.run(
@@ -91,13 +101,18 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
                 beside.stderr
             )
 
+        # what the signal interrupts must be running when it lands (the refused run above takes a while)
+        iteration = last_iteration(run_dir)
+        assert not set(recorded) - survivors(recorded) and iteration < TRAIN_ITERS, (recorded, iteration)
+        signalled_at = utc_now()
         t0 = time.monotonic()
         if how == "SIGKILL":
             os.kill(proc.pid, signal.SIGKILL)  # Snakemake alone: its jobs see their workflow vanish
         else:
             os.killpg(proc.pid, getattr(signal, how))  # what a terminal sends its foreground group
         rc = proc.wait(timeout=120)
-        survivors = wait_until_gone(recorded, 60)
+        # every recorded process goes (a reused pid would have another start time)
+        gone_within(lambda: survivors(recorded), 60, f"every recorded process of the run to end after {how}")
         stop_s = time.monotonic() - t0
     finally:
         if proc.poll() is None:
@@ -107,15 +122,12 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
     assert rc != 0, output
     print(f"\nthe run stopped {stop_s:.1f} s after {how}")
 
-    # every recorded process is gone (a reused pid would have another start time)
-    assert not survivors, survivors
-    [run_dir] = (project / "runs").glob("baseline-*")
-    deadline = time.monotonic() + 60  # the job's own last `ftqual cleanup <run dir>` may still be finishing
-    while processes_mentioning(run_dir.name) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not processes_mentioning(run_dir.name), processes_mentioning(run_dir.name)
+    assert [run_dir] == list((project / "runs").glob("baseline-*"))
+    # the job's own last `ftqual cleanup <run dir>` may still be finishing
+    gone_within(lambda: processes_mentioning(run_dir.name), 60, f"every process naming {run_dir.name} to end")
 
     # the evidence stays; Snakemake's output does not exist, so the next run redoes the scenario
+    finished_unsignalled(run_dir, signalled_at, f"iteration {iteration}/{TRAIN_ITERS} then")
     run = read_json(run_dir / "run.json")
     assert run["interrupted_by"] in ("SIGTERM", "SIGINT") and run["exit_code"] is not None
     assert (run_dir / "logs" / "train_cycle0.log").is_file()
