@@ -478,14 +478,14 @@ def _linger_facts(
             f"the {fault} unwound (a traceback follows the injection) and its rank lingered: the {what} "
             f"timeout{bound} ended it {found.phrase()} after the injection, a detection (the {fault}'s rank "
             "lives until its interpreter has shut down, or until the open section's timeout ends it); "
-            f"{linger_mod.held_by_phrase(linger_mod.held_by(snap, marker))}",
+            f"{linger_mod.held_by_phrase(snap, linger_mod.held_by(snap, marker))}",
             found.traceback,
             found.end,
         )
     elif found.ended_by == "exit" and found.lingered:
         f.fact(
             f"the rank lingered: it exited by itself {found.phrase()} after the injection; "
-            f"{linger_mod.held_by_phrase(linger_mod.held_by(snap, marker))}",
+            f"{linger_mod.held_by_phrase(snap, linger_mod.held_by(snap, marker))}",
             found.traceback,
         )
     elif found.ended_by == "exit":

@@ -9,14 +9,15 @@ verdict must not. The linger is measured from the injection (`injected_at`: the 
 time) to the rank's end: its own exit where the launcher reported it, else the timeout that cut it, a lower
 bound ("at least N s": the rank was still alive when the rank monitor fired).
 
-What held the rank is a stack dump's to say: `held_by` is None until the run directory holds one, and
-`held_by_phrase` says so in the one wording the check and the report share.
+What held the rank is a stack dump's to say (ftqual.checks.held, from the rank sentinels' dumps): `held_by`
+is None without one, and `held_by_phrase` then says why there is none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftqual.checks import held
 from ftqual.contract import EXIT_CODES, UNWIND_MARGIN_S, UNWINDING_FAULTS
 from ftqual.evidence import derive
 from ftqual.evidence.launcher_log import TimeoutFired, WorkerExit
@@ -137,13 +138,16 @@ def _since(marker: FaultMarker, t) -> float | None:
 
 
 def held_by(snap: RunSnapshot, marker: FaultMarker | None) -> str | None:
-    """The innermost frame that held the faulted rank, from a stack dump in the run directory; None while
-    the run directory holds none (every run recorded so far)."""
-    return None
+    """The innermost frame that held the faulted rank, from the rank sentinels' stack dumps in the run
+    directory (ftqual.checks.held); None without one (every run recorded before the sentinels)."""
+    if not snap.meta.dumps_recorded:
+        return None
+    line = held.held_metrics(snap)["held_by"]
+    return line if isinstance(line, str) else None
 
 
-def held_by_phrase(held: str | None) -> str:
-    """What held the rank, in the words the check's detail and the report use."""
-    if held is None:
-        return "what held the rank: unknown (no stack dump in the run directory)"
-    return f"what held the rank: {held}"
+def held_by_phrase(snap: RunSnapshot, held_line: str | None) -> str:
+    """What held the rank, in the words the check's detail uses: the dump's line, or why there is none."""
+    if held_line is None:
+        return f"what held the rank: unknown ({held.why_no_dump(snap)})"
+    return f"what held the rank: {held_line}"

@@ -150,7 +150,7 @@ def _linger_said(metrics: dict) -> str:
     held = metrics.get("held_by")
     how = "at least " if cut else ""
     end = ", cut by the timeout" if metrics.get("linger_cut_by_timeout") is True else ""
-    what = held if isinstance(held, str) and held else "unknown (no stack dump in the run directory)"
+    what = held if isinstance(held, str) and held else "unknown (no stack dump of the rank)"
     return f" (linger {how}{seconds:.1f} s{end}; what held the rank: {what})"
 
 

@@ -48,7 +48,7 @@ def test_detection_budget(fault, detected_by, budget):
             {"detected_by": "exit", "detection_s": 37.4, "linger_s": 37.4, "linger_ended_by": "exit"},
             65.0,
             True,
-            "(linger 37.4 s; what held the rank: unknown (no stack dump in the run directory))",
+            "(linger 37.4 s; what held the rank: unknown (no stack dump of the rank))",
         ),
         # cut by a 10 s step timeout: the linger is a lower bound
         (
