@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from ftqual.launch import gpu_turn
+from tests.support.wait import wait_until
 
 HOLD = (
     "import sys, time\n"
@@ -54,10 +54,7 @@ def test_another_process_holds_them_until_it_dies(tmp_path):
         assert turn.current_holder() == "run-A (pid 1)"
         os.kill(proc.pid, signal.SIGKILL)  # no release(): a crashed run script
         proc.wait()
-        deadline = time.monotonic() + 10
-        while not turn.take():
-            assert time.monotonic() < deadline, "the dead holder's lock was never dropped"
-            time.sleep(0.05)
+        wait_until(turn.take, 10, 0.05, "the dead holder's lock to be dropped")
     finally:
         turn.release()
         if proc.poll() is None:
