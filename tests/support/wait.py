@@ -42,7 +42,8 @@ def wait_until(
         if time.monotonic() >= deadline:
             break
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
-    message = f"waited {time.monotonic() - started:.1f} s (deadline {timeout:g} s) for {what or predicate!r}"
+    name = what or repr(predicate)
+    message = f"waited {time.monotonic() - started:.1f} s (deadline {timeout:g} s) for {name}"
     message += f"; last value: {_show(value)}"
     if detail is not None:
         message += f"\n{detail()}"
