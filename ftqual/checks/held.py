@@ -20,8 +20,12 @@ CHECK_ID = "what_held_the_rank"
 
 
 def _last_with_stack(dumps: tuple[StackDump, ...]) -> StackDump | None:
-    with_stack = [d for d in dumps if held_by(d) is not None]
-    return (with_stack or list(dumps) or [None])[-1]
+    """The last dump with a Python frame of the rank, else the last with any stack, else the last one: a
+    rank in its final teardown (native code only) says less than where it waited just before."""
+    said = [(d, held_by(d)) for d in dumps]
+    python = [d for d, line in said if line is not None and "in native code only" not in line]
+    with_stack = [d for d, line in said if line is not None]
+    return (python or with_stack or list(dumps) or [None])[-1]
 
 
 def answering_dump(snap: RunSnapshot) -> StackDump | None:

@@ -125,7 +125,7 @@ def test_wrapper_and_megatron_arguments(megatron_env, megatron_checkout, work, r
         str(run / "dumps"),
         "--dump-timeouts",
         '{"setup": 900, "step": 120, "checkpointing": 600, "out_of_section": 180}',
-        *(["--dump-tool", command.stack_dump_tool(os.environ)] if command.stack_dump_tool(os.environ) else []),
+        *(["--dump-tool", tool] if (tool := command.stack_dump_tool(os.environ)) else []),
     ]
     body = workload_args(argv)
     for arg in SEED_MEGATRON_ARGS:

@@ -376,3 +376,36 @@ def test_verdict_and_a_clean_gpu_node(make_ctx, ok_parse):
     assert C.verdict([*results, C.CheckResult("x", "warn", "")]) == "warn"
     assert C.verdict([*results, C.CheckResult("x", "warn", ""), C.CheckResult("y", "fail", "")]) == "fail"
     assert all(r.detail and "\n" not in r.detail for r in results)
+
+
+def test_stack_dumps_say_in_one_line_when_they_are_not_possible(make_ctx):
+    """The run still runs (warn, never fail): without py-spy or ptrace a held rank is only not seen."""
+    from ftqual.preflight.dump_probe import DumpProbe
+
+    good = S.check_stack_dumps(make_ctx(stack_dumps=DumpProbe("/venv/bin/py-spy", "py-spy 0.4.3")))
+    assert good.status == "pass" and "py-spy 0.4.3" in good.detail
+    missing = S.check_stack_dumps(make_ctx(stack_dumps=DumpProbe(None)))
+    assert missing.status == "warn" and "py-spy" in missing.fix and "\n" not in missing.detail
+    refused = S.check_stack_dumps(
+        make_ctx(
+            stack_dumps=DumpProbe("/venv/bin/py-spy", "py-spy 0.4.3", "Permission denied", ptrace_scope="2")
+        )
+    )
+    assert refused.status == "warn" and "ptrace_scope 2" in refused.detail and "SYS_PTRACE" in refused.fix
+    assert S.check_stack_dumps(make_ctx(stack_dumps=DumpProbe(None, asked_none=True))).status == "pass"
+
+
+def test_the_dump_probe_reads_a_real_process_here():
+    """The probe does what a sentinel does: one dump of a process that is not its child's parent."""
+    import os
+
+    from ftqual.launch.command import stack_dump_tool
+    from ftqual.preflight.dump_probe import probe_stack_dumps
+
+    probe = probe_stack_dumps(os.environ)
+    if stack_dump_tool(os.environ) is None:
+        pytest.skip("py-spy is pinned in requirements.lock: CI has it")
+    assert probe.error is None and probe.version.startswith("py-spy ")
+    assert probe_stack_dumps({"FTQUAL_DUMP_TOOL": "none"}).tool is None
+    broken = probe_stack_dumps({"FTQUAL_DUMP_TOOL": "/bin/false"})
+    assert broken.tool == "/bin/false" and broken.error is not None

@@ -30,9 +30,33 @@ def test_each_fault_with_its_own_path_and_the_wrong_one_marked():
     assert by["sigterm"]["path_as_expected"] is False
     text = "\n".join(fault_table_section(rows))
     assert (
-        "| segfault | `segfault` | a segmentation fault (SIGSEGV) | exit | exit | 0.20 s | 2.60 s |" in text
+        "| segfault | `segfault` | a segmentation fault (SIGSEGV) | exit | exit "
+        "| no dump (the run predates them) | 0.20 s | 2.60 s |" in text
     )
     assert "**section:step** (not the fault's path)" in text
+
+
+def test_a_lingering_exception_caught_by_the_open_section_s_timeout_is_on_its_path():
+    rows = build_fault_table([scenario("exception", "exception", "section:step")])
+    assert rows[0]["path_as_expected"] is True
+    assert "not the fault's path" not in "\n".join(fault_table_section(rows))
+
+
+def test_what_held_the_rank_is_shown_from_its_dump_or_said_missing():
+    held = "main thread in multiprocessing/util.py `_exit_function` -> `BaseProcess.join`"
+    rows = build_fault_table(
+        [
+            scenario("hang", "hang", "section:step", held_by=held, stack_dump="dumps/h.cycle0.rank1.2.json"),
+            scenario("kill", "kill", "exit", held_by=None, stack_dump=None),
+            scenario("old", "hang", "section:step"),
+        ]
+    )
+    cells = [line.split(" | ")[5] for line in fault_table_section(rows)[2:]]
+    assert cells == [
+        f"{held} (`dumps/h.cycle0.rank1.2.json`)",
+        "— (no dump)",
+        "no dump (the run predates them)",
+    ]
 
 
 def test_no_fault_scenario_says_so():
