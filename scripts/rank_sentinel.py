@@ -21,8 +21,8 @@ and dumps the rank
 
 Each dump is one file, dumps/<prefix>.<n>.json (schema ftqual.stackdump/v1), written atomically: the time
 it was taken, what triggered it, and per process (the rank, then its children) the tool's raw output. The
-tool is py-spy (reads a live or stopped process from outside; needs ptrace permission), native frames
-first, Python frames only where native unwinding fails. Without py-spy, or where it cannot read the rank,
+tool is py-spy (reads a live or stopped process from outside; needs ptrace permission): Python frames of
+every process first, written at once, then the rank's native frames added where py-spy can unwind them. Without py-spy, or where it cannot read the rank,
 Python's faulthandler inside the rank (registered by the wrapper on `--faulthandler-signal`, writing to
 `--faulthandler-file`) is asked, which works while the rank can still run a C signal handler (not when it
 is stopped); the record then holds its text. The readers are in ftqual.evidence.dumps.
@@ -50,6 +50,7 @@ ALIVE_FAULTS = ("hang", "gil_lock", "gpu_hang", "exception", "sigint")
 FAULT_DUMP_DELAYS_S = (2.0, 8.0, 30.0)
 MAX_DUMPS = 12  # per rank and cycle: a flood of dumps would be noise, not evidence
 TOOL_TIMEOUT_S = 10.0
+NATIVE_TIMEOUT_S = 20.0
 FAULTHANDLER_WAIT_S = 2.0
 PARENT_POLL_S = 0.5
 PR_SET_PDEATHSIG = 1
@@ -116,12 +117,12 @@ def children_of(root: int, exclude: int) -> list[int]:
     return found
 
 
-def run_tool(argv: list[str]) -> tuple[object | None, str | None]:
+def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[object | None, str | None]:
     """(py-spy's parsed JSON, None) or (None, its error in one line)."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return None, f"{argv[0]} did not answer within {TOOL_TIMEOUT_S:.0f} s"
+        return None, f"{argv[0]} did not answer within {timeout:.0f} s"
     except OSError as exc:
         return None, f"{argv[0]}: {exc}"
     if done.returncode != 0:
@@ -135,14 +136,21 @@ def run_tool(argv: list[str]) -> tuple[object | None, str | None]:
         return None, "unreadable output (not JSON)"
 
 
-def pyspy_dump(tool: str, pid: int) -> dict:
-    """One process through py-spy: native frames first, then Python frames only, then without pausing it."""
+def pyspy_dump(tool: str, pid: int, native: bool = False) -> dict:
+    """One process through py-spy: Python frames (paused for the read, or read as it lies where pausing
+    fails); with `native`, native frames too, which cost a symbol load of every library (seconds with CUDA's)
+    and so come second, once the Python frames are on disk."""
     # a stopped process cannot be paused (py-spy fails to suspend it): it is read as it lies
-    tries = [["--nonblocking"]] if proc_state(pid) in ("T", "t") else [["--native"], [], ["--nonblocking"]]
+    if native:
+        tries = [["--native"]]
+    elif proc_state(pid) in ("T", "t"):
+        tries = [["--nonblocking"]]
+    else:
+        tries = [[], ["--nonblocking"]]
     errors = []
     for extra in tries:
         argv = [tool, "dump", "--pid", str(pid), "--json", *extra]
-        output, error = run_tool(argv)
+        output, error = run_tool(argv, NATIVE_TIMEOUT_S if native else TOOL_TIMEOUT_S)
         if output is not None:
             return {"format": "py-spy-json", "command": argv, "output": output, "errors": errors}
         errors.append(f"{' '.join(argv[1:])}: {error}")
@@ -301,6 +309,9 @@ class Sentinel:
 
 
 def write_dump(args: argparse.Namespace, number: int, trigger: dict) -> Path:
+    """Dump the rank and its children (Python frames), write the record, then add the rank's native frames
+    where py-spy gives them and write it again: a kill that comes while the native unwinding still runs
+    finds the Python frames on disk."""
     started = time.monotonic()
     taken_at = utc_now()
     me = os.getpid()
@@ -343,11 +354,26 @@ def write_dump(args: argparse.Namespace, number: int, trigger: dict) -> Path:
         "took_s": round(time.monotonic() - started, 3),
         "trigger": trigger,
         "tool": args.tool or None,
+        "native": False,
         "processes": processes,
     }
+    path = _write(args, number, record)
+    rank = processes[0] if processes and processes[0]["pid"] == args.pid else None
+    if args.tool and rank is not None and rank["format"] == "py-spy-json" and rank["state"] not in ("T", "t"):
+        native = pyspy_dump(args.tool, args.pid, native=True)
+        if native["format"] is not None:
+            rank.update(command=native["command"], output=native["output"])
+            record.update(native=True, took_s=round(time.monotonic() - started, 3))
+        else:
+            rank["errors"] = [*rank["errors"], *native["errors"]]
+        path = _write(args, number, record)
+    return path
+
+
+def _write(args: argparse.Namespace, number: int, record: dict) -> Path:
     args.dump_dir.mkdir(parents=True, exist_ok=True)
     path = args.dump_dir / f"{args.prefix}.{number}.json"
-    tmp = path.with_name(f".{path.name}.{me}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as fh:
         fh.write(json.dumps(record, indent=1) + "\n")
         fh.flush()
