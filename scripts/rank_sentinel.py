@@ -22,10 +22,10 @@ and dumps the rank
 Each dump is one file, dumps/<prefix>.<n>.json (schema ftqual.stackdump/v1), written atomically: the time
 it was taken, what triggered it, and per process (the rank, then its children) the tool's raw output. The
 tool is py-spy (reads a live or stopped process from outside; needs ptrace permission): Python frames of
-every process first, written at once, then the rank's native frames added where py-spy can unwind them. Without py-spy, or where it cannot read the rank,
-Python's faulthandler inside the rank (registered by the wrapper on `--faulthandler-signal`, writing to
-`--faulthandler-file`) is asked, which works while the rank can still run a C signal handler (not when it
-is stopped); the record then holds its text. The readers are in ftqual.evidence.dumps.
+every process first, written at once, then the rank's native frames added where py-spy can unwind them.
+Without py-spy, or where it cannot read the rank, Python's faulthandler inside the rank (registered by the
+wrapper on `--faulthandler-signal`, writing to `--faulthandler-file`) is asked, which works while the rank
+can still run a C signal handler (not when it is stopped); the record then holds its text. The readers are in ftqual.evidence.dumps.
 
 The sentinel ends with its rank: its parent's death (PR_SET_PDEATHSIG) or the end of stdin. Standard
 library only: it runs in the training environment, beside the workload.
@@ -79,6 +79,17 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+def _pdeathsig() -> None:
+    """In a child before its exec: SIGKILL it when this process dies (the sentinel has one thread, so a
+    preexec function is safe here)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def proc_state(pid: int) -> str | None:
     """The process's state letter from /proc (R, S, D, T, t, Z...), None when it is gone."""
     try:
@@ -120,7 +131,10 @@ def children_of(root: int, exclude: int) -> list[int]:
 def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[object | None, str | None]:
     """(py-spy's parsed JSON, None) or (None, its error in one line)."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        # the tool dies with the sentinel (which dies with its rank): nothing outlives the cycle
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, preexec_fn=_pdeathsig
+        )
     except subprocess.TimeoutExpired:
         return None, f"{argv[0]} did not answer within {timeout:.0f} s"
     except OSError as exc:
