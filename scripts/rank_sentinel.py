@@ -25,7 +25,8 @@ tool is py-spy (reads a live or stopped process from outside; needs ptrace permi
 every process first, written at once, then the rank's native frames added where py-spy can unwind them.
 Without py-spy, or where it cannot read the rank, Python's faulthandler inside the rank (registered by the
 wrapper on `--faulthandler-signal`, writing to `--faulthandler-file`) is asked, which works while the rank
-can still run a C signal handler (not when it is stopped); the record then holds its text. The readers are in ftqual.evidence.dumps.
+can still run a C signal handler (not when it is stopped); the record then holds its text. The readers
+are in ftqual.evidence.dumps.
 
 The sentinel ends with its rank: its parent's death (PR_SET_PDEATHSIG) or the end of stdin. Standard
 library only: it runs in the training environment, beside the workload.
