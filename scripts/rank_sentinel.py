@@ -343,6 +343,9 @@ def write_dump(args: argparse.Namespace, number: int, trigger: dict) -> Path:
             pass
         errors: list[str] = []
         dump = None
+        if state == "Z":  # exited, not yet reaped by its parent: nothing to read, its state says it
+            processes.append({**entry, "format": None, "command": None, "output": None, "errors": []})
+            continue
         if args.tool:
             dump = pyspy_dump(args.tool, pid)
             errors += dump["errors"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ftqual.checks.result import CheckResult
 from ftqual.evidence import derive
-from ftqual.evidence.dumps import StackDump, dump_problem, held_by
+from ftqual.evidence.dumps import StackDump, dump_problem, held_by, holder_of
 from ftqual.evidence.model import Ref
 from ftqual.evidence.snapshot import RunSnapshot
 
@@ -42,12 +42,42 @@ def answering_dump(snap: RunSnapshot) -> StackDump | None:
         mine = [
             d
             for d in snap.dumps.of(fired.cycle)
-            if fired.local_rank is None or d.rank == fired.local_rank or snap.meta.nnodes > 1
+            if fired.local_rank is None or d.rank == fired.local_rank or (snap.meta.nnodes or 1) > 1
         ]
         found = _last_with_stack(tuple(mine))
         if found is not None:
             return found
     return None
+
+
+def _when(group: list[StackDump]) -> str:
+    after = [d.trigger.get("after_injection_s") for d in group]
+    if all(isinstance(a, (int, float)) for a in after):
+        span = f"{after[0]:.1f}" if len(after) == 1 else f"{after[0]:.1f}-{after[-1]:.1f}"
+        return f"{span} s after the injection"
+    numbers = [d.number for d in group]
+    return f"dump {numbers[0]}" if len(numbers) == 1 else f"dumps {numbers[0]}-{numbers[-1]}"
+
+
+def held_said(snap: RunSnapshot, dump: StackDump | None) -> str | None:
+    """`dump`'s line (held_by); where the rank's earlier dumps of that cycle show other holders (a linger that
+    goes through one wait after another), those first, each with when: "first <holder> (2.0-8.0 s after the
+    injection), then <the last dump's line> (30.0 s after the injection)"."""
+    line = held_by(dump) if dump is not None else None
+    if line is None or snap.dumps is None:
+        return line
+    series = [d for d in snap.dumps.of(dump.cycle, dump.rank) if holder_of(d) is not None]
+    series = series[: series.index(dump) + 1] if dump in series else [dump]
+    groups: list[list[StackDump]] = []
+    for d in series:
+        if groups and holder_of(groups[-1][-1]) == holder_of(d):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    if len(groups) < 2:
+        return line
+    earlier = ", then ".join(f"{holder_of(g[0])} ({_when(g)})" for g in groups[:-1])
+    return f"first {earlier}, then {line} ({_when(groups[-1])})"
 
 
 def why_no_dump(snap: RunSnapshot) -> str:
@@ -65,7 +95,7 @@ def why_no_dump(snap: RunSnapshot) -> str:
 def held_metrics(snap: RunSnapshot) -> dict[str, object]:
     """`held_by` (one line, None without a dump that shows the rank's stack) and `stack_dump` (its path)."""
     dump = answering_dump(snap)
-    return {"held_by": held_by(dump) if dump else None, "stack_dump": dump.path if dump else None}
+    return {"held_by": held_said(snap, dump), "stack_dump": dump.path if dump else None}
 
 
 def what_held_the_rank(snap: RunSnapshot) -> CheckResult:
@@ -73,7 +103,7 @@ def what_held_the_rank(snap: RunSnapshot) -> CheckResult:
     dump = answering_dump(snap)
     if dump is None:
         return CheckResult(CHECK_ID, "skip", why_no_dump(snap), gates=False)
-    line = held_by(dump)
+    line = held_said(snap, dump)
     ref = Ref(dump.path, 0, f"{dump.host} cycle {dump.cycle} rank {dump.rank}, {dump.trigger_said()}")
     values = {
         "stack_dump": dump.path,

@@ -303,8 +303,15 @@ def _holding_thread(process: DumpedProcess) -> tuple[Thread, str] | None:
     return main, "main thread"
 
 
-def held_by(dump: StackDump) -> str | None:
-    """What held the rank when `dump` was taken, in one line; None when the dump has no stack of the rank."""
+def holder_of(dump: StackDump) -> str | None:
+    """Who holds the rank and where, without the native call and the children: "main thread in
+    torch/utils/data/dataloader.py `..._clean_up_worker` -> `BaseProcess.join`" (what a series of dumps is
+    grouped by); None when the dump has no stack of the rank."""
+    found = _holder(dump)
+    return found[0] if found else None
+
+
+def _holder(dump: StackDump) -> tuple[str, Thread, list[Frame]] | None:
     process = dump.rank_process
     if process is None:
         return None
@@ -315,7 +322,7 @@ def held_by(dump: StackDump) -> str | None:
     python = [f for f in thread.frames if not f.native]
     if not python:
         native = _native_call(thread.frames)
-        return f"{who} in native code only ({native.said() if native else 'no named frame'})"
+        return f"{who} in native code only ({native.said() if native else 'no named frame'})", thread, python
     waits = []
     holder = None
     for frame in python:
@@ -329,29 +336,56 @@ def held_by(dump: StackDump) -> str | None:
     line = f"{who} in {holder.file} `{holder.function[:NAME_WIDTH]}`"
     if waits:
         line += f" -> `{waits[-1].function[:NAME_WIDTH]}`"  # the primitive the holder called
+    return line, thread, python
+
+
+def held_by(dump: StackDump) -> str | None:
+    """What held the rank when `dump` was taken, in one line: the holder (holder_of), the innermost named
+    native call, a stopped process, and the child processes it waits on, grouped by where each is; None when
+    the dump has no stack of the rank."""
+    found = _holder(dump)
+    if found is None:
+        return None
+    line, thread, python = found
+    if not python:
+        return line
     native = _native_call(thread.frames)
     if native is not None:
         line += f" (native: {native.said()})"
-    if process.state in ("T", "t"):
+    process = dump.rank_process
+    if process is not None and process.state in ("T", "t"):
         line += " in a stopped process (SIGSTOP)"
-    children = dump.children
+    children = [c for c in dump.children if c.ppid == dump.pid] or list(dump.children)
     joined = any(
         re.search(r"join|wait|poll|_clean_up_worker|_shutdown_workers", f.function) for f in python[:6]
     )
     if children and joined:
-        shown = ", ".join(_child_said(c) for c in children[:3])
-        more = f" and {len(children) - 3} more" if len(children) > 3 else ""
-        line += (
-            f", waiting on {len(children)} child process{'es' if len(children) > 1 else ''}: {shown}{more}"
-        )
+        line += f", waiting on {len(children)} child process{'es' if len(children) > 1 else ''}: "
+        line += _children_said(children)
     return line
 
 
-def _child_said(child: DumpedProcess) -> str:
+def _children_said(children: list[DumpedProcess]) -> str:
+    """`6 in torch/utils/data/_utils/worker.py `_worker_loop`, 1 in ...`: the children grouped by where
+    their main thread is, the largest group first, three groups at most; a lone child by its pid."""
+    groups: dict[str, list[int]] = {}
+    for child in children:
+        groups.setdefault(_child_where(child), []).append(child.pid)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    said = [
+        f"pid {pids[0]} {where}".rstrip() if len(pids) == 1 else f"{len(pids)} {where or 'without a stack'}"
+        for where, pids in ordered[:3]
+    ]
+    rest = sum(len(pids) for _, pids in ordered[3:])
+    return ", ".join(said) + (f" and {rest} more" if rest else "")
+
+
+def _child_where(child: DumpedProcess) -> str:
+    if child.state == "Z":
+        return "exited, not yet reaped"
     thread = next((t for t in child.threads if t.main), child.threads[0] if child.threads else None)
     frames = [f for f in thread.frames if not f.native and not _waiting(f)] if thread else []
-    where = f" in {frames[0].file} `{frames[0].function[:NAME_WIDTH]}`" if frames else ""
-    return f"pid {child.pid}{where}"
+    return f"in {frames[0].file} `{frames[0].function[:NAME_WIDTH]}`" if frames else ""
 
 
 def dump_problem(dump: StackDump) -> str | None:
