@@ -26,6 +26,7 @@ from tests.support.workflow import (
     snakemake_cmd,
     snakemake_env,
     start_time,
+    terminal_signals,
     utc_now,
     write_yaml,
 )
@@ -60,6 +61,16 @@ def baseline_jobs() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if "rule_run_scenario_wildcards_baseline" in line}
 
 
+def py_stacks(pid: int) -> str:
+    """Where a live Python process waits (py-spy, where installed and allowed), for a failure's message."""
+    try:
+        dump = ["py-spy", "dump", "--pid", str(pid)]
+        proc = subprocess.run(dump, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(no py-spy dump: {exc})"
+    return (proc.stdout + proc.stderr)[-6000:]
+
+
 def alive(recorded: dict[int, int]) -> list[int]:
     return [pid for pid, start in recorded.items() if start_time(pid) == start]
 
@@ -85,7 +96,7 @@ def stop_while_training(project: Path, how: str) -> Stopped:
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own group, signalled as a terminal signals its foreground group
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # a terminal's, also under nohup
+        preexec_fn=terminal_signals,  # a terminal's SIGINT and SIGHUP, also in a suite run in the background
     )
     try:
 
@@ -116,7 +127,18 @@ def stop_while_training(project: Path, how: str) -> Stopped:
             os.kill(proc.pid, signal.SIGKILL)  # Snakemake alone, as the OOM killer would
         else:
             os.killpg(proc.pid, getattr(signal, how))
-        return Stopped(proc.wait(timeout=120), job_id, run_dir, recorded, signalled_at, iteration)
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            run = read_json(run_dir / "run.json")
+            raise AssertionError(
+                f"Snakemake still runs 120 s after {how} at {signalled_at} (iteration {iteration} then, "
+                f"{last_iteration(run_dir)} now; job {job_id} queued: {bool(queued({job_id}))}; run.json "
+                f"exit_code {run.get('exit_code')}, interrupted_by {run.get('interrupted_by')}, finished_at "
+                f"{run.get('finished_at')}; Snakemake's threads:\n{py_stacks(proc.pid)})\n"
+                + (project / "snakemake.out").read_text()[-4000:]
+            ) from None
+        return Stopped(rc, job_id, run_dir, recorded, signalled_at, iteration)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -223,6 +224,16 @@ def start_time(pid: int) -> int | None:
         return None
     fields = stat.rpartition(")")[2].split()
     return None if fields[0] == "Z" else int(fields[19])
+
+
+def terminal_signals() -> None:
+    """preexec_fn of a workflow an interrupt test signals as a terminal would: SIGINT and SIGHUP at their
+    defaults, as in a terminal's foreground job. A suite started in the background (`cmd &` in a script, a
+    CI harness) or under nohup hands its children SIGINT or SIGHUP ignored, and the workflow rightly
+    honours that by running on: seen, a Ctrl-C test whose Snakemake ignored SIGINT and ran the baseline to
+    its end (run.json `interrupted_by` None)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 ITERATION_LINE = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|")

@@ -22,6 +22,7 @@ from tests.support.workflow import (
     snakemake_cmd,
     snakemake_env,
     start_time,
+    terminal_signals,
     utc_now,
     write_yaml,
 )
@@ -67,9 +68,9 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        # a terminal's default for SIGHUP, also when this suite was started under nohup (which children
-        # inherit, and which the workflow rightly honours by running on)
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+        # a terminal's defaults for SIGINT and SIGHUP, also when this suite was started in the background or
+        # under nohup (which children inherit, and which the workflow rightly honours by running on)
+        preexec_fn=terminal_signals,
     )
     try:
 
