@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ftqual.launch.command import stack_dump_tool
 from ftqual.report.faults_table import build_fault_table, fault_table_section
-from tests.support.launch import launch_smoke
+from tests.support.launch import launch_smoke, verify_run
 
 pytestmark = [
     pytest.mark.e2e,
@@ -39,19 +37,6 @@ HELD = {
     r"waiting on 1 child process: pid \d+ in smoke_train\.py `data_worker`",
 }
 EXTRA = {"exception": ["--smoke-exit-linger-seconds=3"]}  # the rank joins its data worker for 3 s
-
-
-def verify(repo_root: Path, run_dir: Path) -> tuple[int, dict]:
-    out = run_dir.parent / f"{run_dir.name}.verify.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ftqual", "verify", str(run_dir), "--json", str(out)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.is_file(), proc.stdout + proc.stderr
-    return proc.returncode, json.loads(out.read_text())
 
 
 def check(report: dict, cid: str) -> dict:
@@ -86,7 +71,7 @@ def test_the_faulted_rank_s_dump_names_what_holds_it(fault, runs, repo_root):
     record = json.loads(dumps[0].read_text())
     assert record["trigger"]["kind"] == "fault" and record["trigger"]["fault"] == fault
     assert record["tool"].endswith("py-spy") and record["processes"][0]["format"] == "py-spy-json"
-    rc, report = verify(repo_root, run_dir)
+    rc, report = verify_run(repo_root, run_dir)
     assert (rc, report["verdict"]) == (0, "pass"), [c for c in report["checks"] if c["status"] != "pass"]
     held = check(report, "what_held_the_rank")
     assert held["status"] == "pass" and held["gates"] is False
@@ -120,7 +105,7 @@ def test_a_failed_run_s_cause_names_what_held_the_rank(runs, repo_root, tmp_path
     shutil.copytree(runs("hang"), copy, symlinks=True)
     log = copy / "logs" / "launcher.log"
     log.write_text(re.sub(r"(?m)^.*Section '\w+' has been open for .*\n", "", log.read_text()))
-    rc, report = verify(repo_root, copy)
+    rc, report = verify_run(repo_root, copy)
     assert (rc, report["verdict"]) == (1, "fail")
     assert "; held by: main thread in megatron_gpt_worker.py" in report["cause"], report["cause"]
 
@@ -133,8 +118,8 @@ def test_without_py_spy_the_verdict_is_the_same(fault, dumped, runs, repo_root):
     run_dir = runs(fault, "none")
     run = json.loads((run_dir / "run.json").read_text())
     assert run["stack_dump_tool"] is None
-    rc, report = verify(repo_root, run_dir)
-    _, with_tool = verify(repo_root, runs(fault))
+    rc, report = verify_run(repo_root, run_dir)
+    _, with_tool = verify_run(repo_root, runs(fault))
     assert (rc, report["verdict"]) == (0, with_tool["verdict"]) == (0, "pass")
     held = check(report, "what_held_the_rank")
     if dumped:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -67,3 +68,17 @@ def launch_smoke(
     run_dir = work / "runs" / run_id
     assert run_dir.is_dir(), proc.stderr
     return run_dir
+
+
+def verify_run(repo_root: Path, run_dir: Path) -> tuple[int, dict]:
+    """`ftqual verify RUN_DIR --json RUN_DIR.verify.json` as a user runs it: (its exit code, the report)."""
+    out = run_dir.parent / f"{run_dir.name}.verify.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ftqual", "verify", str(run_dir), "--json", str(out)],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.is_file(), proc.stdout + proc.stderr
+    return proc.returncode, json.loads(out.read_text())
