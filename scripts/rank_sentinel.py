@@ -151,6 +151,22 @@ def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[object |
         return None, "unreadable output (not JSON)"
 
 
+FRAME_KEYS = ("name", "filename", "short_filename", "line")  # what the readers use of py-spy's frames
+
+
+def slim(output: object) -> object:
+    """py-spy's threads with each frame cut to FRAME_KEYS (its locals, module and entry flags are empty or
+    unused here, and a CUDA process has thousands of frames)."""
+    if not isinstance(output, list):
+        return output
+    for thread in output:
+        if isinstance(thread, dict) and isinstance(thread.get("frames"), list):
+            thread["frames"] = [
+                {k: f.get(k) for k in FRAME_KEYS} if isinstance(f, dict) else f for f in thread["frames"]
+            ]
+    return output
+
+
 def pyspy_dump(tool: str, pid: int, native: bool = False) -> dict:
     """One process through py-spy: Python frames (paused for the read, or read as it lies where pausing
     fails); with `native`, native frames too, which cost a symbol load of every library (seconds with CUDA's)
@@ -167,7 +183,7 @@ def pyspy_dump(tool: str, pid: int, native: bool = False) -> dict:
         argv = [tool, "dump", "--pid", str(pid), "--json", *extra]
         output, error = run_tool(argv, NATIVE_TIMEOUT_S if native else TOOL_TIMEOUT_S)
         if output is not None:
-            return {"format": "py-spy-json", "command": argv, "output": output, "errors": errors}
+            return {"format": "py-spy-json", "command": argv, "output": slim(output), "errors": errors}
         errors.append(f"{' '.join(argv[1:])}: {error}")
     return {"format": None, "command": None, "output": None, "errors": errors}
 
@@ -393,7 +409,7 @@ def _write(args: argparse.Namespace, number: int, record: dict) -> Path:
     path = args.dump_dir / f"{args.prefix}.{number}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as fh:
-        fh.write(json.dumps(record, indent=1) + "\n")
+        fh.write(json.dumps(record, separators=(",", ":")) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

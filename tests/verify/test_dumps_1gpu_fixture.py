@@ -1,6 +1,7 @@
 """Stack dumps on one H200 (tests/data/megatron-h200-dumps-1gpu): what held a Megatron rank after an uncaught
-exception (torch's DataLoader joining its workers, then torch inductor's compile-worker pool), a GIL lock's
-holder, and the verdicts, which a run without its dumps keeps."""
+exception or a SIGINT (torch's DataLoader joining its workers, then torch inductor's compile-worker pool), a
+GIL lock's holder, a stopped rank, a GPU hang's synchronize, and the verdicts, which a run without its dumps
+keeps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from ftqual.verify import build_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "megatron-h200-dumps-1gpu"
 RUNS = {p.name.split("-2026")[0]: p for p in (DATA / "runs").iterdir()}
+# the second device call: the faults that keep the rank alive until a timeout, and SIGINT
+LIVE = {p.name.split("-2026")[0]: p for p in (DATA / "live" / "runs").iterdir()}
 DATALOADER = (
     "main thread in torch/utils/data/dataloader.py `_MultiProcessingDataLoaderIter._clean_up_worker` "
     "-> `BaseProcess.join`"
@@ -101,3 +104,36 @@ def test_without_its_dumps_a_run_keeps_its_verdict(tmp_path, name):
         assert held(doc)["status"] == "skip" and doc["metrics"]["held_by"] is None
     assert not build_report(broken)["sources"]["stack_dumps"]["complete"]
     assert json.loads(json.dumps(build_report(gone)["stack_dumps"])) == []
+
+
+def test_a_sigint_lingers_like_an_exception():
+    m = build_report(LIVE["sigint"])["metrics"]
+    assert (m["detected_by"], m["linger_ended_by"]) == ("exit", "exit")
+    assert m["linger_s"] == pytest.approx(38.6, abs=0.1)
+    assert m["held_by"].startswith(f"first {DATALOADER} (2.0-8.0 s after the injection), then ")
+    assert "`SubprocPool.shutdown` -> `Popen.wait`" in m["held_by"]
+
+
+def test_a_stopped_rank_is_read_where_it_stopped():
+    doc = build_report(LIVE["hang"])
+    assert doc["verdict"] == "pass" and doc["metrics"]["detected_by"] == "section:step"
+    assert doc["metrics"]["held_by"] == (
+        "main thread in megatron_gpt_worker.py `Injector.action.<locals>.<lambda>` "
+        "in a stopped process (SIGSTOP)"
+    )
+
+
+def test_a_gpu_hang_waits_in_the_cuda_driver_s_synchronize():
+    doc = build_report(LIVE["gpu_hang"])
+    assert doc["verdict"] == "pass" and doc["metrics"]["detected_by"] == "section:step"
+    held_by = doc["metrics"]["held_by"]
+    assert held_by.startswith(
+        "main thread in core/rerun_state_machine.py `RerunStateMachine.validate_result`"
+    )
+    assert "(native: `cuStreamSynchronize` in libcuda.so" in held_by
+
+
+def test_the_second_call_passes_every_run():
+    assert {name: build_report(run)["verdict"] for name, run in LIVE.items()} == dict.fromkeys(
+        ("baseline", "gpu_hang", "hang", "sigint"), "pass"
+    )
