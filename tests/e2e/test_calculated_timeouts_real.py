@@ -14,8 +14,8 @@ import shutil
 
 import pytest
 
-from tests.e2e.test_fault_catalog_real import check, verify
-from tests.support.launch import launch_smoke
+from tests.e2e.test_fault_catalog_real import check
+from tests.support.launch import launch_smoke, verify_run
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,7 @@ def test_nvrx_calculates_persists_and_the_check_reports_each_value(repo_root, ca
     run = json.loads((calc_run / "run.json").read_text())
     assert run["calc_ft_timeouts"] is True and "--calc-ft-timeouts" in run["command"]
     assert (calc_run / "checkpoints" / "ft_state.json").is_file()
-    code, report = verify(repo_root, calc_run)
+    code, report = verify_run(repo_root, calc_run)
     assert code == 0 and report["verdict"] == "pass", report.get("cause")
     assert check(report, "fixed_timeouts_in_force")["status"] == "skip"
     calc = check(report, CALC)
@@ -62,7 +62,7 @@ def test_a_calculated_timeout_below_the_healthy_section_fails(repo_root, calc_ru
     )
     assert forged != text
     log.write_text(forged)
-    code, report = verify(repo_root, copy)
+    code, report = verify_run(repo_root, copy)
     calc = check(report, CALC)
     assert code == 1 and calc["status"] == "fail", calc["detail"]
     assert "calculated step timeout 0.001 s would fire on the healthy run" in calc["detail"]
@@ -72,6 +72,6 @@ def test_updates_that_were_not_persisted_fail(repo_root, calc_run, tmp_path):
     copy = tmp_path / calc_run.name
     shutil.copytree(calc_run, copy, symlinks=True)
     (copy / "checkpoints" / "ft_state.json").unlink()
-    code, report = verify(repo_root, copy)
+    code, report = verify_run(repo_root, copy)
     calc = check(report, CALC)
     assert code == 1 and calc["status"] == "fail" and "no ft_state.json" in calc["detail"], calc["detail"]

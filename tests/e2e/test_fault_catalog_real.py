@@ -9,25 +9,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ftqual.contract import EXIT_CODES, GPU_ONLY_FAULTS, LIVE_FAULTS, UNWINDING_FAULTS
-from tests.support.launch import launch_smoke
+from tests.support.launch import FAST_STEPS, SHORT_FAULT_RUN, launch_smoke, verify_run
 
 pytestmark = pytest.mark.e2e
 
 CPU_FAULTS = ("segfault", "abort", "exception", "sigterm", "sigint", "gil_lock")
-SHORT = {
-    "TRAIN_ITERS": "8",
-    "SAVE_INTERVAL": "4",
-    "NVRX_SECTION_TIMEOUTS": "setup:60,step:5,checkpointing:30",
-    "NVRX_OUT_OF_SECTION_TIMEOUT": "20",
-}
-FAST = ["--smoke-step-seconds=0.05"]
 DETECTED = "failure_detected_and_restarted"
 # What the check must say it saw, per fault (the exit code, or the section timeout of a live rank).
 SEEN = {
@@ -43,20 +34,9 @@ TIMEOUT_LINE = re.compile(r"^.*\[Cycle \d+\] Section '\w+' has been open for .*$
 
 
 def launch(repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], **extra: str) -> Path:
-    return launch_smoke(repo_root, work, run_id, fault, [*FAST, *args], {**SHORT, **extra}, timeout=240)
-
-
-def verify(repo_root: Path, run_dir: Path) -> tuple[int, dict]:
-    out = run_dir.parent / f"{run_dir.name}.verify.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ftqual", "verify", str(run_dir), "--json", str(out)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return launch_smoke(
+        repo_root, work, run_id, fault, [*FAST_STEPS, *args], {**SHORT_FAULT_RUN, **extra}, timeout=240
     )
-    assert out.is_file(), proc.stdout + proc.stderr
-    return proc.returncode, json.loads(out.read_text())
 
 
 def check(report: dict, cid: str = DETECTED) -> dict:
@@ -107,7 +87,7 @@ def test_fault_is_detected_by_its_path_and_recovered(fault, runs, repo_root):
         "checkpoint",
     )
     assert marker["method"] and marker["checkpoint_iteration"] == 4
-    rc, report = verify(repo_root, run_dir)
+    rc, report = verify_run(repo_root, run_dir)
     detected = check(report)
     assert rc == 0 and report["verdict"] == "pass", (report.get("cause"), detected)
     assert marker["method"] in detected["detail"], detected
@@ -144,7 +124,7 @@ def test_segfault_seen_as_a_step_timeout_fails(runs, repo_root):
         return text.replace(line[0], fake)
 
     copy = edited_copy(run_dir, "segfault-as-timeout", to_timeout)
-    rc, report = verify(repo_root, copy)
+    rc, report = verify_run(repo_root, copy)
     detected = check(report)
     assert rc == 1 and detected["status"] == "fail", detected
     assert "must be detected by the rank's exit; another path fired" in detected["detail"], detected
@@ -155,7 +135,7 @@ def test_gil_lock_seen_as_an_exit_fails(runs, repo_root):
     """Negative control: the gil_lock run's launcher.log without its timeout lines, so a worker exit is the
     first report after the injection."""
     copy = edited_copy(runs("gil_lock"), "gil-lock-as-exit", lambda text: TIMEOUT_LINE.sub("", text))
-    rc, report = verify(repo_root, copy)
+    rc, report = verify_run(repo_root, copy)
     detected = check(report)
     assert rc == 1 and detected["status"] == "fail", detected
     assert "not a timeout" in detected["detail"] and "another path fired" in detected["detail"], detected
@@ -168,7 +148,7 @@ def test_sigterm_handled_by_the_workload_is_said_and_fails(runs, repo_root):
     run_dir = runs("sigterm", "sigterm_handled", ("--exit-signal-handler",))
     log = (run_dir / "logs" / "train_cycle0.log").read_text()
     assert "[exiting program after receiving SIGTERM.] datetime: " in log
-    rc, report = verify(repo_root, run_dir)
+    rc, report = verify_run(repo_root, run_dir)
     detected = check(report)
     assert rc == 1 and detected["status"] == "fail", detected
     assert "the workload handled SIGTERM itself" in detected["detail"], detected
@@ -189,7 +169,7 @@ def test_a_peer_that_dies_first(fault, verdict, runs, repo_root):
         return EXIT_LINE.sub(lambda m: peer if f"local_rank: {rank} " in m[0] else m[0], text)
 
     copy = edited_copy(run_dir, f"{fault}-peer-first", drop_own_exit)
-    rc, report = verify(repo_root, copy)
+    rc, report = verify_run(repo_root, copy)
     detected = check(report)
     assert detected["status"] == verdict, detected["detail"]
     if verdict == "pass":

@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from tests.e2e.test_fault_catalog_real import launch, verify
+from tests.e2e.test_fault_catalog_real import launch
+from tests.support.launch import verify_run
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +49,7 @@ def test_the_timeout_of_the_section_the_hang_sits_in_catches_it(repo_root, place
     marker = json.loads((run_dir / "fault_injected.json").read_text())
     assert marker["placement"] == placement
     assert marker["section"] == (None if placement == "out_of_section" else placement)
-    code, report = verify(repo_root, run_dir)
+    code, report = verify_run(repo_root, run_dir)
     check = next(c for c in report["checks"] if c["id"] == DETECTED)
     assert code == 0 and report["verdict"] == "pass", (report.get("cause"), check["detail"])
     assert FIRED[placement] in check["detail"], check["detail"]
@@ -77,7 +78,7 @@ def test_a_timeout_of_another_section_fails(repo_root, placed_hang, tmp_path):
     forged = "".join(lines)
     assert forged != text
     log.write_text(forged)
-    code, report = verify(repo_root, copy)
+    code, report = verify_run(repo_root, copy)
     check = next(c for c in report["checks"] if c["id"] == DETECTED)
     assert code == 1 and check["status"] == "fail", check["detail"]
     assert "another section's timeout fired" in check["detail"], check["detail"]

@@ -16,7 +16,8 @@ import yaml
 
 from ftqual import recommend
 from ftqual.report import timeouts as tm
-from tests.e2e.test_fault_catalog_real import check, launch, verify
+from tests.e2e.test_fault_catalog_real import check, launch
+from tests.support.launch import verify_run
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,7 @@ FROM = "setup:120,step:10,checkpointing:60,out_of_section:30"
 def proved(repo_root, tmp_path_factory):
     work = tmp_path_factory.mktemp("recommended")
     base_dir = launch(repo_root, work, "baseline-configured", "none", [], **CONFIGURED)
-    code, base = verify(repo_root, base_dir)
+    code, base = verify_run(repo_root, base_dir)
     assert code == 0, base.get("cause")
     results = work / "results"
     results.mkdir()
@@ -59,7 +60,7 @@ def test_the_hang_under_the_recommendation_proves_it(repo_root, proved):
     base, rec, hang_dir = proved
     run = json.loads((hang_dir / "run.json").read_text())
     assert run["timeouts_source"] == "recommended" and run["timeouts"]["step"] == rec["step"]
-    code, report = verify(repo_root, hang_dir)
+    code, report = verify_run(repo_root, hang_dir)
     assert code == 0 and report["verdict"] == "pass", report.get("cause")
     assert report["expected"]["timeouts_source"] == "recommended"
     assert check(report, "timeouts_not_exceeded")["status"] == "pass"
@@ -79,7 +80,7 @@ def test_a_recommendation_the_run_disproves_fails(repo_root, proved, tmp_path):
     run = json.loads(run_json.read_text())
     run["timeouts"]["setup"] = 0.5  # below every cycle's measured setup
     run_json.write_text(json.dumps(run))
-    code, report = verify(repo_root, copy)
+    code, report = verify_run(repo_root, copy)
     quiet = check(report, "timeouts_not_exceeded")
     assert code == 1 and quiet["status"] == "fail", quiet["detail"]
     assert "would have fired on a healthy run" in quiet["detail"]

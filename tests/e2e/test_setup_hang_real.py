@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from tests.e2e.test_fault_catalog_real import launch, verify
+from tests.e2e.test_fault_catalog_real import launch
+from tests.support.launch import verify_run
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +43,7 @@ def test_the_setup_timeout_catches_a_hang_in_a_replacements_setup(repo_root, set
     assert (first["placement"], first["section"], first["cycle"]) == ("step", "step", 0)
     assert (second["placement"], second["section"], second["cycle"]) == ("setup", "setup", 1)
     assert second["checkpoint_iteration"] == second["baseline_iteration"] >= 1
-    code, report = verify(repo_root, setup_hang)
+    code, report = verify_run(repo_root, setup_hang)
     check = next(c for c in report["checks"] if c["id"] == DETECTED)
     assert code == 0 and report["verdict"] == "pass", (report.get("cause"), check["detail"])
     fired = "fired in cycle 1: section 'setup' open"  # whichever rank's monitor reported it
@@ -60,7 +61,7 @@ def test_a_timeout_of_another_section_fails(repo_root, setup_hang, tmp_path):
     forged = re.sub(r"Section 'setup' has been open", "Section 'step' has been open", text)
     assert forged != text
     log.write_text(forged)
-    code, report = verify(repo_root, copy)
+    code, report = verify_run(repo_root, copy)
     check = next(c for c in report["checks"] if c["id"] == DETECTED)
     assert code == 1 and check["status"] == "fail", check["detail"]
     assert "injection 2: the fault was placed section 'setup'" in check["detail"], check["detail"]

@@ -14,20 +14,13 @@ import pytest
 
 from ftqual.launch.command import stack_dump_tool
 from ftqual.report.faults_table import build_fault_table, fault_table_section
-from tests.support.launch import launch_smoke, verify_run
+from tests.support.launch import FAST_STEPS, SHORT_FAULT_RUN, launch_smoke, verify_run
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(stack_dump_tool({}) is None, reason="py-spy is pinned in requirements.lock"),
 ]
 
-SHORT = {
-    "TRAIN_ITERS": "8",
-    "SAVE_INTERVAL": "4",
-    "NVRX_SECTION_TIMEOUTS": "setup:60,step:5,checkpointing:30",
-    "NVRX_OUT_OF_SECTION_TIMEOUT": "20",
-}
-FAST = ["--smoke-step-seconds=0.05"]
 # What holds each faulted rank, as the dump of rank 1 in cycle 0 says it.
 HELD = {
     "hang": r"^main thread in megatron_gpt_worker\.py `Injector\.action\.<locals>\.<lambda>` "
@@ -52,10 +45,10 @@ def runs(repo_root, tmp_path_factory):
     def get(fault: str, tool: str = "py-spy") -> Path:
         key = (fault, tool)
         if key not in made:
-            env = {**SHORT, **({"FTQUAL_DUMP_TOOL": "none"} if tool == "none" else {})}
+            env = {**SHORT_FAULT_RUN, **({"FTQUAL_DUMP_TOOL": "none"} if tool == "none" else {})}
             run_id = f"{fault.replace('_', '-')}-{tool.replace('-', '')}"
             made[key] = launch_smoke(
-                repo_root, work, run_id, fault, [*FAST, *EXTRA.get(fault, [])], env, timeout=240
+                repo_root, work, run_id, fault, [*FAST_STEPS, *EXTRA.get(fault, [])], env, timeout=240
             )
         return made[key]
 

@@ -38,6 +38,17 @@ def checkpoint_dir(tmp_path: Path, tracker: str | bytes, iterations=()) -> str:
     return str(ckpt)
 
 
+# A fault run of the smoke workload that is over in seconds: 8 iterations of 0.05 s, a save every 4, a 5 s
+# step timeout that catches a live rank at once (the fault catalog's and the stack dumps' e2e tests).
+SHORT_FAULT_RUN = {
+    "TRAIN_ITERS": "8",
+    "SAVE_INTERVAL": "4",
+    "NVRX_SECTION_TIMEOUTS": "setup:60,step:5,checkpointing:30",
+    "NVRX_OUT_OF_SECTION_TIMEOUT": "20",
+}
+FAST_STEPS = ["--smoke-step-seconds=0.05"]
+
+
 def launch_smoke(
     repo_root: Path, work: Path, run_id: str, fault: str, args: list[str], env: dict, timeout: float = 300
 ) -> Path:
