@@ -391,6 +391,25 @@ def _exit_path(
     if injected_local is None:
         f.unknown("fault_injected.json has no local_rank: the faulted worker's exit cannot be identified")
         return
+    found = linger_mod.linger(snap, marker) if fault in UNWINDING_FAULTS else None
+    if not mine and found is not None and found.traceback is not None and timeouts:
+        # The faulted rank unwound (its traceback follows the injection) and lingered; a peer blocked with
+        # it in a collective had its own open section time out first, and the launcher stopped the group
+        # before the faulted rank's exit was reported (seen on CPU under load: a 5 s step timeout on the
+        # peer while the faulted rank joined its data worker). Whichever rank's monitor looks first, the
+        # timeout of the section both hold open is the detection, as for a lingering rank's own.
+        peer = timeouts[0]
+        what = f"section '{peer.section}'" if peer.section else "out of section"
+        f.note(
+            f"a peer's timeout came first: the {what} timeout of local rank {peer.local_rank} fired while "
+            f"the faulted local rank {injected_local} was still unwinding its {fault} (its traceback is in "
+            "the log); the launcher stopped the group before the faulted rank's own exit was reported",
+            peer.ref,
+            found.traceback,
+        )
+        f.fact(f"worker local_rank {first.local_rank} exited with code {first.exit_code}", first.ref)
+        _linger_facts(snap, f, marker, found, fault, what)
+        return
     if not mine and fault in UNWINDING_FAULTS and not timeouts:
         # The faulted rank unwinds for about a second before it exits; a peer whose collective broke with it
         # can die first, and the launcher then stops the group before the faulted rank's own exit is
@@ -415,7 +434,6 @@ def _exit_path(
     codes = " or ".join(str(c) for c in wanted)
     early = [t for t in timeouts if t.t is not None and (item.t is None or t.t < item.t)]
     what = (f"section '{early[0].section}'" if early[0].section else "out of section") if early else ""
-    found = linger_mod.linger(snap, marker) if fault in UNWINDING_FAULTS else None
     # An exception or SIGINT that unwound (a traceback after the injection) ends its rank by the rank's own
     # exit or by the open section's timeout, whichever comes first: both are its detection.
     cut = found is not None and found.cut_by_timeout and found.traceback is not None and bool(early)

@@ -15,6 +15,7 @@ is None without one, and `held_by_phrase` then says why there is none.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ftqual.checks import held
@@ -25,6 +26,8 @@ from ftqual.evidence.model import Ref
 from ftqual.evidence.run_meta import FaultMarker
 from ftqual.evidence.snapshot import RunSnapshot
 
+# The rank prefix ft_launcher writes before each line of a worker's output in the per-cycle log.
+RANK_PREFIX = re.compile(r"^\d+: ")
 # The exit codes a rank the launcher killed after a timeout leaves: the rank monitor's SIGKILL, the
 # launcher's SIGTERM.
 KILLED_CODES = (-9, -15, 137, 143)
@@ -88,13 +91,23 @@ def exits_of_rank(exits: list[WorkerExit], local_rank: int | None, host: str | N
 
 
 def traceback_after_injection(snap: RunSnapshot, marker: FaultMarker) -> Ref | None:
-    """The first error line (a traceback) after the injection's `[ftqual-inject]` line in its cycle's log."""
+    """The first error line (a traceback) after the injection's `[ftqual-inject]` line in its cycle's log,
+    written by the rank that wrote the injection line (ft_launcher prefixes each line with its rank, `1: `):
+    a peer's traceback of its broken collective says nothing of whether the faulted rank unwound."""
     cycle = derive.fault_cycle(snap, marker)
     log = snap.train_log(cycle) if cycle is not None else None
     injected = next((i.ref for i in log.injections), None) if log is not None else None
     if log is None or injected is None:
         return None
-    return next((ref for ref in log.errors if ref.line > injected.line), None)
+    prefix = RANK_PREFIX.match(injected.text)
+    return next(
+        (
+            ref
+            for ref in log.errors
+            if ref.line > injected.line and (prefix is None or ref.text.startswith(prefix[0]))
+        ),
+        None,
+    )
 
 
 def linger(snap: RunSnapshot, marker: FaultMarker | None) -> Linger | None:
