@@ -26,14 +26,15 @@ test: env
 test-load: env
 	$(MAKE) test LOAD=$(if $(filter-out 0 off no false,$(LOAD)),$(LOAD),on)
 
-# Unit and parity tests only: no Snakemake start, no real ft_launcher, no Slurm (under 5 minutes on 2
-# cores). No Slurm configuration either: importing Snakemake's Slurm plugin asks scontrol, which waits ~9 s
-# where a slurm.conf exists and no controller answers.
+# The unit tests only (tests/unit: pure functions, recorded runs, the workloads' parts), on the same two
+# workers: no Snakemake start, no real ft_launcher, no Slurm (tests/integration holds those). No Slurm
+# configuration either: importing Snakemake's Slurm plugin asks scontrol, which waits ~9 s where a
+# slurm.conf exists and no controller answers.
 test-fast: env
-	SLURM_CONF=/dev/null python -m pytest -ra -m "not e2e and not workflow and not slurm" $(PYTEST_ARGS)
+	SLURM_CONF=/dev/null FTQUAL_TEST_LOAD=$(LOAD) python -m pytest -ra -n $(PYTEST_WORKERS) --dist loadscope tests/unit $(PYTEST_ARGS)
 
 lint: env
-	ruff check ftqual scripts tools tests bench
-	ruff format --check ftqual scripts tools tests bench
+	ruff check ftqual scripts workloads tools tests bench
+	ruff format --check ftqual scripts workloads tools tests bench
 	snakefmt --check Snakefile rules
 	snakemake --lint

@@ -51,13 +51,15 @@ FINDINGS = """\
   `train_log.py:_Collector.line` took 10.5 s, `re.Pattern.match` 1.8 s (1.8 M calls), `str.startswith`
   1.4 s (3.6 M calls). A keyword pre-filter before `line()` (`_interesting`: 10 `in` tests per line) then
   gave about 40 MB/s; that pre-filter (1.1 s) and the text-mode line loop (0.7 s) were the new hot spots.
-- **Change** (`ftqual/evidence/train_log.py: parse_train_log`): read 4 MB binary blocks cut at a newline,
+- **Change** (`ftqual/verification/evidence/train_log.py: parse_train_log`): read 4 MB binary blocks cut at a
+newline,
   find each keyword with `bytes.find`, decode and parse only the lines holding one (and every line of the
   argument dump), count newlines with `bytes.count` for line numbers. A block holding a carriage return
   takes the text-mode path, so universal newlines behave as before. The output is identical:
-  `tests/bench/test_parser_parity.py` compares it with a plain parse that hands every line to the collector,
+  `tests/unit/bench/test_parser_parity.py` compares it with a plain parse that hands every line to the
+  collector,
   on the recorded runs, generated runs and fuzzed logs (CR, invalid UTF-8, argument dumps cut by block ends,
-  no final newline) at block sizes from 7 bytes to 4 MB; `tests/verify` passes unchanged. The ten
+  no final newline) at block sizes from 7 bytes to 4 MB; `tests/unit/verification` passes unchanged. The ten
   `bytes.find` scans are now the hot spot (0.49 s of 0.87 s at 100 MB): about 160 MB/s for the parser.
 - **Memory**: facts only, never lines, one block at a time: the peak RSS follows the number of ranks,
   iterations and checkpoints (facts), not the bytes of chatter.

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
-from ftqual.evidence.clock import parse_utc, seconds  # noqa: E402
+from ftqual.verification.evidence.clock import parse_utc, seconds  # noqa: E402
 
 METRICS = ("detected_by", "detection_s", "restart_s", "failure_to_first_step_s", "lost_iterations")
 

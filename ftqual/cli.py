@@ -5,23 +5,26 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ftqual import proc_tuning
+from ftqual.verification import proc_tuning
 
 # command -> (module, one-line help). Modules are imported only when their command runs, so
 # `ftqual verify` never pays for matplotlib and `ftqual launch` never for the report code.
 COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("ftqual.launch", "build and run one ft_launcher command from the walkthrough's environment"),
-    "cleanup": ("ftqual.cleanup", "kill what a run left behind, by its recorded process groups"),
-    "verify": ("ftqual.verify", "verify one run directory and write its report"),
+    "cleanup": ("ftqual.launch.cleanup", "kill what a run left behind, by its recorded process groups"),
+    "verify": ("ftqual.verification.verify", "verify one run directory and write its report"),
     "preflight": ("ftqual.preflight", "check the stack before spending GPU time"),
     "report": ("ftqual.report", "build the summary report from verify reports"),
     "recommend-timeouts": (
-        "ftqual.recommend",
+        "ftqual.report.recommend",
         "recommended timeouts of a passed summary: flags, config snippet",
     ),
-    "status": ("ftqual.progress", "the state of every scenario of a workflow, once or --follow"),
-    "stack": ("ftqual.stackid", "the identity of the stack under test (what a verdict is earned on)"),
-    "install-profiles": ("ftqual.profiles", "make `snakemake --profile local|slurm` find our profiles"),
+    "status": ("ftqual.workflow.progress", "the state of every scenario of a workflow, once or --follow"),
+    "stack": ("ftqual.stack.identity", "the identity of the stack under test (what a verdict is earned on)"),
+    "install-profiles": (
+        "ftqual.workflow.profiles",
+        "make `snakemake --profile local|slurm` find our profiles",
+    ),
 }
 
 

@@ -1,8 +1,10 @@
 """Constants that several stages must agree on, in one place.
 
 The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
-fault kinds with the path each is detected by. The stdlib-only worker wrapper (scripts/megatron_gpt_worker.py)
-keeps its own copy of the tracker name and fault kinds; tests/test_contract.py pins that copy to this one.
+fault kinds with the path each is detected by. The stdlib-only worker wrapper
+(workloads/megatron_gpt_worker.py)
+keeps its own copy of the tracker name and fault kinds; tests/unit/test_contract.py pins that copy to this
+one.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ FAULTS = (
     "campaign",
 )
 # Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it; a campaign
-# is many faults of one run, drawn from these by ftqual.campaign.plan).
+# is many faults of one run, drawn from these by ftqual.scenario.campaign_plan).
 RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss", "campaign"))
 # Faults only a GPU can suffer: refused on the smoke workload, which has none.
 GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
@@ -54,7 +56,8 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
 # broke with it can die first. Its own exit or the open section's timeout ends it: both are its detection.
 UNWINDING_FAULTS = ("exception", "sigint")
 # How long such a rank takes to unwind when nothing holds it (1.2 s measured on CPU with the smoke workload,
-# where a signal's death takes 0.2-0.3 s): longer is a linger (ftqual.checks.linger), which the open section's
+# where a signal's death takes 0.2-0.3 s): longer is a linger (ftqual.verification.checks.linger), which the
+# open section's
 # timeout may cut.
 UNWIND_MARGIN_S = 2.0
 # What each fault does to the rank, in one phrase (the preflight, the docs).

@@ -1,6 +1,6 @@
 # The scenario table, the attempt each scenario works on, wildcard constraints and every helper the rules
-# use (the only place for helpers). Settings come from ftqual.scenarios (the one scenario model), the
-# attempt slots from ftqual.attempts (the workflow's state rules); docs/architecture.md explains both.
+# use (the only place for helpers). Settings come from ftqual.scenario.model (the one scenario model), the
+# attempt slots from ftqual.workflow.attempts (the workflow's state rules); docs/architecture.md explains both.
 
 import json
 import os
@@ -12,14 +12,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual import (
-    attempts,
-    scenarios,
-    slurm_orphans,
-    slurm_submit,
-    stack_current,
-    workflow_lock,
-)
+from ftqual.workflow import attempts, slurm_orphans, slurm_submit, lock as workflow_lock
+from ftqual.scenario import model as scenarios
+from ftqual.stack import current as stack_current
 
 try:
     CFG = scenarios.in_config_order(
@@ -39,7 +34,7 @@ WORKDIR = Path.cwd()
 
 
 def _stack_identity():
-    """The stack under test (ftqual.stack_current): probed by the main process, inherited by its jobs."""
+    """The stack under test (ftqual.stack.current): probed by the main process, inherited by its jobs."""
     try:
         if not workflow.is_main_process:
             found = stack_current.inherited(WORKDIR)
@@ -82,7 +77,7 @@ def default_resource(name):
 
 
 def _slots(stack):
-    """Each scenario's slot, keyed by its settings and the stack (ftqual.attempts)."""
+    """Each scenario's slot, keyed by its settings and the stack (ftqual.workflow.attempts)."""
     slots = {}
     for name, scenario in SCENARIOS.items():
         settings = CFG.fingerprint(scenario)
@@ -272,10 +267,10 @@ refuse_multinode_on_local()
 
 
 def take_directory():
-    """Before Snakemake locks the directory (ftqual.workflow_lock): a closed terminal stops this run as
+    """Before Snakemake locks the directory (ftqual.workflow.lock): a closed terminal stops this run as
     Ctrl-C does, a lock left by a workflow that is provably gone is released, and this run is recorded as
     the lock's holder until it ends (onsuccess/onerror forget it). Under Slurm, the jobs a workflow killed
-    outright left here are cancelled (ftqual.slurm_orphans) before the stack probe, which would wait behind
+    outright left here are cancelled (ftqual.workflow.slurm_orphans) before the stack probe, which would wait behind
     them for a GPU, and before planning, which would take their results for this run's.
     """
     if not workflow.is_main_process or invocation_is_dry_run():
@@ -291,10 +286,10 @@ def take_directory():
 take_directory()
 
 # A workspace of an earlier version keeps its attempts: their records, once named run.json, become
-# attempt.json (ftqual.attempts.adopt_legacy_records) before the slots are read.
+# attempt.json (ftqual.workflow.attempts.adopt_legacy_records) before the slots are read.
 if workflow.is_main_process:
     attempts.adopt_legacy_records(WORKDIR, SCENARIOS)
-# The attempts of this invocation: keyed by the settings and the stack under test (ftqual.attempts).
+# The attempts of this invocation: keyed by the settings and the stack under test (ftqual.workflow.attempts).
 STACK = _stack_identity()
 SLOTS = _slots(STACK)
 PREFLIGHT = attempts.preflight_slot(
@@ -373,7 +368,7 @@ def verify_input(wildcards):
 
 
 def expectation_param(wildcards):
-    """What the scenario expects of its verdict (ftqual.expectation): pass, or fail with the checks."""
+    """What the scenario expects of its verdict (ftqual.verification.expectation): pass, or fail with the checks."""
     s = SCENARIOS[wildcards.scenario]
     return {"expect": s.expect, "failing": list(s.expect_failing)}
 

@@ -20,7 +20,7 @@ rule run_scenario:
         mpi=mpi_resource,
         tasks_per_node=tasks_per_node_resource,
     params:
-        # The stack this attempt is keyed by (ftqual.stack_current) and why this slot (shown in the report).
+        # The stack this attempt is keyed by (ftqual.stack.current) and why this slot (shown in the report).
         stack=STACK.to_json(),
         slot_reason=lambda wildcards: SLOTS[wildcards.scenario].reason,
     script:

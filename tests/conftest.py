@@ -21,10 +21,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
 
 
+# The layout says what a test is: tests/unit/ (mirroring the package: pure functions, recorded runs, the
+# smoke workload's parts) and tests/integration/<kind>/, whose folder is the test's marker (`e2e`: the real
+# ft_launcher, `workflow`: snakemake in a temporary directory, `slurm`: the Slurm daemons of .ci/run). No file
+# sets its own marker, so none can forget it and leak into `make test-fast`.
+INTEGRATION = "tests/integration"
+KINDS = ("slurm", "workflow", "e2e")  # the markers, and the slow folders in the order they are scheduled
 # Two pytest-xdist workers (`make test`: `-n 2 --dist loadscope`), each with its own session:
 # - a test module is one unit of work, run on one worker: a module's shared run (a module-scoped fixture
 #   that several tests read) is made once, not once per worker;
-# - the Slurm tests share one three-node cluster and size their jobs to it: all of tests/slurm is one unit;
+# - the Slurm tests share one three-node cluster and size their jobs to it: all of tests/integration/slurm
+#   is one unit;
 # - the tests of SOLO_MODULES run with nothing beside them (see Turns), first; then the slow folders (Slurm,
 #   Snakemake, real ft_launcher), and the fast tests fill in after them, so both workers finish together;
 # - each worker has its own GPU-turn lock file (ftqual.launch.gpu_turn), so the scenario runs of one worker
@@ -35,13 +42,12 @@ SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
 # trend across a campaign's cycles. Another worker's load could fail them on CPU contention alone (seen: a
 # calculated setup timeout of 3.44 s against a setup that took 3.63 s beside another launch).
 SOLO_MODULES = (
-    "tests/e2e/test_calculated_timeouts_real.py",
-    "tests/e2e/test_recommended_timeouts_real.py",
-    "tests/e2e/test_e2e_campaign.py",
-    "tests/workflow/test_workflow_campaign.py",
+    f"{INTEGRATION}/e2e/test_calculated_timeouts_real.py",
+    f"{INTEGRATION}/e2e/test_recommended_timeouts_real.py",
+    f"{INTEGRATION}/e2e/test_e2e_campaign.py",
+    f"{INTEGRATION}/workflow/test_workflow_campaign.py",
 )
-SLOW_DIRS = ("slurm", "workflow", "e2e")  # scheduled after SOLO_MODULES, in this order
-ONE_UNIT_DIRS = ("slurm",)
+ONE_UNIT_KINDS = ("slurm",)
 
 
 class Turns:
@@ -118,37 +124,48 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
-def _folder(nodeid: str) -> str:
-    """tests/<folder>/test_x.py::test_y -> folder ("" for a module directly in tests/)."""
-    parts = nodeid.split("::", 1)[0].split("/")
-    return parts[1] if len(parts) > 2 else ""
+def kind_of(nodeid: str) -> str:
+    """tests/integration/<kind>/test_x.py::test_y -> kind ("" for a unit test)."""
+    path = nodeid.split("::", 1)[0]
+    if not path.startswith(INTEGRATION + "/"):
+        return ""
+    return path[len(INTEGRATION) + 1 :].split("/", 1)[0]
 
 
 def _rank(nodeid: str) -> int:
     if nodeid.split("::", 1)[0] in SOLO_MODULES:
         return 0
-    folder = _folder(nodeid)
-    return 1 + (SLOW_DIRS.index(folder) if folder in SLOW_DIRS else len(SLOW_DIRS))
+    kind = kind_of(nodeid)
+    return 1 + (KINDS.index(kind) if kind in KINDS else len(KINDS))
 
 
 def pytest_collection_modifyitems(config, items):
-    """SOLO_MODULES, then the slow folders first (a stable sort: the same order on every worker, as xdist
-    requires)."""
+    """Each integration test is marked by its folder; under xdist, SOLO_MODULES, then the slow folders first
+    (a stable sort: the same order on every worker, as xdist requires). An integration folder that is not a
+    kind is a usage error, not a test that runs unmarked."""
+    for item in items:
+        kind = kind_of(item.nodeid)
+        if not kind:
+            continue
+        if kind not in KINDS:
+            raise pytest.UsageError(f"{INTEGRATION}/{kind}: not a test kind; use one of {', '.join(KINDS)}")
+        item.add_marker(getattr(pytest.mark, kind))
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: _rank(item.nodeid))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's loadscope (one module, one unit) in collection order, tests/slurm as one unit. (Its loadgroup
+    """xdist's loadscope (one module, one unit) in collection order, tests/integration/slurm as one unit. (Its
+    loadgroup
     and xdist_group marks would say this too, but xdist 3.8 cannot group under pytest 9.2: it renames the
     items through `_nodeid`, which pytest 9.2 no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            folder = _folder(nodeid)
-            return f"tests/{folder}" if folder in ONE_UNIT_DIRS else super()._split_scope(nodeid)
+            kind = kind_of(nodeid)
+            return f"{INTEGRATION}/{kind}" if kind in ONE_UNIT_KINDS else super()._split_scope(nodeid)
 
     config.option.loadscopereorder = False  # keep the slow folders first
     return Scheduling(config, log)

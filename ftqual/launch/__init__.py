@@ -15,9 +15,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ftqual import procs
 from ftqual.contract import MODEL
-from ftqual.launch import command, compat, logport, run, runstate, settings, stack
+from ftqual.launch import command, compat, logport, procs, run, runstate, settings
+from ftqual.stack import resolve as stack
 
 NVRX_DEFAULT_LOG_SERVER_PORT = 50051
 
@@ -46,7 +46,7 @@ def megatron_compat(s: settings.Settings) -> compat.Compat:
     """The version adaptations for the run's Megatron tree (the folder of its entrypoint)."""
     if s.workload != "megatron":
         return compat.Compat()
-    from ftqual.stackinfo import megatron_version
+    from ftqual.stack.facts import megatron_version
 
     tree = s.megatron_path
     version = megatron_version(tree) if tree else None

@@ -17,12 +17,12 @@ from pathlib import Path
 from ftqual.contract import MODEL
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
-from ftqual.launch.stack import StackChoice
+from ftqual.stack.resolve import StackChoice
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS_DIR = REPO_ROOT / "scripts"
-WORKER = SCRIPTS_DIR / "megatron_gpt_worker.py"
-SMOKE = SCRIPTS_DIR / "smoke_train.py"
+WORKLOADS_DIR = REPO_ROOT / "workloads"
+WORKER = WORKLOADS_DIR / "megatron_gpt_worker.py"
+SMOKE = WORKLOADS_DIR / "smoke_train.py"
 
 # Megatron core_v0.19 needs an eval interval whenever --eval-iters=0; never reached in these runs.
 MIN_EVAL_INTERVAL = 1000

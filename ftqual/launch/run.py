@@ -7,7 +7,7 @@ said 0 (ftqual.launch.logport explains the port it needs and how we hold it).
 
 ft_launcher gets its own session so a signal meant for our launcher (a terminal's Ctrl-C, Snakemake) is
 forwarded once, by us, and followed by a deadline: a SIGSTOPped rank ignores SIGTERM, so after
-term-timeout plus a margin every recorded process group of the run is killed (ftqual.cleanup).
+term-timeout plus a margin every recorded process group of the run is killed (ftqual.launch.cleanup).
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ftqual import cleanup, procs, run_schema
-from ftqual.campaign import plan as campaign_plan
-from ftqual.launch import logport, runstate
+from ftqual.launch import cleanup, logport, procs, run_schema, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
-from ftqual.launch.stack import StackChoice
+from ftqual.scenario import campaign_plan
+from ftqual.stack.resolve import StackChoice
 
 RUN_SCHEMA = run_schema.SCHEMA
 # Kept in the workers' environment whatever the caller set: NVLink multicast (NVLS) must stay off on the

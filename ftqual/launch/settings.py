@@ -10,7 +10,7 @@ its digits before `int()` sees it (Python refuses more than 4,300 digits with a 
 then proves that every directory the run needs can be created and written, and refuses to reuse
 evidence or to resume a checkpoint that is not ours.
 
-Defaults: the workflow (ftqual/scenarios.py `launcher_env`) always sets every variable, so the defaults
+Defaults: the workflow (ftqual/scenario/model.py `launcher_env`) always sets every variable, so the defaults
 below apply only when scripts/run_megatron_gpt.sh is used on its own, as the walkthrough does. They are
 the walkthrough's values (2 GPUs, 100 iterations, a checkpoint every 5, kill rank 1) so that its commands
 keep working unchanged; an empty variable counts as unset, as `${VAR:-default}` in the walkthrough's script
@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual import constraints
-from ftqual.campaign import setup as campaign_setup
-from ftqual.campaign.plan import CampaignPlan, PlanError
 from ftqual.contract import FAULTS, MODEL, TRACKER_NAME, gpu_only_problem
-from ftqual.launch import stack
+from ftqual.scenario import campaign_setup, constraints
+from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
+from ftqual.stack import resolve as stack
 
 __all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings"]
 
@@ -230,7 +229,7 @@ class Settings:
 
 def plain_number(value: float) -> float | int:
     """`value` as an int when it is whole: run.json, the launcher's variables and command lines say 300, not
-    300.0 (ftqual.scenarios writes the workflow's side with it too)."""
+    300.0 (ftqual.scenario.model writes the workflow's side with it too)."""
     return int(value) if float(value).is_integer() else value
 
 
@@ -465,7 +464,7 @@ def _fingerprint(env: Mapping[str, str]) -> str | None:
 
 
 def _refuse(problem: str | None) -> None:
-    """The launcher stops at its first problem (ftqual.constraints words it)."""
+    """The launcher stops at its first problem (ftqual.scenario.constraints words it)."""
     if problem:
         raise SettingsError(problem)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftqual.launch.stack import StackChoice
 from ftqual.preflight.probes import Facts
-from ftqual.scenarios import Scenario, WorkflowConfig
+from ftqual.scenario.model import Scenario, WorkflowConfig
+from ftqual.stack.resolve import StackChoice
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
@@ -19,7 +19,8 @@ PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 class CheckResult:
     """One preflight check's outcome and, when it is not a pass, the `fix` to apply.
 
-    Deliberately not the verifier's result (ftqual.checks.result.CheckResult): a preflight judges a node
+    Deliberately not the verifier's result (ftqual.verification.checks.result.CheckResult): a preflight judges
+    a node
     before anything runs, so it says pass|warn|fail|skip (warn: it can run, but fix this) and cites no
     evidence; the verifier judges a finished run from its files, so it says inconclusive where evidence is
     missing, cites file lines and marks which checks gate. preflight.json and verify.json each keep the
@@ -38,7 +39,7 @@ class CheckResult:
 
 def verdict(results: list[CheckResult]) -> str:
     """Any check failed: fail; else any warned: warn; else pass. Every preflight check counts (the
-    verifier's verdict, ftqual.checks.result.verdict, counts only its gating checks)."""
+    verifier's verdict, ftqual.verification.checks.result.verdict, counts only its gating checks)."""
     statuses = {r.status for r in results}
     return FAIL if FAIL in statuses else WARN if WARN in statuses else PASS
 

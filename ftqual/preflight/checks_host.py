@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
-from ftqual.scenarios import Scenario, WorkflowConfig
+from ftqual.scenario.model import Scenario, WorkflowConfig
 
 HANG_PLACEMENTS = ("step", "immediate")
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes including the terminating NUL
@@ -229,7 +229,8 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
     cid = f"scenario:{s.name}"
     bad: list[str] = []
     fixes: list[str] = []
-    # Types, ranges and the rank's place in the world are the config's rules (ftqual.scenarios); these are
+    # Types, ranges and the rank's place in the world are the config's rules (ftqual.scenario.model); these
+    # are
     # the ones about whether the run can show a recovery at all.
     if s.fault != "none":
         if s.train_iters < 2 * s.save_interval:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, skip_smoke
-from ftqual.stackinfo import QUALIFIED_MEGATRON
+from ftqual.stack.facts import QUALIFIED_MEGATRON
 
 
 def check_megatron_path(ctx: Context) -> CheckResult:
@@ -267,7 +267,7 @@ def check_parallelism(ctx: Context) -> CheckResult:
         if any(sc.tp != 1 or sc.pp != 1 for sc in ctx.runs):
             return CheckResult("parallelism", WARN, "tp/pp other than 1 are ignored by the smoke workload")
         return CheckResult("parallelism", SKIP, "the smoke workload is data-parallel only")
-    # Divisibility is a config rule (ftqual.scenarios refuses such a config); this reports the layouts.
+    # Divisibility is a config rule (ftqual.scenario.model refuses such a config); this reports the layouts.
     shapes = [
         f"world {sc.world_size} = tp {sc.tp} x pp {sc.pp} x dp {sc.world_size // (sc.tp * sc.pp)}"
         for sc in ctx.runs

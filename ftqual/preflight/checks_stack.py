@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context
-from ftqual.stackinfo import QUALIFIED_NVRX
+from ftqual.stack.facts import QUALIFIED_NVRX
 
 
 def check_workload(ctx: Context) -> CheckResult:
@@ -135,7 +135,8 @@ def check_ft_launcher(ctx: Context) -> CheckResult:
 
 
 def check_stack_dumps(ctx: Context) -> CheckResult:
-    """Stack dumps of ranks that hang or linger (scripts/rank_sentinel.py) need py-spy and ptrace permission;
+    """Stack dumps of ranks that hang or linger (workloads/rank_sentinel.py) need py-spy and ptrace
+    permission;
     without them a run still runs and is judged the same, but cannot say where a held rank waited."""
     probe = ctx.facts.stack_dumps
     if probe is None:

@@ -15,15 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual.launch import command as launch_command
-from ftqual.launch import stack as launch_stack
 from ftqual.preflight import probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
 from ftqual.preflight.dump_probe import probe_stack_dumps
 from ftqual.preflight.flags import build_argv, has_entrypoint
 from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
-from ftqual.scenarios import ConfigError, WorkflowConfig, load
-from ftqual.stackinfo import probe_stack, resolve_for_stack
+from ftqual.scenario.model import ConfigError, WorkflowConfig, load
+from ftqual.stack import resolve as launch_stack
+from ftqual.stack.facts import probe_stack, resolve_for_stack
 
 SCHEMA = "ftqual.preflight/v1"
 PLACEHOLDER_LOG_PORT = 29999  # ft_launcher's parser needs a port; each run gets its own free one

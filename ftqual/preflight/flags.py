@@ -1,6 +1,7 @@
 """The ft_launcher command a scenario will run, built by the launcher's own code, for NVRx's parser to judge.
 
-The environment is the one the workflow gives the launcher (ftqual.scenarios.launcher_env); the launcher's
+The environment is the one the workflow gives the launcher (ftqual.scenario.model.launcher_env); the
+launcher's
 `load_settings` and `build_plan` turn it into the argv. Paths point into a placeholder run directory that
 is never created: ft_launcher's parser only needs them absolute.
 """
@@ -11,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ftqual.scenarios import Scenario, WorkflowConfig, launcher_env
+from ftqual.scenario.model import Scenario, WorkflowConfig, launcher_env
 
 PLACEHOLDER_HOST = "preflight-rdzv-host:29400"  # multi-node runs get the real endpoint from Slurm
 
@@ -26,7 +27,8 @@ class BuiltArgv:
 
 
 def scenario_env(cfg: WorkflowConfig, s: Scenario, work_dir: str, log_port: int | None) -> dict[str, str]:
-    """The launcher environment the workflow gives scenario `s` (ftqual.scenarios.launcher_env), in dry-run
+    """The launcher environment the workflow gives scenario `s` (ftqual.scenario.model.launcher_env), in
+    dry-run
     mode, with a placeholder run ID and, for several nodes, a placeholder rendezvous endpoint."""
     env = launcher_env(cfg, s)
     env.update(NVRX_WORK_DIR=work_dir, NVRX_RUN_ID=f"{s.name}-preflight", NVRX_DRY_RUN="1")
@@ -41,7 +43,8 @@ def build_argv(
     cfg: WorkflowConfig, s: Scenario, stack_probe: object, work_dir: str, log_port: int
 ) -> BuiltArgv:
     """The argv the launcher would exec for scenario `s` (after the executable)."""
-    from ftqual.launch import command, compat, megatron_compat, settings, stack
+    from ftqual.launch import command, compat, megatron_compat, settings
+    from ftqual.stack import resolve as stack
 
     env: Mapping[str, str] = scenario_env(cfg, s, work_dir, log_port)
     source = "built by ftqual.launch"

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual.launch.stack import module_present
 from ftqual.preflight.dump_probe import DumpProbe
 from ftqual.preflight.megatron_args import MegatronParse
 from ftqual.preflight.nvrx_args import ParseResult
-from ftqual.stackinfo import StackFacts
+from ftqual.stack.facts import StackFacts
+from ftqual.stack.resolve import module_present
 
 NVRX_DEFAULT_LOG_PORT = 50051
 # What Megatron core_v0.19's pretrain_gpt.py imports unguarded at module level (static scan of the tag).

@@ -1,6 +1,7 @@
 """The preflight report's schema (`ftqual.preflight/v1`), checked by every reader of preflight.json.
 
-The attempt rules (ftqual.attempts), the scenario runs (nothing is launched unless the preflight passed)
+The attempt rules (ftqual.workflow.attempts), the scenario runs (nothing is launched unless the preflight
+passed)
 and the report read it. `problems` names each field that is wrong; a reader treats a malformed preflight
 report as a preflight that did not pass: nothing is launched on it, and the summary is never a PASS.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ftqual.verify_schema import envelope_problems
+from ftqual.verification.schema import envelope_problems
 
 SCHEMA = "ftqual.preflight/v1"
 VERDICTS = ("pass", "warn", "fail")

@@ -14,9 +14,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.report.goodput import DEFAULT_MTBF, MtbfPoint
 from ftqual.report.inputs import ScenarioInput, discover_results, load_preflight, load_verify
 from ftqual.report.summary import ReportOptions, build_summary, scenario_fault
+from ftqual.verification.campaign.goodput import DEFAULT_MTBF, MtbfPoint
 
 __all__ = ["main", "write_report"]
 

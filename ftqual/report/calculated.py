@@ -7,7 +7,7 @@ Read from the verify report: the `calculated_timeouts` check's `values.cycles` (
 `expected.rank_monitor_interval_s` and, for a hang, `detected_within_timeout`'s measured detection.
 
 Per section, the final value is the last cycle's start updated by each of its calculations (the rule of
-`ftqual.evidence.in_force`):
+`ftqual.verification.evidence.in_force`):
 - `hang_caught_within_s` = final + the rank monitor interval: the latest a hang there is seen. `catches_hang`
   is true when a final value is set, false when the run's own hang there was detected after that bound.
 - `fires_on_healthy` is true when the final value is at or below the healthy section's largest measured
@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ftqual.checks.section_times import CANNOT_TELL
 from ftqual.report.budgets import RANK_MONITOR_INTERVAL_S
+from ftqual.verification.checks.section_times import CANNOT_TELL
 
 SECTIONS = ("setup", "step", "checkpointing", "out_of_section")
 CHECK = "calculated_timeouts"
@@ -102,7 +102,8 @@ def _detected(doc: Mapping, key: str) -> float | None:
 def fires_on_healthy(key: str, final: float | None, healthy: float | None, bound: str | None) -> bool | None:
     """At or below the healthy section's largest duration: it would fire on a healthy run. An upper-bound
     figure of out of section (a step included) or setup (from the worker start) at or above the value says
-    nothing, as the verifier's calculated_timeouts check rules (ftqual.checks.section_times.CANNOT_TELL)."""
+    nothing, as the verifier's calculated_timeouts check rules
+    (ftqual.verification.checks.section_times.CANNOT_TELL)."""
     if final is None or healthy is None:
         return None
     if healthy >= final:

@@ -1,4 +1,4 @@
-"""A campaign's report, from its verify report alone (whose `campaign` section ftqual.verify_schema has
+"""A campaign's report, from its verify report alone (whose `campaign` section ftqual.verification.schema has
 checked): one timeline (every fault, its detection, the restart and the resume on one time axis, seconds
 from the first fault), the per-cycle table, each fault's verdict, goodput measured next to the Young/Daly
 projection and the accumulation verdict, with what the faults left in /dev/shm (`shm_leaks`: per host the
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ftqual.verdict import worst
+from ftqual.verification.verdict import worst
 
-# The checks ftqual.checks.campaign runs per fault (each carries `values.faults`) and its whole-campaign
+# The checks ftqual.verification.checks.campaign runs per fault (each carries `values.faults`) and its
+# whole-campaign
 # ones; named here so that reading a report does not import the verifier (a test ties the two).
 PER_FAULT_IDS = (
     "checkpoint_before_failure",
@@ -122,7 +123,8 @@ def _num(value: object) -> float | None:
 
 
 def shm_leaks(values: dict) -> list[dict]:
-    """The accumulation check's /dev/shm projection (`values.shm.hosts`, ftqual.campaign.shm), one entry per
+    """The accumulation check's /dev/shm projection (`values.shm.hosts`, ftqual.verification.campaign.shm),
+    one entry per
     host whose /dev/shm grew: what it leaked per fault, its families, and the faults until full against the
     horizon. `judged`: "fits" (a finding), "full" (within the horizon: the FAIL), "unknown" (sizes or room
     not recorded)."""

@@ -10,9 +10,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual import attempts, verify_schema
-from ftqual.evidence import safeio
 from ftqual.preflight import report_schema as preflight_schema
+from ftqual.verification import schema as verify_schema
+from ftqual.verification.evidence import safeio
+from ftqual.workflow import attempts
 
 VERIFY_SCHEMA = verify_schema.SCHEMA
 PREFLIGHT_SCHEMA = preflight_schema.SCHEMA

@@ -93,7 +93,7 @@ def render_junit(summary: dict) -> str:
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
             for key in ("expect", "raw_verdict", "expectation"):
                 ET.SubElement(props, "property", name=key, value=xml_text(sc.get(key)))
-            # The stack this verdict was earned on, readable (ftqual.stackid): stack.<part> per part.
+            # The stack this verdict was earned on, readable (ftqual.stack.identity): stack.<part> per part.
             stack = sc.get("stack") or {}
             ET.SubElement(
                 props, "property", name="stack", value=xml_text(stack.get("digest") or "not recorded")

@@ -127,7 +127,8 @@ def stack_section(summary: dict) -> list[str]:
 
 
 def identity_section(summary: dict) -> list[str]:
-    """The stack identity the verdicts were earned on (ftqual.stackid); what a stack change requalified."""
+    """The stack identity the verdicts were earned on (ftqual.stack.identity); what a stack change
+    requalified."""
     ident = summary.get("stack_identity") or {}
     by_scenario = ident.get("by_scenario") or {}
     if not ident.get("parts"):

@@ -3,7 +3,8 @@
 A scenario's verdict is the worst of the verifier's verdict and its checks' statuses (fail > inconclusive >
 pass): a report that says pass next to a failed or inconclusive check never comes out green, and a fault
 scenario lacking one of the contract's checks gets that check as inconclusive. That raw verdict is then
-judged against the scenario's expectation (ftqual.expectation): a negative control qualifies when it failed
+judged against the scenario's expectation (ftqual.verification.expectation): a negative control qualifies when
+it failed
 as expected. The overall verdict is pass only when every scenario's outcome is pass.
 """
 
@@ -11,17 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual import stackid
-from ftqual import verdict as verdict_mod
 from ftqual.contract import FAULTS, RANK_FAULTS
-from ftqual.expectation import ExpectedOutcome
 from ftqual.report import budgets as budgets_mod
-from ftqual.report import goodput as goodput_mod
 from ftqual.report.campaign import build_campaign
 from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 from ftqual.report.timeouts import build_timeouts
+from ftqual.stack import identity as stackid
+from ftqual.verification import verdict as verdict_mod
+from ftqual.verification.campaign import goodput as goodput_mod
+from ftqual.verification.expectation import ExpectedOutcome
 
 SCHEMA = "ftqual.summary/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -99,7 +100,7 @@ class ReportOptions:
     attempts: dict[str, str] = field(default_factory=dict)  # scenario -> the workflow's attempt slot
 
 
-worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verdict)
+worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verification.verdict)
 
 
 def _check(raw: object) -> dict:
@@ -161,7 +162,8 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "goodput": None,
             "stack": None,
         }
-    # The verdict as every reader sees it (ftqual.verdict.judged): the verifier's, never better than its
+    # The verdict as every reader sees it (ftqual.verification.verdict.judged): the verifier's, never better
+    # than its
     # gating checks (a report that says pass next to a failed gating check is not trusted), a required
     # check it lacks counted as inconclusive; then judged against the scenario's expectation.
     seen = verdict_mod.judged(doc)
@@ -316,7 +318,8 @@ def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
 
 
 def scenario_stack(doc: dict) -> dict | None:
-    """The stack a verdict was earned on (the verify report's `stack`, ftqual.stackid), and why its attempt
+    """The stack a verdict was earned on (the verify report's `stack`, ftqual.stack.identity), and why its
+    attempt
     was made (a stack change names the parts that changed); None for a report that records no stack."""
     ident = stackid.from_json(doc.get("stack"))
     if ident is None:

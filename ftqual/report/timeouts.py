@@ -1,7 +1,8 @@
 """The timeouts table and the recommended timeouts, from the verify reports' measured sections (pure).
 
 Each verify report carries `sections.overall`: per FT section the largest duration measured over every
-cycle of the run (`ftqual.evidence.sections` says how each is bounded), the injected hang's own section
+cycle of the run (`ftqual.verification.evidence.sections` says how each is bounded), the injected hang's own
+section
 left out. This module takes the largest over the scenarios' runs and sets it beside the configured timeout.
 
 Per section:

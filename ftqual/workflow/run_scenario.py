@@ -40,15 +40,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual import attempts, procs, progress, scenarios
-from ftqual.attempts import attempt_key
 from ftqual.contract import TRACKER_NAME
-from ftqual.launch import gpu_turn, logport
+from ftqual.launch import gpu_turn, logport, procs
 from ftqual.launch.run import write_json_atomic
 from ftqual.launch.runstate import read_tracker
 from ftqual.launch.settings import SettingsError
 from ftqual.preflight import report_schema as preflight_schema
-from ftqual.stackid import probe_machine
+from ftqual.scenario import model as scenarios
+from ftqual.stack.identity import probe_machine
+from ftqual.workflow import attempts, progress
+from ftqual.workflow.attempts import attempt_key
 
 TAIL_LINES = 12
 STALE_SUMMARY = ("results/summary.json", "results/summary.md", "results/junit.xml")
@@ -107,7 +108,8 @@ def srun_prefix(nnodes: int, gpus_per_node: int, port: int, resources: object) -
 
 
 def show_progress(say: Say, watcher: progress.Watcher, state: dict[str, float]) -> None:
-    """Print what happened in the run since the last look (ftqual.progress), and while a hang waits for its
+    """Print what happened in the run since the last look (ftqual.workflow.progress), and while a hang waits
+    for its
     detection, what it waits for, every 15 s."""
     for event in watcher.poll():
         say(event, console=True)
@@ -235,7 +237,8 @@ def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
 
 
-# Not ftqual.causes.TELLING: this one also takes NVRx's "no progress" and "exhausted" lines, and the cause
+# Not ftqual.verification.causes.TELLING: this one also takes NVRx's "no progress" and "exhausted" lines, and
+# the cause
 # it makes loses the logger's prefix; causes.py cites whole lines with file:line. Kept apart so that the
 # run.json cause stays what it was.
 _TELLING = re.compile(
@@ -275,7 +278,7 @@ def _baseline_pointer(baseline_verify: Path) -> dict:
 def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
     """Fail fast: timeouts the baseline's own measurements show cannot work (a step slower than the step
     timeout would fire in every cycle and spend every restart). None when the run may start."""
-    from ftqual.causes import timeout_problems  # the evidence readers, only for a fault scenario
+    from ftqual.verification.causes import timeout_problems  # the evidence readers, only for a fault scenario
 
     try:
         pointer = _baseline_pointer(baseline_verify)
@@ -296,8 +299,9 @@ def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None
 
 
 def too_short(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
-    """Fail fast: a length with which the fault is not certain to come on this stack (ftqual.sizing)."""
-    from ftqual.sizing import scenario_problem  # the evidence readers, only for a fault scenario
+    """Fail fast: a length with which the fault is not certain to come on this stack
+    (ftqual.scenario.sizing)."""
+    from ftqual.scenario.sizing import scenario_problem  # the evidence readers, only for a fault scenario
 
     try:
         pointer = _baseline_pointer(baseline_verify)

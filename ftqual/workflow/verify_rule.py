@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual import verdict
-from ftqual.causes import root_cause
 from ftqual.launch.run import write_json_atomic
+from ftqual.verification import verdict
+from ftqual.verification.causes import root_cause
 
 SCHEMA = "ftqual.verify/v1"
 VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}  # `ftqual verify`'s exit codes
@@ -101,7 +101,8 @@ def attempt_report(
     """The attempt's verify report: the verifier's (or a FAIL for a run that never launched), its verdict
     and cause decided with the attempt's own record, plus the attempt, its stack and its expectation."""
     # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
-    # what `ftqual verify` composed from the run directory: the same composition (ftqual.verdict).
+    # what `ftqual verify` composed from the run directory: the same composition
+    # (ftqual.verification.verdict).
     outcome = verdict.outcome_of(run)
     if not outcome.launched:
         report = failed_report(run, scenario, "launched", verdict.decide([], outcome).cause)
@@ -129,11 +130,11 @@ def attempt_report(
         "slot_reason": run.get("slot_reason"),
         "machine": run.get("machine"),
     }
-    # The stack this verdict was earned on (ftqual.stackid), for the summary and junit.xml.
+    # The stack this verdict was earned on (ftqual.stack.identity), for the summary and junit.xml.
     if run.get("stack") is not None:
         report["stack"] = run["stack"]
     # What this scenario expects (pass, or fail for a negative control) travels with its verdict, so the
-    # slots, the summary and the gate judge the outcome with ftqual.expectation.
+    # slots, the summary and the gate judge the outcome with ftqual.verification.expectation.
     report["expectation"] = dict(expectation)
     return report
 

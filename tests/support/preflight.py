@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ftqual.preflight.probes import DirFacts, Facts, MegatronFacts, PortFacts, ToolFacts
-from ftqual.stackinfo import StackFacts
+from ftqual.stack.facts import StackFacts
 
 GIB = 2**30
 

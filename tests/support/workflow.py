@@ -22,7 +22,17 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROJECT_ITEMS = ("Snakefile", "rules", "scripts", "envs", "config", "profiles", "report", "ftqual")
+PROJECT_ITEMS = (
+    "Snakefile",
+    "rules",
+    "scripts",
+    "workloads",
+    "envs",
+    "config",
+    "profiles",
+    "report",
+    "ftqual",
+)
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

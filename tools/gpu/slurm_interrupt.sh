@@ -2,7 +2,7 @@
 # A workflow killed outright while its scenario trains on the GPU under Slurm, then the same command again,
 # in one device call. The first `snakemake --profile profiles/slurm` (tools/gpu/slurm.sh's command) is
 # SIGKILLed, Snakemake alone, once the kill scenario's rank is training; its Slurm jobs train on. The rerun
-# must cancel them before it submits anything (ftqual/slurm_orphans.py), redo the scenarios that did not
+# must cancel them before it submits anything (ftqual/workflow/slurm_orphans.py), redo the scenarios that did not
 # finish, and PASS. Writes $OUT/interrupt/ (kit log, both workflow logs, Slurm's and the GPU's view between
 # the two, the report) and $OUT/interrupt.tar.gz (results, logs, run directories without checkpoint
 # payloads, the plugin's job logs).

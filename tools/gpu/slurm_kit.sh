@@ -17,7 +17,7 @@
 # 6817/6818, so that a system Slurm on the same machine (CI) is left alone.
 # No accounting database (AccountingStorageType none), but slurm-client's sacct, sacctmgr and sshare are
 # wrapped like every client: the executor plugin runs sacct before each submission and fails without it
-# (ftqual refuses that up front, ftqual/slurm_submit.py). Job status comes from squeue (MinJobAge=600).
+# (ftqual refuses that up front, ftqual/workflow/slurm_submit.py). Job status comes from squeue (MinJobAge=600).
 #
 # Environment: FTQUAL_SLURM_KIT_PREFIX (default /opt/ftqual-slurm), FTQUAL_SLURM_KIT_STATE (default
 # /tmp/ftqual-slurm-kit), FTQUAL_SLURM_KIT_FAKE_GPUS=N (N fake GPUs from mknod, for a machine without

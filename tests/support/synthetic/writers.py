@@ -318,7 +318,7 @@ def launcher_log(spec: Spec, results: list[CycleResult], nodes: list[Node], faul
             node,
             "launcher.py:1592",
             "Starting elastic_operator with launch configs:\n"
-            "  entrypoint       : /opt/ftqual/scripts/megatron_gpt_worker.py\n"
+            "  entrypoint       : /opt/ftqual/workloads/megatron_gpt_worker.py\n"
             f"  min_nodes        : {nn}\n  max_nodes        : {nn}\n  nproc_per_node   : {gpn}\n"
             f"  run_id           : {spec.run_id}\n  rdzv_backend     : c10d\n"
             f"  rdzv_endpoint    : {host0}:29500\n"

@@ -1,0 +1,2 @@
+"""The scenario model: config + schema defaults -> resolved scenarios, their cross-field rules, the seeded
+campaign's plan and settings, and how long a fault scenario must train."""

@@ -1,0 +1,144 @@
+"""The cross-field rules of a run's settings, each written once and said in either vocabulary: the workflow's
+config keys (ftqual.scenario.model, which collects every problem of every scenario) or the launcher's
+environment
+(ftqual.launch.settings, which stops at the first). Each rule returns its problem as one line, or None.
+
+The rules, and why:
+- the fault rank lies inside the world (NNODES*GPUS_PER_NODE ranks);
+- the world divides by TP*PP (and the model's shape takes TP and PP: contract.MODEL);
+- every injection needs a checkpoint of its own before the last iteration;
+- an in-save fault is a kill (a hang during a save is another scenario);
+- a fault placed in a replacement's setup needs an earlier fault to make the replacement (injections >= 2,
+  the first placed in a step) and the tracker's timing (it is armed by the cycle's start, not by a save);
+- a node loss needs a second node to survive it, takes a rank of a later node (the first node's ft_launcher
+  hosts the rendezvous store: losing it ends every node) and one injection at a checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ftqual.contract import MODEL
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """How one side names a setting and says a value of it: `rank 5` in the config, `NVRX_FAULT_RANK=5` in
+    the environment."""
+
+    names: dict[str, str]
+    separator: str  # between a name and its value
+    multinode_hint: str = ""  # what runs a multi-node scenario, where the vocabulary has a say in it
+    quote: bool = field(default=False)  # quote a value that came in as text (the environment's)
+
+    def name(self, key: str) -> str:
+        return self.names[key]
+
+    def said(self, key: str, value: object) -> str:
+        return f"{self.names[key]}{self.separator}{value}"
+
+    def got(self, value: object) -> str:
+        return repr(str(value)) if self.quote else str(value)
+
+
+KEYS = ("rank", "nnodes", "gpus_per_node", "tp", "pp", "injections", "save_interval", "train_iters", "fault",
+        "fault_timing", "hang_placement")  # fmt: skip
+CONFIG = Vocabulary(names={k: k for k in KEYS}, separator=" ", multinode_hint=", and the Slurm profile")
+ENVIRONMENT = Vocabulary(
+    names={
+        "rank": "NVRX_FAULT_RANK",
+        "nnodes": "NNODES",
+        "gpus_per_node": "GPUS_PER_NODE",
+        "tp": "TP",
+        "pp": "PP",
+        "injections": "NVRX_INJECTIONS",
+        "save_interval": "SAVE_INTERVAL",
+        "train_iters": "TRAIN_ITERS",
+        "fault": "NVRX_DEMO_FAULT",
+        "fault_timing": "NVRX_FAULT_TIMING",
+        "hang_placement": "NVRX_HANG_PLACEMENT",
+    },
+    separator="=",
+    quote=True,
+)
+
+
+def rank_outside_world(v: Vocabulary, rank: int | None, world: int) -> str | None:
+    if rank is None or rank < world:
+        return None
+    return (
+        f"{v.said('rank', rank)} is outside the world of {world} rank(s) "
+        f"({v.name('nnodes')}*{v.name('gpus_per_node')}); use 0..{world - 1} ({v.said('rank', 0)} on one GPU)"
+    )
+
+
+def world_not_divisible(v: Vocabulary, world: int, tp: int, pp: int) -> str | None:
+    if world % (tp * pp) == 0:
+        return MODEL.parallelism_problem(tp, pp)
+    return (
+        f"World size {world} ({v.name('nnodes')}*{v.name('gpus_per_node')}) must be divisible by "
+        f"{v.name('tp')}*{v.name('pp')}={tp * pp}"
+    )
+
+
+def injections_do_not_fit(
+    v: Vocabulary, fault: str, injections: int, save_interval: int, train_iters: int
+) -> str | None:
+    if fault == "none" or injections * save_interval < train_iters:
+        return None
+    return (
+        f"{v.said('injections', injections)}: each fault needs a new checkpoint before the last iteration, "
+        f"so {v.name('injections')}*{v.name('save_interval')}={injections * save_interval} must be below "
+        f"{v.name('train_iters')}={train_iters}"
+    )
+
+
+def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | None:
+    if fault_timing != "in_save" or fault == "kill":
+        return None
+    return (
+        f"{v.said('fault_timing', 'in_save')} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
+        "a hang during a save is not this scenario"
+    )
+
+
+def setup_placement_problem(
+    v: Vocabulary, fault: str, hang_placement: str, injections: int, fault_timing: str
+) -> str | None:
+    """A fault in a replacement's setup: injection 1 makes the replacement (placed in a step), every later
+    one stops a replacement while its setup section is open."""
+    if hang_placement != "setup" or fault == "none":
+        return None
+    placed = v.said("hang_placement", "setup")
+    if fault in ("node_loss", "campaign"):
+        return f"{placed} places a rank fault, not {v.said('fault', fault)}"
+    if fault_timing != "checkpoint":
+        return f"{placed} needs {v.said('fault_timing', 'checkpoint')} (got {v.got(fault_timing)})"
+    if injections < 2:
+        return (
+            f"{placed} needs {v.name('injections')} >= 2 (got {v.got(injections)}): only a replacement has "
+            "a setup to stop after a checkpoint, and the first fault (placed in a step) makes it"
+        )
+    return None
+
+
+def node_loss_problems(
+    v: Vocabulary, nnodes: int, gpus_per_node: int, rank: int | None, injections: int, fault_timing: str
+) -> list[str]:
+    """node_loss takes the node of the fault rank: never the first, whose ft_launcher hosts the rendezvous
+    store and the log server (losing it ends every node, whatever NVRx could do)."""
+    fault = v.said("fault", "node_loss")
+    if nnodes < 2:
+        return [f"{fault} needs {v.name('nnodes')} >= 2 (a node must survive to report){v.multinode_hint}"]
+    problems = []
+    if rank is not None and rank < gpus_per_node:
+        problems.append(
+            f"{v.said('rank', rank)} is on the first node, which hosts the rendezvous store; {fault} needs a "
+            f"rank of a later node ({gpus_per_node}..{nnodes * gpus_per_node - 1})"
+        )
+    if injections != 1 or fault_timing != "checkpoint":
+        problems.append(
+            f"{fault} takes one injection ({v.said('injections', 1)}) with "
+            f"{v.said('fault_timing', 'checkpoint')}"
+        )
+    return problems

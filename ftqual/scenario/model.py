@@ -1,0 +1,689 @@
+"""The one scenario model: the workflow config resolved into scenarios, and everything derived from them.
+
+Defaults live only in config/schema.yaml; this module fills them in with the schema itself, applies each
+scenario's overrides over the top level, checks the rules the schema cannot express, and derives what the
+later stages need: the launcher's environment (one function for the workflow and the preflight), the smoke
+workload's arguments, and a fingerprint of the settings that shape a run. The Snakefile, the preflight and
+the launcher environment all come from here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftqual.contract import gpu_only_problem
+from ftqual.launch import settings as launch_settings
+from ftqual.scenario import constraints
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
+DEFAULT_FAULT_RANK = 1  # the walkthrough's NVRX_FAULT_RANK default
+SECTIONS = ("setup", "step", "checkpointing")
+# Every variable the launcher reads (ftqual/launch/settings.py) but Slurm's own. The workflow sets those it
+# needs and removes the rest from the environment it inherits, so a stray NVRX_CHECKPOINT_DIR in a user's
+# shell can never make two scenarios share checkpoints.
+LAUNCHER_VARIABLES = tuple(name for name in launch_settings.VARIABLES if not name.startswith("SLURM_"))
+
+
+class ConfigError(ValueError):
+    """The config cannot be read or breaks a rule; the message says what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    setup: float
+    step: float
+    checkpointing: float
+    out_of_section: float
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def section_arg(self) -> str:
+        """NVRX_SECTION_TIMEOUTS: setup:S,step:S,checkpointing:S."""
+        return ",".join(f"{name}:{launch_settings.plain_number(getattr(self, name))}" for name in SECTIONS)
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    step_seconds: float
+    save_seconds: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario with every run setting resolved (its overrides over the top level)."""
+
+    name: str
+    fault: str
+    rank: int | None  # None for fault "none"
+    nnodes: int
+    gpus_per_node: int
+    tp: int
+    pp: int
+    train_iters: int
+    save_interval: int
+    timeouts: Timeouts
+    max_restarts: int
+    term_timeout: int
+    transformer_impl: str
+    dist_optimizer: str  # auto | on | off
+    hang_placement: str
+    smoke: SmokeOptions
+    # Scenario-only settings (never at the top level); defaults are today's single walkthrough fault.
+    injections: int = 1  # faults in one run, one per cycle, each after a new checkpoint completed
+    fault_timing: str = "checkpoint"  # checkpoint | in_save (SIGKILL while an async save is in flight)
+    checkpoint_load: bool = True  # false: relaunches do not load (--load left out): the no_resume control
+    resume_from: str | None = None  # the baseline scenario whose completed checkpoint the run starts from
+    expect: str = "pass"  # pass | fail: the outcome that qualifies
+    expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
+    join_timeout: int | None = None  # rendezvous join timeout (s); None: NVRx's default (600)
+    spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S), node_loss only
+    # The configured timeouts `timeouts` were recommended from (config `timeouts_from`, for a scenario that
+    # keeps the top-level timeouts); None: `timeouts` are the configured ones.
+    timeouts_from: Timeouts | None = None
+    calc_ft_timeouts: bool = False  # NVRx calculates the timeouts (config `calc_ft_timeouts`)
+    campaign: CampaignOptions | None = None  # fault: campaign only (ftqual.scenario.campaign_setup)
+
+    @property
+    def allocated_nodes(self) -> int:
+        """Nodes the run takes: the active nnodes and the spares, one launcher each."""
+        return self.nnodes + self.spare_nodes
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def multinode(self) -> bool:
+        return self.allocated_nodes > 1
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["expect_failing"] = list(self.expect_failing)
+        out["world_size"] = self.world_size
+        return out
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    """A campaign scenario's `campaign:` block (config/campaign.yaml); kinds empty: the workload's all."""
+
+    faults: int = 10
+    seed: int = 0
+    mtti: int | None = None  # iterations; None: two save intervals
+    kinds: tuple[str, ...] = ()
+    placements: tuple[str, ...] = ("step",)
+    horizon_faults: int = 1000  # the faults /dev/shm must have room for (ftqual.verification.campaign.shm)
+
+    def env(self) -> dict[str, str]:
+        out = {"NVRX_CAMPAIGN_FAULTS": str(self.faults), "NVRX_CAMPAIGN_SEED": str(self.seed)}
+        if self.mtti is not None:
+            out["NVRX_CAMPAIGN_MTTI"] = str(self.mtti)
+        if self.kinds:
+            out["NVRX_CAMPAIGN_KINDS"] = ",".join(self.kinds)
+        out["NVRX_CAMPAIGN_PLACEMENTS"] = ",".join(self.placements)
+        if self.horizon_faults != 1000:  # the default is the launcher's own: the settings' key stays
+            out["NVRX_CAMPAIGN_HORIZON"] = str(self.horizon_faults)
+        return out
+
+
+def _campaign_options(value: Mapping[str, Any] | None) -> CampaignOptions | None:
+    if value is None:
+        return None
+    return CampaignOptions(
+        faults=int(value.get("faults", 10)),
+        seed=int(value.get("seed", 0)),
+        mtti=None if value.get("mtti") is None else int(value["mtti"]),
+        kinds=tuple(value.get("kinds") or ()),
+        placements=tuple(value.get("placements") or ("step",)),
+        horizon_faults=int(value.get("horizon_faults", 1000)),
+    )
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """The whole resolved config: workflow-wide settings and the enabled scenarios, in config order."""
+
+    workload: str
+    megatron_path: str | None
+    megatron_path_source: str  # "config", "env MEGATRON_PATH" or "unset"
+    work_dir: str | None  # None: the workflow's working directory
+    baseline_scenario: str
+    preflight_on_node: str | bool
+    rerun_failed_verification: bool
+    defaults: Scenario  # the top-level settings, as a scenario named "(top level)"
+    scenarios: tuple[Scenario, ...] = field(default_factory=tuple)
+
+    @property
+    def by_name(self) -> dict[str, Scenario]:
+        return {s.name: s for s in self.scenarios}
+
+    @property
+    def fault_scenarios(self) -> tuple[Scenario, ...]:
+        return tuple(s for s in self.scenarios if s.fault != "none")
+
+    def fingerprint(self, scenario: Scenario) -> str:
+        """Hash of every setting that shapes this scenario's run (never its name or where runs go)."""
+        return _digest(self.shaping_settings(scenario))
+
+    def shaping_settings(self, scenario: Scenario) -> dict[str, Any]:
+        settings = scenario.to_json()
+        del settings["name"]
+        # Scenario-only settings at their defaults stay out, so the walkthrough's scenarios keep the
+        # fingerprints (and attempt slots) they had before these settings existed.
+        for key, default in SCENARIO_ONLY_DEFAULTS.items():
+            if settings[key] == default:
+                del settings[key]
+        if self.workload != "smoke":
+            del settings["smoke"]  # only the smoke workload reads them
+        return {
+            "workload": self.workload,
+            "megatron_path": self.megatron_path if self.workload == "megatron" else None,
+            **settings,
+        }
+
+    def preflight_fingerprint(self) -> str:
+        """Changes whenever anything the preflight judges changes: every scenario, the workload, its tree."""
+        return _digest(
+            {
+                "workload": self.workload,
+                "megatron_path": self.megatron_path,
+                "work_dir": self.work_dir,
+                "preflight_on_node": self.preflight_on_node,
+                "scenarios": {s.name: self.fingerprint(s) for s in self.scenarios},
+            }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved form the preflight reads back (`from_resolved`) and results/ records."""
+        return {
+            "schema": "ftqual.resolved-config/v1",
+            "workload": self.workload,
+            "megatron_path": self.megatron_path,
+            "megatron_path_source": self.megatron_path_source,
+            "work_dir": self.work_dir,
+            "baseline_scenario": self.baseline_scenario,
+            "preflight_on_node": self.preflight_on_node,
+            "rerun_failed_verification": self.rerun_failed_verification,
+            "defaults": self.defaults.to_json(),
+            "scenarios": {
+                s.name: {**s.to_json(), "fingerprint": self.fingerprint(s)} for s in self.scenarios
+            },
+        }
+
+
+def _digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------
+# reading and resolving
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config schema {path}: {exc.strerror or exc}") from exc
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """A YAML or JSON file holding one mapping (JSON is YAML too)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {p}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"config {p} is not valid YAML/JSON: {first}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {p} must hold a mapping at the top, not {type(data).__name__}")
+    return data
+
+
+def with_defaults(raw: Mapping[str, Any], schema: dict | None = None) -> dict[str, Any]:
+    """`raw` validated against the schema, top-level defaults filled in (as Snakemake's validate does)."""
+    import jsonschema
+
+    schema = schema or load_schema()
+    config = copy.deepcopy(dict(raw))
+    for key, prop in schema.get("properties", {}).items():
+        if key not in config and isinstance(prop, dict) and "default" in prop:
+            config[key] = copy.deepcopy(prop["default"])
+    try:
+        jsonschema.validate(config, schema)
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise ConfigError(f"invalid config at {where}: {exc.message}") from exc
+    except RecursionError as exc:
+        raise ConfigError("invalid config: nested too deeply") from exc
+    return config
+
+
+def _on_off(value: Any) -> str:
+    """dist_optimizer as auto|on|off (YAML 1.1 reads a bare on/off as a boolean)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """`base` updated by `override`, recursing into mappings (timeouts, smoke)."""
+    if not isinstance(base, Mapping) or not isinstance(override, Mapping):
+        return copy.deepcopy(override)
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out.get(key), value)
+    return out
+
+
+# Defaults of the scenario-only settings (as to_json writes them).
+SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
+    "injections": 1,
+    "fault_timing": "checkpoint",
+    "checkpoint_load": True,
+    "resume_from": None,
+    "expect": "pass",
+    "expect_failing": [],
+    "join_timeout": None,
+    "spare_nodes": 0,
+    "timeouts_from": None,
+    "calc_ft_timeouts": False,
+    "campaign": None,
+}
+
+RUN_SETTINGS = (
+    "nnodes",
+    "gpus_per_node",
+    "tp",
+    "pp",
+    "train_iters",
+    "save_interval",
+    "timeouts",
+    "max_restarts",
+    "term_timeout",
+    "transformer_impl",
+    "dist_optimizer",
+    "hang_placement",
+    "smoke",
+)
+
+
+def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scenario:
+    s = {key: _merged(top[key], raw[key]) if key in raw else copy.deepcopy(top[key]) for key in RUN_SETTINGS}
+    fault = raw.get("fault", "none")
+    campaign = _campaign_options(raw.get("campaign", {})) if fault == "campaign" else None
+    if campaign is not None and "max_restarts" not in raw:
+        s["max_restarts"] = campaign.faults  # one restart per fault: follows from K
+    return Scenario(
+        name=name,
+        fault=fault,
+        rank=None if fault in ("none", "campaign") else int(raw.get("rank", DEFAULT_FAULT_RANK)),
+        nnodes=int(s["nnodes"]),
+        gpus_per_node=int(s["gpus_per_node"]),
+        tp=int(s["tp"]),
+        pp=int(s["pp"]),
+        train_iters=int(s["train_iters"]),
+        save_interval=int(s["save_interval"]),
+        timeouts=Timeouts(**{k: float(v) for k, v in s["timeouts"].items()}),
+        max_restarts=int(s["max_restarts"]),
+        term_timeout=int(s["term_timeout"]),
+        transformer_impl=str(s["transformer_impl"]),
+        dist_optimizer=_on_off(s["dist_optimizer"]),
+        hang_placement=str(s["hang_placement"]),
+        smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
+        injections=campaign.faults if campaign else int(raw.get("injections", 1)),
+        fault_timing=str(raw.get("fault_timing", "checkpoint")),
+        checkpoint_load=bool(raw.get("checkpoint_load", True)),
+        resume_from=raw.get("resume_from"),
+        expect=str(raw.get("expect", "pass")),
+        join_timeout=None if raw.get("join_timeout") is None else int(raw["join_timeout"]),
+        spare_nodes=int(raw.get("spare_nodes", 0)),
+        expect_failing=tuple(raw.get("expect_failing", ())),
+        campaign=campaign,
+    )
+
+
+def _resume_lengths(scenarios: tuple[Scenario, ...], raw: Mapping[str, Any]) -> tuple[Scenario, ...]:
+    """A resume_from scenario that sets no train_iters of its own runs three save intervals past its
+    source's final checkpoint: a new checkpoint before the fault even where a save completes only when the
+    next one begins (ftqual.scenario.sizing: one H200 finalizes an async save a whole interval late), one
+    after the
+    restore. The minimum stays two intervals; the baseline's measured lag may ask for more before launch."""
+    by_name = {s.name: s for s in scenarios}
+    out = []
+    for s in scenarios:
+        source = by_name.get(s.resume_from) if s.resume_from else None
+        if source is not None and "train_iters" not in raw[s.name]:
+            s = dataclasses.replace(s, train_iters=source.train_iters + 3 * s.save_interval)
+        out.append(s)
+    return tuple(out)
+
+
+def in_config_order(cfg: WorkflowConfig, reference: list[str]) -> WorkflowConfig:
+    """The scenarios in the order a reader expects, whatever order config merging left them in: the
+    baseline, then those of the reference config (config/config.yaml) in its order, then the added ones in
+    the order they came."""
+    position = {name: i for i, name in enumerate(reference)}
+    given = [s.name for s in cfg.scenarios]
+
+    def key(s: Scenario) -> tuple[int, int]:
+        if s.name == cfg.baseline_scenario:
+            return (0, 0)
+        if s.name in position:
+            return (1, position[s.name])
+        return (2, given.index(s.name))
+
+    return dataclasses.replace(cfg, scenarios=tuple(sorted(cfg.scenarios, key=key)))
+
+
+def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> WorkflowConfig:
+    """The workflow config (as written or as Snakemake holds it) resolved into scenarios; ConfigError if not
+    valid. `env` supplies MEGATRON_PATH when the config leaves megatron_path empty."""
+    env = os.environ if env is None else env
+    schema = load_schema()
+    config = with_defaults(raw, schema)
+    # A partial top-level `smoke` keeps the schema's value for the option it leaves out.
+    config["smoke"] = _merged(schema["properties"]["smoke"]["default"], config["smoke"])
+    megatron_path, source = config["megatron_path"] or None, "config"
+    if not megatron_path:
+        megatron_path, source = (env.get("MEGATRON_PATH") or None), "env MEGATRON_PATH"
+        if not megatron_path:
+            source = "unset"
+    top = {key: config[key] for key in RUN_SETTINGS}
+    defaults = _scenario("(top level)", top, {"fault": "none"})
+    scenarios = tuple(
+        _scenario(name, top, entry)
+        for name, entry in config["scenarios"].items()
+        if entry.get("enabled", True)
+    )
+    scenarios = _resume_lengths(scenarios, config["scenarios"])
+    if config.get("calc_ft_timeouts") and config.get("timeouts_from") is not None:
+        raise ConfigError(
+            "calc_ft_timeouts and timeouts_from: NVRx's calculated timeouts are no recommendation"
+        )
+    if config.get("calc_ft_timeouts"):
+        scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
+    if config.get("timeouts_from") is not None:
+        recommended_from = Timeouts(**{k: float(v) for k, v in config["timeouts_from"].items()})
+        # A scenario with timeouts of its own does not run under the recommendation.
+        scenarios = tuple(
+            s
+            if "timeouts" in config["scenarios"][s.name]
+            else dataclasses.replace(s, timeouts_from=recommended_from)
+            for s in scenarios
+        )
+    cfg = WorkflowConfig(
+        workload=config["workload"],
+        megatron_path=megatron_path,
+        megatron_path_source=source,
+        work_dir=config["work_dir"] or None,
+        baseline_scenario=config["baseline_scenario"],
+        preflight_on_node=config["preflight_on_node"],
+        rerun_failed_verification=bool(config["rerun_failed_verification"]),
+        defaults=defaults,
+        scenarios=scenarios,
+    )
+    problems = cross_field_problems(cfg)
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
+    """Rules the schema cannot express; one line per problem, each saying what to change."""
+    problems = []
+    names = [s.name for s in cfg.scenarios]
+    baseline = cfg.by_name.get(cfg.baseline_scenario)
+    if baseline is None:
+        problems.append(
+            f"baseline_scenario {cfg.baseline_scenario!r} is not an enabled scenario "
+            f"(enabled: {', '.join(names) or 'none'})"
+        )
+    elif baseline.fault != "none":
+        problems.append(f"baseline_scenario {cfg.baseline_scenario!r} must have fault: none")
+    for s in cfg.scenarios:
+        where = f"scenarios.{s.name}"
+        shape = [
+            constraints.rank_outside_world(constraints.CONFIG, s.rank, s.world_size),
+            constraints.world_not_divisible(constraints.CONFIG, s.world_size, s.tp, s.pp),
+        ]
+        problems += [f"{where}: {p}" for p in shape if p]
+        problems += [f"{where}: {p}" for p in _fault_problems(s, cfg.workload)]
+        gpu_only = gpu_only_problem(s.fault, cfg.workload)
+        problems += [f"{where}: {gpu_only}"] if gpu_only else []
+        if s.resume_from is not None:
+            problems += [f"{where}: {p}" for p in _resume_problems(cfg, s)]
+    return problems
+
+
+def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
+    problems = []
+    if s.fault == "none":
+        changed = [
+            key
+            for key in ("injections", "fault_timing", "checkpoint_load")
+            if getattr(s, key) != SCENARIO_ONLY_DEFAULTS[key]
+        ]
+        if changed:
+            problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
+    v = constraints.CONFIG
+    if s.fault == "campaign":
+        return problems + _campaign_problems(s, workload)
+    fit = constraints.injections_do_not_fit(v, s.fault, s.injections, s.save_interval, s.train_iters)
+    problems += [fit] if fit else []
+    if s.fault == "node_loss":
+        problems += _node_loss_problems(s)
+    elif s.spare_nodes:
+        problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")
+    in_save = constraints.in_save_needs_kill(v, s.fault, s.fault_timing)
+    problems += [in_save] if in_save else []
+    setup = constraints.setup_placement_problem(v, s.fault, s.hang_placement, s.injections, s.fault_timing)
+    problems += [setup] if setup else []
+    if s.expect == "fail" and not s.expect_failing:
+        problems.append(
+            "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"
+        )
+    if s.expect == "pass" and s.expect_failing:
+        problems.append("expect_failing is only for expect: fail; remove it or set expect: fail")
+    return problems
+
+
+def _campaign_problems(s: Scenario, workload: str = "smoke") -> list[str]:
+    """The plan the campaign block draws must fit the run, and its restarts its faults
+    (ftqual.scenario.campaign_setup)."""
+    from ftqual.scenario import campaign_setup
+    from ftqual.scenario.campaign_plan import PlanError
+
+    assert s.campaign is not None
+    env = {k: v for k, v in s.campaign.env().items() if k != "NVRX_CAMPAIGN_KINDS" or s.campaign.kinds}
+    try:
+        plan = campaign_setup.plan_from_env(env, workload, s.world_size, s.save_interval)
+    except PlanError as exc:
+        return [str(exc).replace("NVRX_CAMPAIGN_", "campaign.").replace("campaign.FAULTS", "campaign.faults")]
+    problems = [campaign_setup.sizing_problem(plan, s.train_iters, "train_iters")]
+    problems.append(campaign_setup.restarts_problem(plan.count, s.max_restarts, "max_restarts"))
+    if s.expect == "fail" and not s.expect_failing:
+        problems.append("expect: fail needs expect_failing: the check ids that must fail")
+    return [p for p in problems if p]
+
+
+def _node_loss_problems(s: Scenario) -> list[str]:
+    """node_loss kills a whole node's ft_launcher (ftqual.scenario.constraints); the verifier judges its
+    outcome."""
+    problems = constraints.node_loss_problems(
+        constraints.CONFIG, s.nnodes, s.gpus_per_node, s.rank, s.injections, s.fault_timing
+    )
+    if s.nnodes < 2:
+        return problems
+    if s.expect == "fail":
+        problems.append(
+            "fault node_loss has its outcome judged by the verifier (the job must end within join_timeout); "
+            "remove expect: fail"
+        )
+    return problems
+
+
+def _resume_problems(cfg: WorkflowConfig, s: Scenario) -> list[str]:
+    if s.resume_from != cfg.baseline_scenario:
+        return [
+            f"resume_from must name the baseline scenario ({cfg.baseline_scenario!r}), whose completed run's "
+            f"checkpoint the run starts from (got {s.resume_from!r})"
+        ]
+    source = cfg.by_name.get(s.resume_from)
+    if source is None:
+        return []  # reported as the missing baseline
+    needed = source.train_iters + 2 * s.save_interval
+    if s.train_iters < needed:
+        return [
+            f"train_iters {s.train_iters} leaves no room after the {s.resume_from} scenario's final "
+            f"checkpoint at {source.train_iters}: a fault after a new checkpoint and one more checkpoint "
+            f"after the restore need train_iters >= {needed}"
+        ]
+    if s.checkpoint_load is False:
+        return ["resume_from needs checkpoint_load (the run starts by loading the copied checkpoint)"]
+    return []
+
+
+def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
+    """Read back `WorkflowConfig.to_json()` (the preflight's --config when the workflow calls it)."""
+
+    def scenario(d: Mapping[str, Any]) -> Scenario:
+        return Scenario(
+            name=d["name"],
+            fault=d["fault"],
+            rank=d["rank"],
+            nnodes=d["nnodes"],
+            gpus_per_node=d["gpus_per_node"],
+            tp=d["tp"],
+            pp=d["pp"],
+            train_iters=d["train_iters"],
+            save_interval=d["save_interval"],
+            timeouts=Timeouts(**d["timeouts"]),
+            max_restarts=d["max_restarts"],
+            term_timeout=d["term_timeout"],
+            transformer_impl=d["transformer_impl"],
+            dist_optimizer=d["dist_optimizer"],
+            hang_placement=d["hang_placement"],
+            smoke=SmokeOptions(**d["smoke"]),
+            injections=d.get("injections", 1),
+            fault_timing=d.get("fault_timing", "checkpoint"),
+            checkpoint_load=d.get("checkpoint_load", True),
+            resume_from=d.get("resume_from"),
+            expect=d.get("expect", "pass"),
+            expect_failing=tuple(d.get("expect_failing", ())),
+            join_timeout=d.get("join_timeout"),
+            spare_nodes=d.get("spare_nodes", 0),
+            timeouts_from=Timeouts(**d["timeouts_from"]) if d.get("timeouts_from") else None,
+            calc_ft_timeouts=d.get("calc_ft_timeouts", False),
+            campaign=_campaign_options(d.get("campaign")),
+        )
+
+    try:
+        return WorkflowConfig(
+            workload=data["workload"],
+            megatron_path=data["megatron_path"],
+            megatron_path_source=data["megatron_path_source"],
+            work_dir=data["work_dir"],
+            baseline_scenario=data["baseline_scenario"],
+            preflight_on_node=data["preflight_on_node"],
+            rerun_failed_verification=data["rerun_failed_verification"],
+            defaults=scenario(data["defaults"]),
+            scenarios=tuple(scenario(s) for s in data["scenarios"].values()),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"resolved config is incomplete or malformed: {exc}") from exc
+
+
+def load(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> WorkflowConfig:
+    """A config file: the resolved form written by the workflow, or a workflow config as a user writes it."""
+    data = read_config_file(path)
+    if data.get("schema") == "ftqual.resolved-config/v1":
+        return from_resolved(data)
+    return resolve(data, env)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the launcher gets
+
+
+def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
+    """The launcher's environment for one scenario: every setting it reads, nothing left to its defaults.
+
+    The caller adds where the run goes (NVRX_WORK_DIR, NVRX_RUN_ID) and, for several nodes, the rendezvous
+    endpoint and the shared log server port.
+    """
+    t = s.timeouts
+    env = {
+        "NVRX_WORKLOAD": cfg.workload,
+        "NVRX_SCENARIO": s.name,
+        "NNODES": s.nnodes,
+        "GPUS_PER_NODE": s.gpus_per_node,
+        "TP": s.tp,
+        "PP": s.pp,
+        "TRAIN_ITERS": s.train_iters,
+        "SAVE_INTERVAL": s.save_interval,
+        "NVRX_DEMO_FAULT": s.fault,
+        "NVRX_SECTION_TIMEOUTS": t.section_arg(),
+        "NVRX_OUT_OF_SECTION_TIMEOUT": str(launch_settings.plain_number(t.out_of_section)),
+        "NVRX_MAX_RESTARTS": s.max_restarts,
+        "NVRX_TERM_TIMEOUT": s.term_timeout,
+        "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
+        "NVRX_DIST_OPTIMIZER": s.dist_optimizer,
+        "NVRX_HANG_PLACEMENT": s.hang_placement,
+        "NVRX_INJECTIONS": 1 if s.campaign else s.injections,  # a campaign's count is its plan's
+        "NVRX_FAULT_TIMING": s.fault_timing,
+        "NVRX_LOAD_CHECKPOINTS": int(s.checkpoint_load),
+        "NVRX_SETTINGS_FINGERPRINT": cfg.fingerprint(s),
+    }
+    if s.rank is not None:
+        env["NVRX_FAULT_RANK"] = s.rank
+    if s.campaign is not None:
+        env.update(s.campaign.env())
+    if s.join_timeout is not None:
+        env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
+    if s.spare_nodes:
+        env["NVRX_SPARE_NODES"] = s.spare_nodes
+    if s.calc_ft_timeouts:
+        env["NVRX_CALC_FT_TIMEOUTS"] = 1
+    if s.timeouts_from is not None:
+        f = s.timeouts_from
+        env["NVRX_TIMEOUTS_FROM"] = (
+            f"{f.section_arg()},out_of_section:{launch_settings.plain_number(f.out_of_section)}"
+        )
+    if cfg.workload == "megatron" and cfg.megatron_path:
+        env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
+    return {key: str(value) for key, value in env.items()}
+
+
+def workload_args(cfg: WorkflowConfig, s: Scenario) -> list[str]:
+    """Extra workload arguments after the launcher's own (the smoke workload's pace only)."""
+    if cfg.workload != "smoke":
+        return []
+    return [
+        f"--smoke-save-seconds={launch_settings.plain_number(s.smoke.save_seconds)}",
+        f"--smoke-step-seconds={launch_settings.plain_number(s.smoke.step_seconds)}",
+    ]
+
+
+def clean_environment(inherited: Mapping[str, str]) -> dict[str, str]:
+    """`inherited` without any launcher variable: only what launcher_env sets reaches the launcher."""
+    return {k: v for k, v in inherited.items() if k not in LAUNCHER_VARIABLES}

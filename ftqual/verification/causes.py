@@ -1,0 +1,352 @@
+"""One-line causes: why a scenario's run failed, classified from the run directory's own logs.
+
+A failed verdict lists checks; a platform engineer first wants the one reason behind them. `classify` takes
+launcher.log's facts from the evidence (the run's `RunSnapshot` where the caller has one, else the same
+parser, `evidence.launcher_log`), reads the per-cycle training logs' lines once for their error lines (which
+no fact keeps; regular files inside the run only, bounded lines), and names the first cause that fits, most
+specific first:
+
+- NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles;
+- a section timeout fired in every cycle (with the measured iteration time against the timeout);
+- the workload rejected its arguments (argparse's `error:` line), in every cycle;
+- every cycle crashed with the same error line;
+- the restarts were exhausted (every cycle failed; max_restarts reached); named before the per-cycle causes
+  when the run requested more injections than max_restarts allows;
+- the rendezvous timed out;
+- a fault scenario ended without its injection (no checkpoint before the end);
+- the evidence is missing (no launcher.log: ft_launcher's log pipe never started).
+Anything else is "unknown", pointing at the last line that names an error. Each cause cites file:line.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from ftqual.contract import FAULTS
+from ftqual.verification.evidence import safeio
+from ftqual.verification.evidence.clock import Clock
+from ftqual.verification.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
+from ftqual.verification.evidence.patterns import common, launcher, train
+from ftqual.verification.evidence.run_meta import marker_names
+from ftqual.verification.evidence.snapshot import RunSnapshot
+
+STOPPED = (
+    "the launcher was stopped by {signal} from outside before the run ended (a stopped workflow, a "
+    "scheduler's time limit or scancel): not the stack's doing; a rerun qualifies the scenario"
+)
+NOT_INJECTED = (
+    "the {fault} was never injected: no checkpoint completed with training left after it "
+    "(the fault waits for the first one)"
+)
+MAX_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Cause:
+    # no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
+    # not_injected | evidence_missing | unknown
+    kind: str
+    text: str
+    path: str | None = None  # evidence, relative to the run directory
+    line: int | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "path": self.path, "line": self.line}
+
+
+def _lines(run_dir: Path, rel: str):
+    """(number, text) of a log inside the run; nothing when it is missing or not a regular file."""
+    try:
+        with safeio.open_regular(run_dir / rel, run_dir) as fh:
+            for number, (raw, _ended) in enumerate(safeio.bounded_lines(fh), start=1):
+                yield number, raw.decode("utf-8", "replace").rstrip()
+    except OSError:
+        return
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+@dataclass
+class _Cycle:
+    arg_error: tuple[int, str] | None = None
+    last_error: tuple[int, str] | None = None
+    iteration_ms: list[float] | None = None
+
+
+def _scan_cycle(run_dir: Path, rel: str) -> _Cycle:
+    cycle = _Cycle(iteration_ms=[])
+    previous = ""
+    for number, text in _lines(run_dir, rel):
+        if cycle.arg_error is None and train.ARG_ERROR.search(text):
+            cycle.arg_error = (number, text)
+        match = train.ERROR_LINE.match(text)
+        if match:
+            error = match.group(1)
+            if error.rstrip(":").isidentifier():  # a bare `AssertionError`: the failing line says more
+                error = f"{error} at `{previous}`"
+            cycle.last_error = (number, error)
+        stripped = train.RANK_AND_TORCH_RANK.sub("", text, count=1).strip()
+        if stripped and set(stripped) != {"^"}:  # Python's caret markers under the failing expression
+            previous = stripped
+        ms = train.ELAPSED.search(text)
+        if ms and len(cycle.iteration_ms) < 100_000:
+            cycle.iteration_ms.append(float(ms.group(1)))
+    return cycle
+
+
+def _cycle_logs(run_dir: Path) -> list[str]:
+    try:
+        names = [p.name for p in (run_dir / "logs").iterdir()]
+    except OSError:
+        return []
+    found = sorted((int(m.group(1)), n) for n in names if (m := train.TRAIN_LOG_NAME.fullmatch(n)))
+    return [f"logs/{name}" for _, name in found]
+
+
+def root_cause(
+    run_dir: Path, run: dict, launcher_exit: int | None, snapshot: RunSnapshot | None = None
+) -> dict | None:
+    """The cause the logs name for a run that did not pass (`classify`, as JSON), or None where the failed
+    check says it better: the launcher ended cleanly after its fault (or the run had none). `snapshot`: the
+    run's evidence where the caller has read it already (`classify`)."""
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    if launcher_exit in (0, None) and (
+        fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
+    ):
+        return None
+    return classify(Path(run_dir), run, launcher_exit, snapshot).to_json()
+
+
+_ANY_YEAR = 2000  # the causes use no timestamp; a leap year takes every glog date
+
+
+class _Launcher:
+    """launcher.log's facts (the evidence parser's: the snapshot's, or read here the same way) and, only for
+    the last causes, its lines."""
+
+    def __init__(self, run_dir: Path, snapshot: RunSnapshot | None) -> None:
+        self.run_dir = run_dir
+        self.log: LauncherLog | None = None
+        if snapshot is not None and snapshot.ok("launcher_log"):
+            self.log = snapshot.launcher
+        else:
+            try:
+                self.log = parse_launcher_log(
+                    run_dir / LAUNCHER_LOG, LAUNCHER_LOG, Clock(), _ANY_YEAR, run_dir
+                )
+            except OSError:
+                self.log = None
+        self._lines: list[tuple[int, str]] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.log is None or self.log.lines == 0
+
+    def lines(self) -> list[tuple[int, str]]:
+        if self._lines is None:
+            self._lines = list(_lines(self.run_dir, LAUNCHER_LOG))
+        return self._lines
+
+    def no_progress_line(self) -> int | None:
+        """The line of NVRx's `no progress across restarts` (the first), if any."""
+        assert self.log is not None
+        for stop in self.log.no_progress_stops:
+            if launcher.NO_PROGRESS_STOP.search(stop.ref.text):
+                return stop.ref.line
+        return None
+
+    def last_exit_line(self) -> int | None:
+        assert self.log is not None
+        return max((item.ref.line for item in self.log.exits), default=None)
+
+    def timeouts(self) -> list[tuple[str, float, int]]:
+        """(section, timeout, line) of the first timeout report of each cycle."""
+        assert self.log is not None
+        seen: dict[int, tuple[str, float, int]] = {}
+        for fired in self.log.timeouts:
+            if fired.cycle not in seen:
+                seen[fired.cycle] = (fired.section or "out of section", fired.timeout_s, fired.ref.line)
+        return list(seen.values())
+
+
+def classify(
+    run_dir: Path, run: dict, launcher_exit: int | None = None, snapshot: RunSnapshot | None = None
+) -> Cause:
+    """The cause of a failed run, from its evidence; `run` is its run.json (settings: fault, timeouts...).
+    With `snapshot` (the run's evidence, already read) launcher.log's facts are taken from it; the training
+    logs' error lines, which no fact keeps, are read here."""
+    run_dir = Path(run_dir)
+    # A run stopped from outside ended because of the stop: that outranks whatever its logs say next.
+    stopped = run.get("interrupted_by")
+    if isinstance(stopped, str) and stopped:
+        return Cause("interrupted", STOPPED.format(signal=stopped), "run.json", None)
+
+    launcher_log = _Launcher(run_dir, snapshot)
+    if launcher_log.empty:
+        return Cause(
+            "evidence_missing",
+            "no launcher.log: ft_launcher's log never started (a bad flag or a missing module is printed "
+            "only on the launcher's console)",
+        )
+    cycles = _cycle_logs(run_dir)
+    scans = {rel: _scan_cycle(run_dir, rel) for rel in cycles}
+    crash = _same_crash(scans)
+
+    # A fault that never came is the root cause whatever NVRx did after it: the wrapper fails the fault
+    # rank when it never came, so every cycle "fails" and NVRx may stop with exit 93 (no progress).
+    fault = run.get("fault") or (run.get("settings") or {}).get("fault")
+    wanted = run.get("injections") or (run.get("settings") or {}).get("injections") or 1
+    made = len(marker_names(run_dir))
+    if fault in FAULTS[1:] and isinstance(wanted, int) and made < wanted:
+        said = next(
+            (
+                (rel, n, t)
+                for rel in cycles
+                for n, t in _lines(run_dir, rel)
+                if train.NEVER_INJECTED.search(t)
+            ),
+            None,
+        )
+        if said:
+            text = NOT_INJECTED.format(fault=fault)
+            if made:  # the first came; a later one did not
+                text = f"injection {made + 1} of {wanted}: " + text
+            return Cause("not_injected", text, said[0], said[1])
+
+    # the restarts (every cycle after the first, which the fault ended) failing alike
+    restarted = _same_crash({rel: scans[rel] for rel in cycles[1:]}) if len(cycles) > 1 else None
+    if (number := launcher_log.no_progress_line()) is not None:
+        why = (
+            f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
+        )
+        text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
+        return Cause("no_progress", text, LAUNCHER_LOG, number)
+
+    last_exit = launcher_log.last_exit_line()
+    gave_up = _injections_exhausted(run, launcher_exit, cycles, last_exit)
+    if gave_up is not None:
+        return gave_up
+
+    timeouts = launcher_log.timeouts()
+    if cycles and timeouts and len(timeouts) >= len(cycles):
+        section, seconds, number = timeouts[-1]
+        measured = [ms for s in scans.values() for ms in s.iteration_ms or []]
+        pace = f"; measured iteration time {statistics.median(measured) / 1000:.1f} s" if measured else ""
+        text = (
+            f"the '{section}' timeout ({seconds:g} s) fired in every cycle ({len(timeouts)} of {len(cycles)})"
+        )
+        return Cause("section_timeout", text + pace, LAUNCHER_LOG, number)
+
+    arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
+    if cycles and len(arg_errors) == len(cycles):
+        rel, (number, text) = arg_errors[-1]
+        text = f"the workload rejected its arguments in every cycle: {_short(text)}"
+        return Cause("argument_error", text, rel, number)
+
+    if crash:
+        rel, number, text = crash
+        return Cause("crash", f"every cycle ({len(cycles)}) crashed with: {_short(text)}", rel, number)
+
+    for number, text in launcher_log.lines():
+        if launcher.ANY_RENDEZVOUS_TIMEOUT.search(text):
+            return Cause(
+                "rendezvous_timeout", f"the rendezvous timed out: {_short(text)}", LAUNCHER_LOG, number
+            )
+
+    max_restarts = run.get("max_restarts")
+    if (
+        launcher_exit not in (0, None)
+        and cycles
+        and isinstance(max_restarts, int)
+        and len(cycles) > max_restarts
+    ):
+        text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
+        return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
+
+    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
+        return Cause("not_injected", NOT_INJECTED.format(fault=fault))
+
+    for rel in [*reversed(cycles), LAUNCHER_LOG]:
+        lines = launcher_log.lines() if rel == LAUNCHER_LOG else list(_lines(run_dir, rel))
+        for number, text in reversed(lines):
+            if common.TELLING.search(text):
+                return Cause("unknown", f"unknown cause; the last error line: {_short(text)}", rel, number)
+    return Cause("unknown", "unknown cause: no line in the logs names an error", LAUNCHER_LOG, None)
+
+
+def _injections_exhausted(
+    run: dict, launcher_exit: int | None, cycles: list[str], last_exit: int | None
+) -> Cause | None:
+    """More injections were requested than max_restarts allows: ft_launcher gave up after its last restart.
+    Named before the per-cycle causes, which the injections themselves produce (a timeout or a killed
+    worker in every cycle). `last_exit`: the line of the last worker exit in launcher.log."""
+    injections, max_restarts = run.get("injections"), run.get("max_restarts")
+    if not isinstance(injections, int) or not isinstance(max_restarts, int) or injections <= max_restarts:
+        return None
+    if launcher_exit in (0, None) or len(cycles) <= max_restarts:
+        return None
+    text = (
+        f"ft_launcher gave up after {len(cycles) - 1} restarts (max_restarts {max_restarts}): {injections} "
+        f"injections requested, one restart each (restarts exhausted)"
+    )
+    return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
+
+
+def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
+    """(log, line, error) when every cycle's last error line is the same one."""
+    if not scans or any(s.last_error is None for s in scans.values()):
+        return None
+    texts = {s.last_error[1] for s in scans.values()}
+    if len(texts) != 1:
+        return None
+    rel = list(scans)[-1]
+    number, text = scans[rel].last_error
+    return rel, number, text
+
+
+# ---------------------------------------------------------------------------------------------
+# failing fast: timeouts the baseline already shows cannot work
+
+
+def baseline_pace(run_dir: Path, run: dict) -> tuple[float | None, float | None]:
+    """(slowest step, seconds from the launch to the first step) the baseline run measured."""
+    slowest, first = None, None
+    for _number, text in _lines(Path(run_dir), "logs/train_cycle0.log"):
+        if ms := train.ELAPSED.search(text):
+            slowest = max(slowest or 0.0, float(ms.group(1)) / 1000)
+        if first is None and (stamp := train.ITERATION_STAMP.search(text)):
+            first = stamp.group(1)
+    startup = None
+    try:
+        started = datetime.fromisoformat(str(run["started_at"]).replace("Z", "+00:00"))
+        offset = float(run.get("tz_offset_s") or 0)
+        if first is not None:
+            at = datetime.fromisoformat(first).replace(tzinfo=UTC) - timedelta(seconds=offset)
+            startup = (at - started).total_seconds()
+    except (KeyError, ValueError, TypeError, OverflowError):
+        startup = None
+    return slowest, startup
+
+
+def timeout_problems(run_dir: Path, run: dict, save_s_max: float | None, timeouts: dict) -> list[str]:
+    """Why a fault scenario with these timeouts would spend its restarts in vain, judged from the baseline."""
+    slowest, startup = baseline_pace(run_dir, run)
+    problems = []
+    if slowest is not None and timeouts.get("step", float("inf")) <= slowest:
+        step = timeouts["step"]
+        problems.append(
+            f"the 'step' timeout ({step:g} s) is not above the baseline's slowest step ({slowest:.1f} s)"
+        )
+    if startup is not None and timeouts.get("setup", float("inf")) <= startup:
+        problems.append(f"the 'setup' timeout ({timeouts['setup']:g} s) is not above the baseline's start-up "
+                        f"({startup:.0f} s to the first step)")  # fmt: skip
+    if save_s_max is not None and timeouts.get("checkpointing", float("inf")) <= save_s_max:
+        problems.append(f"the 'checkpointing' timeout ({timeouts['checkpointing']:g} s) is not above the "
+                        f"baseline's slowest save ({save_s_max:.1f} s)")  # fmt: skip
+    return problems

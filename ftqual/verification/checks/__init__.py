@@ -1,0 +1,83 @@
+"""Checks: pure functions of (snapshot, expectations) -> CheckResult, run in a fixed order."""
+
+from __future__ import annotations
+
+from ftqual.contract import LIVE_FAULTS
+from ftqual.verification.checks import campaign
+from ftqual.verification.checks.baseline import uninterrupted_completion
+from ftqual.verification.checks.calculated import calculated_timeouts
+from ftqual.verification.checks.detection_bound import detected_within_timeout
+from ftqual.verification.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
+from ftqual.verification.checks.leftovers import no_leftovers
+from ftqual.verification.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
+from ftqual.verification.checks.replay import replay_consistency
+from ftqual.verification.checks.result import CheckResult, verdict
+from ftqual.verification.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
+from ftqual.verification.checks.run_plan import RunPlan, run_plan_from
+from ftqual.verification.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
+from ftqual.verification.checks.section_times import timeouts_not_exceeded
+from ftqual.verification.checks.timeouts import fixed_timeouts_in_force
+from ftqual.verification.checks.world import active_world_unchanged
+from ftqual.verification.evidence.snapshot import RunSnapshot
+
+FAULT_CHECKS = (
+    checkpoint_before_failure,
+    failure_detected_and_restarted,
+    resumed_from_checkpoint,
+    progress_after_resume,
+    clean_finish,
+    active_world_unchanged,
+    no_leftovers,
+    interrupted_save_discarded,
+)
+BASELINE_CHECKS = (uninterrupted_completion,)
+COMMON_CHECKS = (fixed_timeouts_in_force, timeouts_not_exceeded, started_from_existing_checkpoint)
+
+
+def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> list[CheckResult]:
+    """Every check, in report order; those that do not apply to the scenario say `skip`."""
+    if exp.fault == "campaign":
+        return campaign_checks(snap, exp, baseline)
+    results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
+    results.append(replay_consistency(snap, exp, baseline))
+    if exp.job_ends:
+        results = [not_applicable(r.id) if r.id in NOT_WITHOUT_SPARE else r for r in results]
+    if exp.node_loss:
+        # Only node_loss reports carry its check (the others keep the checks they always listed).
+        results.append(node_loss_outcome(snap, exp))
+    if exp.calc_ft_timeouts:
+        # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
+        results.append(calculated_timeouts(snap, exp))
+    if exp.fault in LIVE_FAULTS:
+        # Only a live fault's report carries it: a hang's detection bound (the timeouts' promise).
+        results.append(detected_within_timeout(snap, exp))
+    # Every check gates (`CheckResult.gates`, verify.json's `gates`): each proves a point of the recovery the
+    # walkthrough promises (docs/checks.md), or a condition without which those points prove nothing. A check
+    # added for information only says `gates=False` in its result.
+    return results
+
+
+def campaign_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None) -> list[CheckResult]:
+    """A campaign: the single-fault checks per fault (ftqual.verification.checks.campaign), the whole-run ones
+    on the run
+    as it is, and the plan followed; in the report order of every other fault run."""
+    cbf, fdr, rfc, par, replay = campaign.per_fault(snap, exp, baseline)
+    whole = [check(snap, exp) for check in (clean_finish, active_world_unchanged, no_leftovers)]
+    common = [check(snap, exp) for check in COMMON_CHECKS]
+    saves = interrupted_save_discarded(snap, exp)
+    base = uninterrupted_completion(snap, exp)
+    return [
+        base,
+        cbf,
+        fdr,
+        rfc,
+        par,
+        *whole,
+        saves,
+        *common,
+        replay,
+        campaign.campaign_plan_followed(snap, exp),
+    ]
+
+
+__all__ = ["CheckResult", "RunPlan", "run_plan_from", "run_checks", "verdict"]

@@ -1,0 +1,163 @@
+"""The checkpoint directory: tracker file, `iter_XXXXXXX` folders, and a stray `ft_state.json`.
+
+The tracker (`latest_checkpointed_iteration.txt`) is truncated then written by Megatron, so an empty file
+means "unknown", not zero. A torch_dist checkpoint folder is complete when its `.metadata` (written by the
+finalize step) is a non-empty regular file; `metadata.json` follows. A name alone proves nothing: an empty
+`.metadata`, a directory of that name, a dangling link or a link leaving the run directory is "not
+finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies.
+
+The checkpoint directory is relative to the run directory, or an absolute path run.json names; links below
+it must stay inside the run directory or that named directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from ftqual.verification.evidence.model import Ref, SourceStatus, missing
+from ftqual.verification.evidence.safeio import inside, open_regular
+
+TRACKER = "latest_checkpointed_iteration.txt"
+FT_STATE = "ft_state.json"
+_ITER_DIR = re.compile(r"^iter_(\d{7,})$")
+_PAYLOAD_SUFFIXES = (".distcp", ".pt")
+MAX_ITER_DIRS = 100000  # a listing beyond this is not a real checkpoint directory
+
+
+@dataclass(frozen=True)
+class Tracker:
+    state: str  # "absent" | "empty" | "invalid" | "value"
+    value: int | None
+    raw: str
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDir:
+    iteration: int
+    has_metadata: (
+        bool  # `.metadata` (torch_dist global metadata, written at finalize): non-empty regular file
+    )
+    has_metadata_json: bool
+    payload_files: int
+    ref: Ref
+    why_incomplete: str = ""  # what is wrong with `.metadata` when has_metadata is False
+
+    @property
+    def complete(self) -> bool:
+        return self.has_metadata
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    root: str  # as the evidence paths show it: relative to the run dir when inside it
+    tracker: Tracker
+    dirs: tuple[CheckpointDir, ...]
+    ft_state: Ref | None
+
+    def dir_for(self, iteration: int) -> CheckpointDir | None:
+        return self._by_iteration.get(iteration)
+
+    @cached_property
+    def _by_iteration(self) -> dict[int, CheckpointDir]:
+        """The first folder of each iteration (as a scan in order finds it), indexed once: a baseline that
+        saved thousands of times asks for every one."""
+        index: dict[int, CheckpointDir] = {}
+        for item in self.dirs:
+            index.setdefault(item.iteration, item)
+        return index
+
+
+def resolve_checkpoint_dir(run_dir: Path, configured: str) -> tuple[Path, str]:
+    """(filesystem path, display path). A relative run.json value is relative to the run directory."""
+    path = Path(configured)
+    if not path.is_absolute():
+        return run_dir / path, path.as_posix()
+    try:
+        return path, path.relative_to(run_dir).as_posix()
+    except ValueError:
+        return path, path.as_posix()
+
+
+def _tracker(root: Path, shown: str, roots: tuple[Path, ...]) -> Tracker:
+    rel = f"{shown}/{TRACKER}"
+    path = root / TRACKER
+    if not path.exists() and not path.is_symlink():
+        return Tracker("absent", None, "", Ref(rel))
+    try:
+        with open_regular(path, *roots, limit=4096) as handle:
+            raw = handle.read(256).decode("utf-8", errors="replace")
+    except OSError as exc:
+        return Tracker("invalid", None, f"unreadable: {exc}", Ref(rel))
+    text = raw.strip()
+    if not text:
+        return Tracker("empty", None, raw, Ref(rel, 1, ""))
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return Tracker("value", int(text), text, Ref(rel, 1, text))
+    return Tracker("invalid", None, text[:80], Ref(rel, 1, text[:80]))
+
+
+def _metadata(folder: Path, roots: tuple[Path, ...]) -> str:
+    """'' when `.metadata` is a non-empty regular file inside the roots, else what is wrong with it."""
+    path = folder / ".metadata"
+    if not path.exists():
+        return "dangling link" if path.is_symlink() else "absent"
+    if not inside(path, *roots):
+        return "a link leaving the run directory"
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size == 0:
+        return "empty"
+    return ""
+
+
+def _iter_dir(path: Path, shown: str, iteration: int, roots: tuple[Path, ...]) -> CheckpointDir:
+    names = os.listdir(path)
+    payload = sum(1 for name in names if name.endswith(_PAYLOAD_SUFFIXES))
+    why = _metadata(path, roots)
+    return CheckpointDir(
+        iteration=iteration,
+        has_metadata=not why,
+        has_metadata_json="metadata.json" in names,
+        payload_files=payload,
+        ref=Ref(f"{shown}/{path.name}"),
+        why_incomplete=f".metadata {why}" if why else "",
+    )
+
+
+def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None, SourceStatus]:
+    root, shown = resolve_checkpoint_dir(run_dir, configured)
+    # An absolute checkpoint_dir is what run.json asked for; a relative one (or a link) must stay in the run.
+    roots = (run_dir, root) if Path(configured).is_absolute() else (run_dir,)
+    if not root.is_dir():
+        return None, missing("checkpoints", f"checkpoint directory {shown} is absent")
+    if not inside(root, *roots):
+        return None, missing(
+            "checkpoints", f"checkpoint directory {shown} resolves outside the run directory"
+        )
+    try:
+        dirs = []
+        names = os.listdir(root)
+        if len(names) > MAX_ITER_DIRS:
+            return None, missing("checkpoints", f"checkpoint directory {shown} holds {len(names)} entries")
+        for name in sorted(names):
+            match = _ITER_DIR.match(name)
+            folder = root / name
+            if match and len(match[1]) <= 12 and folder.is_dir() and inside(folder, *roots):
+                dirs.append(_iter_dir(folder, shown, int(match[1]), roots))
+    except OSError as exc:
+        return None, missing("checkpoints", f"checkpoint directory {shown} unreadable: {exc}")
+    ft_state_path = root / FT_STATE
+    ft_state = Ref(f"{shown}/{FT_STATE}") if ft_state_path.exists() or ft_state_path.is_symlink() else None
+    dirs.sort(key=lambda d: d.iteration)
+    status = SourceStatus("checkpoints", ok=True, paths=(shown,))
+    return Checkpoints(shown, _tracker(root, shown, roots), tuple(dirs), ft_state), status

@@ -1,0 +1,218 @@
+"""One attempt's verdict and its one-line cause, composed in one place.
+
+Inputs: the verifier's checks (each with `status` and `gates`), the launcher's outcome (was it launched, or
+why not; its exit code; the launcher's own finding; a fault whose launchers end non-zero by design), and the
+scenario's expectation (pass, or fail for a negative control, ftqual.verification.expectation). Every reader
+of a verdict
+calls this module: `ftqual verify` composes the verdict and cause of a run directory from its own run.json;
+the workflow's verify rule applies the attempt's record on top (not launched, the launcher job's exit); the
+attempt rules (ftqual.workflow.attempts) and the report (ftqual.report.summary) judge a verify report with
+`judged`, so that what the summary says is what decided whether an attempt is kept.
+
+The cause of a run that did not pass is, in order: the launcher's own finding; the root cause its logs name
+(ftqual.verification.causes: a fault that never came outranks whatever NVRx did next, exit 93 included); the
+attempt's
+record (why nothing was launched); the first check with the verdict. A launcher that exited non-zero never
+yields a pass, except where the scenario's design makes every launcher end so (node loss), which its own
+check judges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
+
+SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
+VERDICTS = ("pass", "fail", "inconclusive")
+ENDS_NONZERO_BY_DESIGN = ("node_loss",)
+
+
+@dataclass(frozen=True)
+class LauncherOutcome:
+    """What the launch of a run says about it: from a run.json (the run directory's or the attempt's)."""
+
+    launched: bool = True
+    exit_code: int | None = None
+    error: str | None = None  # the launcher's own finding (e.g. its log server could not bind)
+    not_launched_because: str | None = None
+    fault: str | None = None
+    interrupted_by: str | None = None  # a signal that stopped our launcher from outside (run.json)
+
+    @property
+    def ends_nonzero_by_design(self) -> bool:
+        return self.fault in ENDS_NONZERO_BY_DESIGN
+
+    @property
+    def failed(self) -> bool:
+        """The launcher's exit says the run failed: not where the design ends it non-zero, nor where it was
+        stopped from outside (its exit is the stop's; the checks say what the run showed before it)."""
+        return self.exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
+
+
+def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
+    """The outcome a run.json records: the attempt's (`launcher_exit`, `launched`, `cause`) or the run
+    directory's own (`exit_code`)."""
+    settings = run.get("settings") if isinstance(run.get("settings"), Mapping) else {}
+    exit_code = run.get("launcher_exit", run.get("exit_code"))
+    launched = run.get("launched", True) is not False
+    error = run.get("launcher_error")
+    stopped = run.get("interrupted_by")
+    return LauncherOutcome(
+        interrupted_by=stopped if isinstance(stopped, str) and stopped else None,
+        launched=launched,
+        exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+        error=error if isinstance(error, str) and error else None,
+        not_launched_because=None if launched else str(run.get("cause") or "no reason recorded"),
+        fault=settings.get("fault") or run.get("fault"),
+    )
+
+
+def worst(statuses: Iterable[object]) -> str:
+    """fail > inconclusive > pass; an unknown status counts as inconclusive, skip as pass."""
+    verdict = "pass"
+    for status in statuses:
+        rank = SEVERITY.get(status, 1) if isinstance(status, str) else 1
+        if rank > SEVERITY[verdict]:
+            verdict = "fail" if rank == 2 else "inconclusive"
+    return verdict
+
+
+def of_checks(checks: Iterable[Mapping[str, Any]]) -> str:
+    """The verdict of the gating checks (a check that does not say `gates: false` gates)."""
+    return worst(c.get("status") for c in checks if c.get("gates") is not False)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str  # the run's own verdict: pass, fail or inconclusive
+    cause: str | None
+    cause_evidence: dict | None = None
+    added_checks: tuple[dict, ...] = ()  # checks the launcher's outcome adds (launched, launcher_exit)
+
+
+def _first_with(checks: Iterable[Mapping[str, Any]], verdict: str) -> str | None:
+    for check in checks:
+        if check.get("status") == verdict and check.get("gates") is not False:
+            return f"{check.get('id')}: {check.get('detail')}"
+    return None
+
+
+def decide(
+    checks: list[Mapping[str, Any]],
+    outcome: LauncherOutcome,
+    classify: Callable[[], dict | None] = lambda: None,
+    recorded_cause: str | None = None,
+) -> Decision:
+    """The verdict and cause of one run from its checks and the launcher's outcome (module docstring).
+    `classify` gives the logs' root cause ({'text', 'path', 'line', 'kind'}) for a run that did not pass."""
+    if not outcome.launched:
+        cause = f"not launched: {outcome.not_launched_because}"
+        check = {"id": "launched", "status": "fail", "gates": True, "detail": cause, "evidence": []}
+        return Decision("fail", cause, None, (check,))
+    verdict = of_checks(checks)
+    added: tuple[dict, ...] = ()
+    if outcome.failed and verdict == "pass" and not any(c.get("id") == "launcher_exit" for c in checks):
+        verdict = "fail"
+        detail = f"the launcher exited {outcome.exit_code}"
+        added = ({"id": "launcher_exit", "status": "fail", "gates": True, "detail": detail, "evidence": []},)
+    if verdict == "pass":
+        return Decision("pass", None, None, added)
+    prefix = f"the launcher exited {outcome.exit_code}: " if outcome.failed else ""
+    if outcome.error:
+        found = {"kind": "launcher_error", "text": outcome.error, "path": None, "line": None}
+    else:
+        found = classify()
+    if found is not None and found.get("text"):
+        where = f" [{found['path']}:{found['line']}]" if found.get("path") and found.get("line") else ""
+        if found.get("kind") == "interrupted":
+            prefix = ""  # the exit is the stop's (a record that does not say so, e.g. the attempt's)
+        return Decision(verdict, f"{prefix}{found['text']}{where}", dict(found), added)
+    if recorded_cause:
+        return Decision(verdict, recorded_cause, None, added)
+    if outcome.failed:
+        return Decision(verdict, f"the launcher exited {outcome.exit_code}", None, added)
+    return Decision(verdict, _first_with([*checks, *added], verdict), None, added)
+
+
+def with_holder(decision: Decision, held_by: str | None) -> Decision:
+    """A run that did not pass names what held its rank (its stack dump, ftqual.verification.checks.held)
+    after its
+    cause: where a hung or lingering rank waited is the next question a platform team asks."""
+    if decision.verdict == "pass" or not held_by or not decision.cause:
+        return decision
+    return dataclasses.replace(decision, cause=f"{decision.cause}; held by: {held_by}")
+
+
+def apply(report: dict, decision: Decision) -> dict:
+    """`report` (a verify report) with the decision's verdict, cause and added checks."""
+    report["checks"] = [*(report.get("checks") or []), *decision.added_checks]
+    report["verdict"] = decision.verdict
+    if decision.cause:
+        report["cause"] = decision.cause
+    else:
+        report.pop("cause", None)
+    if decision.cause_evidence:
+        report["cause_evidence"] = decision.cause_evidence
+    else:
+        report.pop("cause_evidence", None)
+    return report
+
+
+def cause_citations(
+    cause: object, cause_evidence: object, checks: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The evidence a one-line cause rests on, for a reader that shows it next to the cause: the line of the
+    logs it names (a verify report's `cause_evidence`), else the evidence of the check it quotes (a cause
+    composed from a check reads `<id>: <detail>`, after the launcher's prefix); empty when it rests on none
+    (nothing launched, a report that is not usable)."""
+    if isinstance(cause_evidence, Mapping) and cause_evidence.get("path") and cause_evidence.get("line"):
+        return [{"path": cause_evidence["path"], "line": cause_evidence["line"]}]
+    if not isinstance(cause, str) or not cause:
+        return []
+    for check in checks:
+        quoted = f"{check.get('id')}: {check.get('detail')}"
+        if check.get("status") not in ("pass", "skip") and quoted in cause:
+            return [dict(ev) for ev in check.get("evidence") or [] if isinstance(ev, Mapping)]
+    return []
+
+
+@dataclass(frozen=True)
+class Judged:
+    raw: str  # the report's verdict, never better than its gating checks (missing required ones included)
+    cause: str | None
+    outcome: Outcome  # against the scenario's expectation
+    checks: list[dict]  # the report's checks, plus each missing required check as inconclusive
+
+
+def missing_check(check_id: str, fault: object) -> dict:
+    return {
+        "id": check_id,
+        "status": "inconclusive",
+        "detail": f"missing from the verify report: a {fault} scenario's report must carry it",
+        "evidence": [],
+        "gates": True,
+    }
+
+
+def judged(report: Mapping[str, Any]) -> Judged:
+    """A verify report as every reader must see it (the attempt rules, the report): its verdict never
+    better than its gating checks, a check its fault requires and it lacks counted as inconclusive
+    (ftqual.verification.schema), its cause, and the outcome against its expectation."""
+    from ftqual.verification import schema as verify_schema
+
+    checks = [dict(c) for c in report.get("checks") or [] if isinstance(c, Mapping)]
+    stated = report.get("verdict") if report.get("verdict") in VERDICTS else "inconclusive"
+    if stated != "fail":
+        fault = verify_schema.fault_of(report)
+        checks += [missing_check(cid, fault) for cid in verify_schema.missing_checks(report)]
+    raw = worst([stated, of_checks(checks)])
+    cause = report.get("cause") if isinstance(report.get("cause"), str) and report.get("cause") else None
+    if cause is None and raw != "pass":
+        cause = _first_with(checks, raw)
+    return Judged(
+        raw, cause, judge(ExpectedOutcome.from_json(report.get("expectation")), raw, checks), checks
+    )

@@ -1,0 +1,280 @@
+"""`ftqual verify RUN_DIR [--baseline RUN_DIR] [--json PATH] [--replay-tolerance X]`.
+
+snapshot (read every source once) -> checks (pure) -> metrics + timeline -> report. The report goes where
+--json says (`-` for stdout) and nowhere else: run directories may be read-only evidence. A terminal summary,
+one line per check, goes to stdout (stderr when the JSON does). Exit 0 pass, 1 fail, 3 inconclusive, 2 usage
+or unreadable input. Each check in the report carries `gates` (whether its status enters the verdict); the
+invariant each check proves is tabulated in docs/checks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from ftqual import __version__
+from ftqual.verification import fastjson
+from ftqual.verification import verdict as verdict_mod
+from ftqual.verification.causes import root_cause
+from ftqual.verification.checks import run_checks, run_plan_from
+from ftqual.verification.checks.held import dumps_listing, held_metrics, what_held_the_rank
+from ftqual.verification.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
+from ftqual.verification.evidence import RunMetaError, RunSnapshot, build_snapshot
+from ftqual.verification.evidence.clock import iso_z
+from ftqual.verification.evidence.sections import run_sections
+from ftqual.verification.evidence.spill import SpillError
+from ftqual.verification.metrics import compute_metrics, timeline
+
+SCHEMA = "ftqual.verify/v1"
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
+USAGE_ERROR = 2
+SUMMARY_METRICS = (
+    "checkpoint_iteration",
+    "fault_iteration",
+    "restored_iteration",
+    "lost_iterations",
+    "detected_by",
+    "detection_s",
+    "teardown_s",
+    "restart_s",
+    "checkpoint_load_s",
+    "failure_to_first_step_s",
+    "wall_time_s",
+    "iterations_per_s",
+    "checkpoint_save_s_max",
+)
+
+
+def build_report(
+    run_dir: Path | str,
+    baseline_dir: Path | str | None = None,
+    replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
+    baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
+) -> dict[str, object]:
+    """Verify one run directory and return its report. Raises RunMetaError if a run.json is unusable."""
+    snap = build_snapshot(Path(run_dir))
+    baseline = build_snapshot(Path(baseline_dir)) if baseline_dir is not None else None
+    exp = run_plan_from(snap.meta, replay_tolerance, baseline_tolerance)
+    results = run_checks(snap, exp, baseline)
+    notes = [snap.clock.describe()] if snap.clock.assumed else []
+    if baseline is not None and baseline.meta.fault != "none":
+        notes.append(
+            f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
+        )
+    campaign_report = None
+    if snap.meta.fault == "campaign":  # the cycles' table, goodput measured, and the accumulation check
+        from ftqual.verification.campaign.cycles import campaign_section
+
+        campaign_report, accumulation = campaign_section(snap)
+        results.append(accumulation)
+    held: dict[str, object] = {}
+    if snap.meta.dumps_recorded:  # the ranks had sentinels: what held the rank, from their stack dumps
+        results.append(what_held_the_rank(snap))
+        held = held_metrics(snap)
+    checks = [r.as_dict() for r in results]
+    # The verdict and its one-line cause, composed where every other reader composes them
+    # (ftqual.verification.verdict)
+    record = _run_record(snap)
+    decision = verdict_mod.decide(
+        checks,
+        _launcher_outcome(snap, record),
+        lambda: root_cause(snap.run_dir, record, snap.meta.exit_code, snap),
+    )
+    decision = verdict_mod.with_holder(decision, held.get("held_by"))  # type: ignore[arg-type]
+    report = {
+        "schema": SCHEMA,
+        "run_id": snap.meta.run_id,
+        "scenario": snap.meta.scenario,
+        "fault": snap.meta.fault,
+        "verdict": decision.verdict,
+        "checks": checks,
+        "metrics": {**compute_metrics(snap), **held},
+        "sections": run_sections(snap).as_dict(),
+        "timeline": timeline(snap),
+        "expected": exp.as_dict(),
+        "sources": {name: status.as_dict() for name, status in snap.sources.items()},
+        "clock": snap.clock.as_dict(),
+        "baseline": _baseline_info(baseline),
+        "notes": notes,
+        "verifier": {"version": __version__, "generated_at": iso_z(datetime.now(UTC))},
+    }
+    if campaign_report is not None:
+        report["campaign"] = campaign_report
+    if snap.meta.dumps_recorded:
+        report["stack_dumps"] = dumps_listing(snap)
+    return verdict_mod.apply(report, decision)
+
+
+def _run_record(snap: RunSnapshot) -> dict:
+    try:
+        data = json.loads((snap.run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _launcher_outcome(snap: RunSnapshot, record: dict) -> verdict_mod.LauncherOutcome:
+    """ft_launcher's exit and the launcher's own finding, as the run directory's run.json records them."""
+    error = record.get("launcher_error")
+    return verdict_mod.LauncherOutcome(
+        exit_code=snap.meta.exit_code,
+        error=error if isinstance(error, str) and error else None,
+        fault=snap.meta.fault,
+        interrupted_by=snap.meta.interrupted_by,
+    )
+
+
+def _baseline_info(baseline: RunSnapshot | None) -> dict[str, object] | None:
+    if baseline is None:
+        return None
+    return {"run_id": baseline.meta.run_id, "scenario": baseline.meta.scenario, "fault": baseline.meta.fault}
+
+
+def check_by_id(report: dict[str, object], check_id: str) -> dict[str, object]:
+    """The report's entry for one check (KeyError if the report has none)."""
+    for item in report["checks"]:  # type: ignore[union-attr]
+        if item["id"] == check_id:
+            return item
+    raise KeyError(check_id)
+
+
+def exit_code_for(report: dict[str, object]) -> int:
+    return EXIT_CODES.get(str(report.get("verdict")), USAGE_ERROR)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def summary_lines(report: dict[str, object]) -> list[str]:
+    """The human summary: a header, one line per check (status, id, detail, first evidence), key metrics."""
+    lines = [
+        f"ftqual verify {report['run_id']} (scenario {report['scenario']}, fault {report['fault']}): "
+        f"{str(report['verdict']).upper()}"
+    ]
+    for check in report["checks"]:  # type: ignore[union-attr]
+        where = ""
+        if check["evidence"]:
+            first = check["evidence"][0]
+            where = f" [{first['path']}:{first['line']}]" if first["line"] else f" [{first['path']}]"
+        lines.append(f"  {check['status'].upper():<12} {check['id']:<31} {_cut(check['detail'], 150)}{where}")
+    if report.get("cause"):
+        lines.append(f"  cause: {report['cause']}")
+    metrics = report.get("metrics") or {}
+    shown = [f"{k}={metrics[k]}" for k in SUMMARY_METRICS if metrics.get(k) is not None]  # type: ignore[union-attr]
+    if shown:
+        lines.append("  metrics: " + " ".join(shown))
+    for note in report.get("notes") or []:  # type: ignore[union-attr]
+        lines.append(f"  note: {note}")
+    if report.get("campaign"):  # the campaign's timeline and per-cycle table (ftqual.report.campaign)
+        from ftqual.report.campaign import campaign_markdown
+
+        lines.append(campaign_markdown(report).rstrip("\n"))
+    return lines
+
+
+def report_text(report: dict[str, object]) -> str:
+    """`json.dumps(report, indent=2) + "\n"`, byte for byte, without json's pure-Python indenting encoder."""
+    return fastjson.dumps_indent2(report) + "\n"
+
+
+def write_json(report: dict[str, object], target: str) -> None:
+    text = report_text(report)
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ftqual verify",
+        description=__doc__.splitlines()[0],
+        epilog="exit codes: 0 pass, 1 fail, 3 inconclusive (evidence missing: never a pass), "
+        "2 bad usage or unreadable input",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to verify (read only)")
+    p.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        help="a no-fault run; with the same settings (run.json) its losses judge every iteration after "
+        "the restore, otherwise it is compared for information",
+    )
+    p.add_argument("--json", metavar="PATH", help="write the JSON report here ('-' for stdout)")
+    p.add_argument(
+        "--replay-tolerance",
+        type=_tolerance,
+        default=DEFAULT_REPLAY_TOLERANCE,
+        metavar="X",
+        help=f"relative loss tolerance of replayed iterations (default {DEFAULT_REPLAY_TOLERANCE:g})",
+    )
+    p.add_argument(
+        "--baseline-tolerance",
+        type=_tolerance,
+        default=DEFAULT_BASELINE_TOLERANCE,
+        metavar="X",
+        help="relative tolerance of the informative whole-run comparison with --baseline "
+        f"(default {DEFAULT_BASELINE_TOLERANCE:g}; a same-settings baseline is judged at --replay-tolerance)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        report = build_report(args.run_dir, args.baseline, args.replay_tolerance, args.baseline_tolerance)
+    except (RunMetaError, SpillError) as exc:  # the run's run.json, or this machine's temporary directory
+        print(f"ftqual verify: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # Every known malformed input is a source marked missing or a RunMetaError; this is the last line,
+        # so that input we did not foresee still gives one clear line and exit 2, never a traceback.
+        print(f"ftqual verify: cannot verify {args.run_dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    out: TextIO = sys.stderr if args.json == "-" else sys.stdout
+    try:
+        print("\n".join(summary_lines(report)), file=out, flush=True)
+    except BrokenPipeError:  # `ftqual verify ... | head`: the summary is a courtesy, the report still counts
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    if args.json:
+        try:
+            write_json(report, args.json)
+        except OSError as exc:
+            print(f"ftqual verify: cannot write {args.json}: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+    return exit_code_for(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

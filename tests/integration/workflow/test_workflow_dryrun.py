@@ -1,0 +1,186 @@
+"""`snakemake -n` on the project: the stages of the default config; bad configs rejected at parse time
+or, for what only the stack check can judge, by the preflight before any run."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.workflow import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
+
+
+def test_dry_run_lists_the_stages_in_order(project):
+    proc = run_snakemake(project, "-n")
+    assert proc.returncode == 0, proc.stdout
+    assert job_stats(proc.stdout) == {"preflight": 1, "run_scenario": 3, "verify": 3, "summary": 1, "gate": 1}
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill"]
+    assert sorted(scenario_jobs(proc.stdout, "verify")) == ["baseline", "hang", "kill"]
+
+    by_key = {(j["rule"], j.get("wildcards", "").split(",")[0]): j for j in jobs(proc.stdout)}
+    # preflight -> baseline run -> baseline verify -> fault runs -> their verify -> summary -> gate
+    [preflight] = re.findall(
+        r"results/preflight/[0-9a-f]{12}-1/preflight.json", by_key[("preflight", "")]["output"]
+    )
+    slot = {
+        s: re.search(
+            rf"results/{s}/([0-9a-f]{{12}}-1)/attempt.json",
+            by_key[("run_scenario", f"scenario={s}")]["output"],
+        )[1]
+        for s in ("baseline", "kill", "hang")
+    }
+    assert by_key[("run_scenario", "scenario=baseline")]["input"].split(", ") == [preflight]
+    for fault in ("kill", "hang"):
+        run_inputs = by_key[("run_scenario", f"scenario={fault}")]["input"].split(", ")
+        assert run_inputs == [preflight, f"results/baseline/{slot['baseline']}/verify.json"]
+        verify_inputs = by_key[("verify", f"scenario={fault}")]["input"].split(", ")
+        assert verify_inputs == [
+            f"results/{fault}/{slot[fault]}/attempt.json",
+            f"results/baseline/{slot['baseline']}/attempt.json",
+        ]
+    summary_inputs = by_key[("summary", "")]["input"].split(", ")
+    assert summary_inputs[0] == preflight
+    assert sorted(summary_inputs[1:]) == sorted(f"results/{s}/{slot[s]}/verify.json" for s in slot)
+    assert by_key[("summary", "")]["output"].startswith("results/reports/")
+    assert by_key[("gate", "")]["input"].split(", ")[0].endswith("/summary.json")
+
+
+def test_dry_run_plans_from_the_config_alone(project):
+    """Changing nothing plans the same; the plan names each scenario's attempt and why."""
+    proc = run_snakemake(project, "-n")
+    for s in ("baseline", "kill", "hang"):
+        assert re.search(
+            rf"ftqual: {s}: attempt [0-9a-f]{{12}}-1 \(no attempt under these settings yet\)", proc.stdout
+        )
+
+
+def test_dry_run_with_the_profiles(project):
+    for profile in ("profiles/local", "profiles/slurm"):
+        proc = run_snakemake(project, "-n", "--profile", profile)
+        assert proc.returncode == 0, proc.stdout
+        assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_profiles_work_by_name(project, tmp_path):
+    """As after `ftqual install-profiles`: <user config dir>/snakemake/<name> -> profiles/<name>."""
+    config_home = tmp_path / "xdg"
+    (config_home / "snakemake").mkdir(parents=True)
+    for name in ("local", "slurm"):
+        (config_home / "snakemake" / name).symlink_to(project / "profiles" / name)
+        proc = run_snakemake(project, "-n", "--profile", name, env={"XDG_CONFIG_HOME": str(config_home)})
+        assert proc.returncode == 0, proc.stdout
+        # with the workflow's own profile (profiles/default), which Snakemake reads beside the Snakefile
+        said = f"Using profiles {name} and workflow specific profile profiles/default for setting default"
+        assert said in proc.stdout, proc.stdout
+        assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_megatron_config_dry_runs(project):
+    proc = run_snakemake(project, "-n", "--configfile", "config/megatron-h200.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert job_stats(proc.stdout)["run_scenario"] == 3
+
+
+def test_user_scenario_is_added(project):
+    write_yaml(project / "extra.yaml", {"scenarios": {"kill_rank0": {"fault": "kill", "rank": 0}}})
+    proc = run_snakemake(project, "-n", "--configfile", "extra.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill", "kill_rank0"]
+
+
+def test_disabled_scenario_is_left_out(project):
+    write_yaml(project / "less.yaml", {"scenarios": {"hang": {"fault": "hang", "enabled": False}}})
+    proc = run_snakemake(project, "-n", "--configfile", "less.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "kill"]
+
+
+def test_bad_config_fails_the_dry_run_with_the_schema_message(project):
+    """One CLI-level rejection: the schema's message on the console, nothing planned (the other
+    rejections are checked in-process in tests/unit/scenario/test_model.py)."""
+    proc = run_snakemake(project, "-n", "--config", "train_iter=5")
+    assert proc.returncode != 0
+    assert "Additional properties are not allowed ('train_iter' was unexpected)" in proc.stdout, proc.stdout
+    assert "Job stats" not in proc.stdout
+
+
+def test_multinode_scenario_is_rejected_on_the_local_profile(project):
+    write_yaml(project / "multi.yaml", {"scenarios": {"kill": {"fault": "kill", "nnodes": 2}}})
+    dry = run_snakemake(project, "-n", "--configfile", "multi.yaml", "--profile", "profiles/slurm")
+    assert dry.returncode == 0, dry.stdout  # the plan is fine; it needs Slurm to run
+    proc = run_snakemake(project, "--configfile", "multi.yaml", "--profile", "profiles/local")
+    assert proc.returncode != 0
+    assert "the local executor cannot run multi-node scenarios" in proc.stdout, proc.stdout
+    assert not (project / "runs").exists()  # rejected while building the DAG: nothing ran
+
+
+def local_rules(project, *configfiles):
+    """The rules Snakemake runs on the submitting host under a cluster executor (its `localrules`)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings(quiet=set())) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[project / "config/config.yaml", *configfiles]),
+            snakefile=project / "Snakefile",
+            workdir=project,
+        )
+        return set(workflow_api._workflow._localrules)
+
+
+def test_preflight_runs_on_a_training_node_for_megatron(project, tmp_path):
+    """Under Slurm a Megatron preflight must probe a training node (its GPUs, CUDA, NCCL, compilers), so it
+    is a job with a node's GPUs, not a login-node step; the smoke workload's preflight stays local."""
+    megatron = tmp_path / "mlm"
+    megatron.mkdir()
+    (megatron / "pretrain_gpt.py").write_text("")
+    overrides = write_yaml(
+        tmp_path / "megatron.yaml", {"workload": "megatron", "megatron_path": str(megatron)}
+    )
+
+    assert "preflight" in local_rules(project)
+    assert "preflight" not in local_rules(project, overrides)
+    assert {"verify", "summary"} <= local_rules(project, overrides)
+
+    proc = run_snakemake(project, "-n", "--profile", "profiles/slurm", "--configfile", str(overrides))
+    assert proc.returncode == 0, proc.stdout
+    preflight = next(j for j in jobs(proc.stdout) if j["rule"] == "preflight")
+    assert "gpu=2" in preflight["resources"]
+
+
+def test_summary_runs_our_cli_where_ftqual_is_not_a_command(project):
+    """A node that uses the checkout from PYTHONPATH has no `ftqual` command (seen on the GPU machine: the
+    summary rule failed with `ftqual: command not found`); the rule then runs the package with the
+    interpreter that runs Snakemake, and that command works."""
+    import os
+    import subprocess
+    import sys
+
+    bare_path = os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p))
+    proc = run_snakemake(project, "-n", "-p", env={"PATH": bare_path})
+    assert proc.returncode == 0, proc.stdout
+    [command] = summary_commands(proc.stdout)
+    command = command.removeprefix("Shell command:").strip()
+    assert not command.startswith("ftqual "), command
+    prefix = command.split(" report ", 1)[0]
+    assert f"{sys.executable} -m ftqual" in prefix and str(project) in prefix
+    check = subprocess.run(
+        f"{prefix} --version",
+        shell=True,
+        cwd="/",
+        env={"PATH": bare_path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0 and "ftqual" in check.stdout + check.stderr, check
+
+
+def test_summary_uses_the_ftqual_command_where_it_is_installed(project):
+    proc = run_snakemake(project, "-n", "-p")
+    assert proc.returncode == 0, proc.stdout
+    [command] = summary_commands(proc.stdout)
+    assert command.removeprefix("Shell command:").strip().startswith("ftqual report "), command
+
+
+def summary_commands(output: str) -> list[str]:
+    return [ln for ln in output.splitlines() if ln.startswith("Shell command:") and " report " in ln]

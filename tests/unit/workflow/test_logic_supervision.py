@@ -1,0 +1,109 @@
+"""The run_scenario rule's supervision of its launcher (ftqual.workflow.run_scenario.run_launcher and
+wait_turn), with a tiny Python child in place of the launcher."""
+
+from __future__ import annotations
+
+import io
+import signal
+import sys
+
+import pytest
+
+from ftqual.launch import procs
+from ftqual.workflow import run_scenario as rs
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers():
+    """run_launcher installs this process's handlers and leaves them (as the rule does); pytest's return."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def voice():
+    log, console = io.StringIO(), io.StringIO()
+    return rs.Say("kill", log, console), log, console
+
+
+def child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+class FakeTurn:
+    """A GPU turn that is taken on the n-th try (never when None)."""
+
+    path = "/tmp/gpu.lock"
+
+    def __init__(self, taken_on: int | None):
+        self.tries, self.taken_on = 0, taken_on
+
+    def take(self) -> bool:
+        self.tries += 1
+        return self.taken_on is not None and self.tries >= self.taken_on
+
+    def current_holder(self) -> str:
+        return "baseline-1 (pid 7)"
+
+
+def test_the_launcher_runs_in_its_own_session_with_its_output_in_the_console_log(tmp_path):
+    console = tmp_path / "console.log"
+    say, log, _ = voice()
+    code = "import os, sys; print('sid', os.getsid(0) == os.getpid(), os.environ['MARK']); sys.exit(3)"
+    result = rs.run_launcher(say, child(code), {"MARK": "m1"}, console)
+    assert result.rc == 3 and result.stopped_by is None and isinstance(result.started, float)
+    assert console.read_text() == "sid True m1\n"
+    assert log.getvalue() == ""
+
+
+def test_a_signal_to_the_job_stops_the_launcher_with_one_sigterm(tmp_path):
+    # The child signals its parent (this process) once it runs; the handler forwards SIGTERM to it.
+    code = "import os, signal, time; time.sleep(0.5); os.kill(os.getppid(), signal.SIGTERM); time.sleep(30)"
+    say, log, _ = voice()
+    result = rs.run_launcher(say, child(code), {}, tmp_path / "console.log")
+    assert result.stopped_by == "SIGTERM"
+    assert result.rc == -signal.SIGTERM
+    assert result.started is not None
+    assert log.getvalue().startswith("[run_scenario kill] SIGTERM: sending SIGTERM to the launcher (pid ")
+
+
+def test_a_vanished_workflow_stops_the_launcher(tmp_path, monkeypatch):
+    monkeypatch.setattr(procs, "first_gone", lambda chain: 4242)
+    say, log, _ = voice()
+    result = rs.run_launcher(say, child("import time; time.sleep(30)"), {}, tmp_path / "console.log")
+    assert result.stopped_by == "the workflow process 4242 is gone"
+    assert result.rc == -signal.SIGTERM
+    assert "the workflow process 4242 is gone: sending SIGTERM to the launcher" in log.getvalue()
+
+
+def test_the_launcher_waits_for_the_gpu_turn_and_says_so(tmp_path):
+    say, _, console = voice()
+    turn = FakeTurn(taken_on=2)
+    result = rs.run_launcher(say, child("pass"), {}, tmp_path / "console.log", turn=turn)
+    assert result.rc == 0 and turn.tries == 2
+    assert console.getvalue().splitlines() == [
+        "ftqual: kill: waiting for this machine's GPUs: another scenario run has them (baseline-1 (pid 7))",
+        "ftqual: kill: got the GPUs: launching",
+    ]
+
+
+def test_a_vanished_workflow_while_waiting_for_the_gpus_launches_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(procs, "first_gone", lambda chain: 99)
+    say, _, _ = voice()
+    marker = tmp_path / "ran"
+    code = f"open({str(marker)!r}, 'w').close()"
+    result = rs.run_launcher(say, child(code), {}, tmp_path / "console.log", turn=FakeTurn(None))
+    assert result == rs.LauncherRun(1, "the workflow process 99 is gone", None)
+    assert not marker.exists()
+
+
+def test_wait_turn_gives_up_at_once_when_already_stopped():
+    say, _, console = voice()
+    stopped = ["SIGINT"]
+    assert rs.wait_turn(say, FakeTurn(None), stopped, []) is False
+    assert stopped == ["SIGINT"]
+    assert "waiting for this machine's GPUs" in console.getvalue()
+    say, _, console = voice()
+    assert rs.wait_turn(say, FakeTurn(1), [], []) is True
+    assert console.getvalue() == ""  # taken at once: nothing to say

@@ -1,0 +1,1161 @@
+#!/usr/bin/env python3
+"""ft_launcher's entrypoint on every rank: run the workload in-process, inject up to N faults, one per cycle.
+
+    megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
+        --fault none|kill|hang|node_loss|segfault|abort|exception|sigterm|sigint|gil_lock|gpu_error|gpu_hang
+        [--fault-rank N] [--run-id ID] [--hang-placement step|immediate|checkpointing|out_of_section|setup]
+        [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
+        -- <workload args>
+    (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
+
+The workload runs in this process (runpy, as `__main__`), so the pid that NVRx's rank monitor watches is the
+pid we signal. Injection k of N (--injections, default 1) is recorded in its own marker: the first in
+--fault-marker (fault_injected.json), the k-th in fault_injected.<k>.json beside it. A worker counts the
+markers at its start; on the fault rank, while fewer than N exist, it arms injection count+1 with the
+tracker's value at its start as baseline, so each injection follows a checkpoint completed in its own cycle.
+Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then injects the fault: SIGKILL
+(kill), SIGSTOP (hang), a segmentation fault, os.abort(), an exception raised on the training thread, SIGTERM
+or SIGINT to itself, a thread that holds the GIL forever (gil_lock), or on a GPU an illegal device access
+(gpu_error) or a kernel that never ends (gpu_hang); the marker's `method` says how (Injector.action).
+Once N markers exist, replacement workers never inject again. node_loss takes the whole
+node: the node's ft_launcher (from --pid-dir's <host>.launcher.json, proven this worker's live ancestor) is
+stopped, every process below it listed in the marker's `node`, then all of them, ft_launcher and this rank
+are SIGKILLed.
+
+Timing `checkpoint` (the default): a daemon thread polls the checkpoint tracker until it advances past the
+baseline. With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
+variable's name) the training thread itself claims the marker and signals at the start of the next NVRx `step`
+section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is detected
+by the step timeout rather than whichever section happened to be open; `immediate` signals from the poller
+thread at once, as the walkthrough does (and lands wherever training is once the marker is fsynced).
+Placement `setup` stops a replacement in its own `setup` section: injection 1 (cycle 0) is placed in a step,
+as `step` does (a replacement needs an earlier fault); every later injection is armed by the cycle's start
+from a completed checkpoint (tracker >= 1) and lands on the training thread as the workload closes `setup`,
+before NVRx is told it closed (after the checkpoint load and everything else the workload does in setup),
+so the `setup` timeout must catch it. Its marker names the checkpoint the replacement loaded.
+Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on the training thread, once the
+tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
+was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself.
+
+A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
+cannot pass as a recovery. On local rank 0 of every cycle >= 1, before the workload starts, the wrapper
+writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
+this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists,
+with this user's /dev/shm entries (sizes, allocated bytes) and the room left there (statvfs).
+
+Standard library only, and no work at import time: NVRx's persistent checkpoint worker is started with
+`spawn`, which re-imports the main script; tests import this file to unit-test the helpers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import runpy
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+MARKER_SCHEMA = "ftqual.fault/v1"
+# Copies of ftqual.contract (this file stays stdlib-only); tests/unit/test_contract.py pins them to it.
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
+FAULTS = (
+    "none",
+    "kill",
+    "hang",
+    "node_loss",
+    "segfault",
+    "abort",
+    "exception",
+    "sigterm",
+    "sigint",
+    "gil_lock",
+    "gpu_error",
+    "gpu_hang",
+    "campaign",
+)
+GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
+SMOKE_ENTRYPOINT = "smoke_train.py"
+# Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
+# section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of
+# every section (the out-of-section timeout), or at once wherever the rank is (the walkthrough's behaviour).
+PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
+SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
+POLL_SECONDS = 0.2
+INJECT_PREFIX = "[ftqual-inject]"
+LOG_PREFIX = "[ftqual-worker]"
+EXIT_BAD_TRACKER = 2
+EXIT_FAULT_NEVER_INJECTED = 3
+EXIT_BAD_PLAN = 4
+CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
+TIMINGS = ("checkpoint", "in_save")
+LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
+SHM_DIR = Path("/dev/shm")
+SHM_MAX_ENTRIES = 100_000  # entries listed with their sizes; the totals count every one
+NVIDIA_SMI_TIMEOUT_S = 10
+NVIDIA_SMI_QUERY = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
+ITER_DIR_RE = re.compile(r"iter_([0-9]{7,12})")
+
+
+class TrackerError(Exception):
+    """The tracker exists but cannot be trusted (empty, not an integer, unreadable)."""
+
+
+def log(message: str) -> None:
+    print(f"{LOG_PREFIX} {message}", file=sys.stderr, flush=True)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def read_tracker_baseline(path: Path) -> int:
+    """The tracker's iteration at startup: 0 when absent; TrackerError when empty, invalid or unreadable.
+
+    An empty file is not zero: Megatron truncates then writes it, so empty means "unknown", and treating it
+    as 0 would let an old checkpoint trigger the injection.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrackerError(f"checkpoint tracker {path} is unreadable: {exc}") from exc
+    value = text.strip()
+    if not value:
+        raise TrackerError(f"checkpoint tracker {path} is empty")
+    if not value.isdigit() or not value.isascii():
+        raise TrackerError(f"checkpoint tracker {path} does not hold an integer iteration: {value[:40]!r}")
+    return int(value)
+
+
+def poll_tracker(path: Path) -> int | None:
+    """The tracker's iteration now, or None for any read failure (absent, mid-write, garbage)."""
+    try:
+        value = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(value) if value.isdigit() and value.isascii() else None
+
+
+def claim_marker(path: Path, record: dict) -> bool:
+    """Create the marker exclusively and make it durable; False when it already exists."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, (json.dumps(record, indent=2) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the new directory entry must survive a crash too
+    finally:
+        os.close(dir_fd)
+    return True
+
+
+def marker_path(first: Path, injection: int) -> Path:
+    """Injection k's marker: the first is `first` (fault_injected.json), the k-th fault_injected.<k>.json."""
+    if injection == 1:
+        return first
+    return first.with_name(f"{first.stem}.{injection}{first.suffix}")
+
+
+def count_markers(first: Path) -> int:
+    """Injections already made in this run: 0 without the first marker, else 1 + the numbered ones."""
+    if not first.exists():
+        return 0
+    numbered = re.compile(rf"{re.escape(first.stem)}\.([0-9]+){re.escape(first.suffix)}")
+    try:
+        names = [p.name for p in first.parent.iterdir()]
+    except OSError:
+        names = []
+    return 1 + sum(1 for name in names if (m := numbered.fullmatch(name)) and int(m[1]) >= 2)
+
+
+def newest_checkpoint_iteration(checkpoint_dir: Path) -> int | None:
+    """The iteration of the newest iter_XXXXXXX directory in `checkpoint_dir`, None when there is none."""
+    try:
+        entries = list(os.scandir(checkpoint_dir))
+    except OSError:
+        return None
+    found = []
+    for entry in entries:
+        match = ITER_DIR_RE.fullmatch(entry.name)
+        try:
+            if match and entry.is_dir():
+                found.append(int(match[1]))
+        except OSError:
+            continue
+    return max(found, default=None)
+
+
+def read_campaign_plan(path: Path) -> list[dict]:
+    """The campaign plan's faults (ftqual.scenario.campaign_plan writes it), in order of their index 1..K."""
+    data = json.loads(path.read_text())
+    if data["schema"] != CAMPAIGN_PLAN_SCHEMA:
+        raise ValueError(f"not a {CAMPAIGN_PLAN_SCHEMA} plan")
+    faults = []
+    for number, item in enumerate(data["faults"], start=1):
+        entry = {
+            "index": int(item["index"]),
+            "fault": str(item["fault"]),
+            "rank": int(item["rank"]),
+            "placement": str(item["placement"]),
+            "arm_iteration": int(item["arm_iteration"]),
+        }
+        if (
+            entry["index"] != number
+            or entry["fault"] not in FAULTS[1:]
+            or entry["placement"] not in PLACEMENTS
+        ):
+            raise ValueError(f"entry {number} is malformed")
+        faults.append(entry)
+    return faults
+
+
+def proc_start_time(pid: int | str = "self") -> int:
+    """Field 22 of /proc/<pid>/stat: start time in clock ticks since boot."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text.rpartition(")")[2].split()[19])
+
+
+def write_pid_record(pid_dir: Path, host: str, cycle: int, rank: int, local_rank: int) -> Path:
+    record = {
+        "pid": os.getpid(),
+        "pgid": os.getpgrp(),
+        "start_time": proc_start_time(),
+        "rank": rank,
+        "local_rank": local_rank,
+        "cycle": cycle,
+        "host": host,
+    }
+    path = pid_dir / f"{host}.cycle{cycle}.rank{rank}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_launcher_record(pid_dir: Path, host: str) -> dict | None:
+    """pids/<host>.launcher.json (our launcher records ft_launcher's pid there), None when unreadable."""
+    try:
+        record = json.loads((pid_dir / f"{host}.launcher.json").read_text())
+        return {"pid": int(record["pid"]), "start_time": int(record["start_time"])}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def parent_pids() -> dict[int, int]:
+    """pid -> parent pid of every process /proc shows (processes that vanish meanwhile are left out)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(text.rpartition(")")[2].split()[1])
+    return parents
+
+
+def descendants_of(root: int, parents: dict[int, int]) -> list[int]:
+    """Every process below `root` (children, theirs, ...), parents before children."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in sorted(children.get(todo.pop(0), ())):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def is_ancestor(pid: int, of: int, parents: dict[int, int]) -> bool:
+    seen = set()
+    while of in parents and of not in seen:
+        seen.add(of)
+        of = parents[of]
+        if of == pid:
+            return True
+    return False
+
+
+def is_alive(pid: int, start_time: int) -> bool:
+    """The recorded process still runs: /proc/<pid>/stat has its start time (not a reused pid)."""
+    try:
+        return proc_start_time(pid) == start_time
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def earlier_processes(pid_dir: Path, host: str, cycle: int) -> tuple[list[dict], list[str]]:
+    """(pid records of this host's workers from cycles before `cycle`, names of unreadable records)."""
+    earlier, unreadable = [], []
+    for path in sorted(pid_dir.glob(f"{glob_escape(host)}.cycle*.rank*.json")):
+        try:
+            record = json.loads(path.read_text())
+            item = {
+                "pid": int(record["pid"]),
+                "start_time": int(record["start_time"]),
+                "cycle": int(record["cycle"]),
+                "rank": int(record["rank"]),
+            }
+        except (OSError, ValueError, TypeError, KeyError):
+            unreadable.append(path.name)
+            continue
+        if record.get("host") == host and item["cycle"] < cycle:
+            earlier.append(item)
+    earlier.sort(key=lambda r: (r["cycle"], r["rank"]))
+    return earlier, unreadable
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def sample_gpu_apps(run=subprocess.run, which=shutil.which) -> dict:
+    """nvidia-smi's compute apps: {"sampled", "error", "apps"}; every failure is recorded, none raised."""
+    exe = which("nvidia-smi")
+    if exe is None:
+        return {"sampled": False, "error": "nvidia-smi not found", "apps": []}
+    try:
+        proc = run(
+            [exe, *NVIDIA_SMI_QUERY],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return {"sampled": False, "error": f"nvidia-smi timed out after {NVIDIA_SMI_TIMEOUT_S} s", "apps": []}
+    except (OSError, ValueError) as exc:
+        return {"sampled": False, "error": f"nvidia-smi could not run: {exc}", "apps": []}
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout or "").strip().splitlines()
+        detail = f": {said[-1][:200]}" if said else ""
+        return {"sampled": False, "error": f"nvidia-smi exited {proc.returncode}{detail}", "apps": []}
+    apps = []
+    for line in proc.stdout.splitlines():
+        if not line.strip():
+            continue
+        pid_text, _, memory_text = (part.strip() for part in line.partition(","))
+        if not pid_text.isdigit():
+            return {"sampled": False, "error": f"unexpected nvidia-smi line: {line[:200]!r}", "apps": []}
+        memory = int(memory_text) if memory_text.isdigit() else None  # [N/A] where memory is not reported
+        apps.append({"pid": int(pid_text), "used_memory_mib": memory})
+    return {"sampled": True, "error": None, "apps": apps}
+
+
+def leftovers_record(pid_dir: Path, host: str, cycle: int, gpu: dict) -> dict:
+    """What the earlier cycles of this host left behind, seen at the start of `cycle`."""
+    earlier, unreadable = earlier_processes(pid_dir, host, cycle)
+    alive = [item for item in earlier if is_alive(item["pid"], item["start_time"])]
+    by_pid = {item["pid"]: item for item in alive}
+    held = [
+        {"pid": app["pid"], "used_memory_mib": app["used_memory_mib"], **_cycle_rank(by_pid[app["pid"]])}
+        for app in gpu["apps"]
+        if app["pid"] in by_pid
+    ]
+    return {
+        "schema": LEFTOVERS_SCHEMA,
+        "host": host,
+        "cycle": cycle,
+        "sampled_at": utc_now(),
+        "earlier": earlier,
+        "alive": alive,
+        "gpu": {**gpu, "held_by_earlier": held},
+        "unreadable_pid_records": unreadable,
+        **resources_now(),
+    }
+
+
+def resources_now(shm: Path = SHM_DIR, parent: int | None = None) -> dict:
+    """What a cycle inherits besides processes: this user's /dev/shm segments and the open file descriptors
+    of the agent that starts the workers (ft_launcher); counts that grow cycle after cycle are a leak.
+    `shm` also keeps each entry's size (st_size) and allocated bytes (st_blocks * 512) and the filesystem's
+    size, free bytes and inodes (os.statvfs): what a leak costs, judged against the room it eats."""
+    uid = os.getuid()
+    entries, error = [], None
+    try:
+        with os.scandir(shm) as listing:
+            for entry in listing:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone between the listing and the stat
+                if st.st_uid == uid:
+                    entries.append({"name": entry.name, "size": st.st_size, "allocated": st.st_blocks * 512})
+    except OSError as exc:
+        entries, error = None, f"{shm} cannot be listed: {exc.strerror or exc}"
+    if entries is not None:
+        entries.sort(key=lambda item: item["name"])
+    parent = os.getppid() if parent is None else parent
+    try:
+        fds = len(os.listdir(f"/proc/{parent}/fd"))
+    except OSError:
+        fds = None
+    return {
+        "shm_segments": [item["name"] for item in entries] if entries is not None else None,
+        "shm": shm_usage(shm, entries, error),
+        "agent_pid": parent,
+        "agent_open_fds": fds,
+    }
+
+
+def shm_usage(shm: Path, entries: list[dict] | None, error: str | None) -> dict:
+    """This user's entries with their sizes and totals, and the filesystem's room (statvfs), each part
+    null with its error where it could not be read."""
+    out: dict = {"path": str(shm), "error": error, "entries": None, "count": None}
+    if entries is not None:
+        out.update(
+            entries=entries[:SHM_MAX_ENTRIES],
+            count=len(entries),
+            size_bytes=sum(item["size"] for item in entries),
+            allocated_bytes=sum(item["allocated"] for item in entries),
+        )
+    try:
+        vfs = os.statvfs(shm)
+    except OSError as exc:
+        out.update(fs=None, fs_error=f"statvfs({shm}) failed: {exc.strerror or exc}")
+        return out
+    out["fs"] = {
+        "size_bytes": vfs.f_blocks * vfs.f_frsize,
+        "free_bytes": vfs.f_bavail * vfs.f_frsize,  # what an unprivileged user can still write
+        "inodes": vfs.f_files,  # 0: the filesystem reports no inode limit
+        "free_inodes": vfs.f_favail,
+    }
+    out["fs_error"] = None
+    return out
+
+
+def _cycle_rank(item: dict) -> dict:
+    return {"cycle": item["cycle"], "rank": item["rank"]}
+
+
+def write_leftovers(
+    leftovers_dir: Path, pid_dir: Path, host: str, cycle: int, gpu: dict | None = None
+) -> Path:
+    """Write leftovers/<host>.cycle<c>.json atomically (written once per node and cycle)."""
+    record = leftovers_record(pid_dir, host, cycle, sample_gpu_apps() if gpu is None else gpu)
+    leftovers_dir.mkdir(exist_ok=True)
+    path = leftovers_dir / f"{host}.cycle{cycle}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(record, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+class SectionWatch:
+    """The NVRx sections this process has open, as seen through RankMonitorClient's methods."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: list[str] = []
+        self.on_start = None  # called with the section name after a section opened
+        self.on_end = None  # called with the section name after a section closed (the monitor knows)
+        self.on_closing = None  # called with the section name before the monitor is told it closed
+        # the rank sentinel's link: told of every section start and end, with the timeouts in force
+        self.sentinel: SentinelLink | None = None
+
+    def started(self, name: str, client=None) -> None:
+        with self.lock:
+            self.open.append(name)
+        if self.sentinel is not None:
+            self.sentinel.send({"event": "start", "section": name, "timeouts": timeouts_in_force(client)})
+        if self.on_start is not None:
+            self.on_start(name)
+
+    def closing(self, name: str) -> None:
+        if self.on_closing is not None:
+            self.on_closing(name)
+
+    def ended(self, name: str | None, client=None) -> None:
+        with self.lock:
+            if name is None:
+                self.open.clear()
+            elif name in self.open:
+                self.open.remove(name)
+        if self.sentinel is not None:
+            self.sentinel.send({"event": "end", "section": name, "timeouts": timeouts_in_force(client)})
+
+    def closed(self, name: str) -> None:
+        if self.on_end is not None:
+            self.on_end(name)
+
+    def current(self) -> str | None:
+        with self.lock:
+            return self.open[-1] if self.open else None
+
+    def inside(self, name: str) -> bool:
+        with self.lock:
+            return name in self.open
+
+
+def install_section_hooks(watch: SectionWatch) -> bool:
+    """Wrap RankMonitorClient's section methods in this process; False when NVRx is not importable."""
+    try:
+        from nvidia_resiliency_ext.fault_tolerance.rank_monitor_client import RankMonitorClient
+    except Exception:  # any import failure means: no hooks, inject immediately
+        return False
+    original_start = RankMonitorClient.start_section
+    original_end = RankMonitorClient.end_section
+    original_end_all = RankMonitorClient.end_all_sections
+
+    def start_section(self, section):
+        result = original_start(self, section)
+        watch.started(section, self)  # after the monitor knows, so an injection lands inside the section
+        return result
+
+    def end_section(self, section):
+        watch.closing(section)  # a setup hang lands here: the section is still open for the monitor
+        watch.ended(section, self)
+        result = original_end(self, section)
+        watch.closed(section)  # an in_save kill lands here, once the monitor saw the section end
+        return result
+
+    def end_all_sections(self):
+        watch.ended(None, self)
+        return original_end_all(self)
+
+    RankMonitorClient.start_section = start_section
+    RankMonitorClient.end_section = end_section
+    RankMonitorClient.end_all_sections = end_all_sections
+    return True
+
+
+def timeouts_in_force(client) -> dict | None:
+    """The section and out-of-section timeouts a RankMonitorClient holds now (calculated ones included), as
+    {section: seconds, "out_of_section": seconds}; None when it holds none yet."""
+    held = getattr(client, "section_timeouts", None)
+    sections = getattr(held, "section", None)
+    if not isinstance(sections, dict):
+        return None
+    found = {str(k): v for k, v in sections.items() if v is None or isinstance(v, (int, float))}
+    found["out_of_section"] = getattr(held, "out_of_section", None)
+    return found
+
+
+class SentinelLink:
+    """The write end of the rank sentinel's stdin: one JSON event per line, never blocking the rank (an event
+    the pipe cannot take now is dropped, a sentinel that is gone is forgotten)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.fd: int | None = process.stdin.fileno()
+        os.set_blocking(self.fd, False)
+        self.lock = threading.Lock()
+
+    def send(self, event: dict) -> None:
+        with self.lock:
+            if self.fd is None:
+                return
+            try:
+                os.write(self.fd, (json.dumps(event) + "\n").encode())
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.fd = None
+
+
+# The signal the rank's faulthandler answers with every thread's stack (the sentinel's fallback without
+# py-spy): a real-time signal nothing in the stack uses (NVRx's rank monitor takes SIGUSR1 and SIGUSR2).
+FAULTHANDLER_SIGNAL = signal.SIGRTMIN + 5 if hasattr(signal, "SIGRTMIN") else None
+SENTINEL = Path(__file__).resolve().with_name("rank_sentinel.py")
+
+
+def start_sentinel(
+    dump_dir: Path, tool: str | None, timeouts: dict, host: str, cycle: int, rank: int
+) -> SentinelLink | None:
+    """Register the faulthandler fallback and start this rank's sentinel (workloads/rank_sentinel.py), which
+    dumps this process's stacks before a timeout's kill; None, logged, when it cannot start (the run goes on:
+    dumps are evidence, not a condition of training)."""
+    prefix = f"{host}.cycle{cycle}.rank{rank}"
+    argv = [sys.executable, str(SENTINEL), "--pid", str(os.getpid()), "--dump-dir", str(dump_dir)]
+    argv += ["--prefix", prefix, "--tool", tool or "", "--timeouts", json.dumps(timeouts)]
+    try:
+        dump_dir.mkdir(parents=True, exist_ok=True)
+        if FAULTHANDLER_SIGNAL is not None:
+            import faulthandler
+
+            path = dump_dir / f"{prefix}.faulthandler.txt"
+            handle = open(path, "a")  # noqa: SIM115 - kept open for the process's life: the handler writes to it
+            faulthandler.register(FAULTHANDLER_SIGNAL, file=handle, all_threads=True, chain=False)
+            argv += ["--faulthandler-file", str(path), "--faulthandler-signal", str(int(FAULTHANDLER_SIGNAL))]
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        log(f"cannot start the rank sentinel (no stack dumps of this rank): {exc}")
+        return None
+    allow_tracer(process.pid)
+    return SentinelLink(process)
+
+
+PR_SET_PTRACER = 0x59616D61
+
+
+def allow_tracer(pid: int) -> None:
+    """Let `pid` and its children (the sentinel's py-spy) ptrace this process where Yama's ptrace_scope is 1,
+    which otherwise lets a process trace only its own descendants; nothing elsewhere."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PTRACER, pid, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class InjectedFault(Exception):
+    """The `exception` fault: an exception of the training loop's thread, which nothing in it catches."""
+
+
+GIL_SLEEP_S = 0xFFFFFFFF  # libc sleep()'s longest: 136 years
+
+
+def hold_gil_forever(ready: threading.Event | None = None) -> None:
+    """Call libc's sleep() through ctypes.PyDLL, which keeps the GIL for the whole call (ctypes.CDLL releases
+    it): no other thread of this process runs Python again, yet the process lives. What does not block the
+    GIL: time.sleep and any blocking I/O (they release it), and sys.setswitchinterval (it only sets how soon
+    a holder is asked to drop the GIL at its next bytecode; a holder inside one C call never sees the ask).
+    NVRx's lock_gil (a regular expression that backtracks for hours) holds it too, but burns a core the
+    whole time, which a test machine of two cores cannot spare. Ours, not NVRx's, for that reason; a signal
+    with a Python handler interrupts sleep(), hence the loop."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None)
+    libc.sleep.argtypes = [ctypes.c_uint]
+    if ready is not None:
+        ready.set()
+    while True:
+        libc.sleep(GIL_SLEEP_S)
+
+
+def async_raise(thread_id: int, exc_type: type) -> None:
+    """Raise `exc_type` in another thread at its next bytecode (NVRx's inject_fault.async_raise, which we do
+    not import: its module imports torch at import time)."""
+    import ctypes
+
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    set_async_exc.restype = ctypes.c_int
+    if set_async_exc(thread_id, exc_type) != 1:
+        set_async_exc(thread_id, None)
+        raise RuntimeError(f"could not raise {exc_type.__name__} in thread {thread_id}")
+
+
+def nvrx_injector():
+    """NVRx's own injector module (nvidia_resiliency_ext.shared_utils.inject_fault), None when it cannot be
+    imported; imported only at a GPU fault's injection (it imports torch, which the workload already did)."""
+    try:
+        from nvidia_resiliency_ext.shared_utils import inject_fault
+    except Exception as exc:  # any import failure: the GPU fault cannot be injected, said in one line
+        log(f"NVRx's inject_fault cannot be imported ({type(exc).__name__}: {exc}); not injecting")
+        return None
+    return inject_fault
+
+
+def gpu_present() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+class Injector:
+    """Once-only injection k of a run on the fault rank, triggered by the tracker advancing past its baseline
+    (timing `checkpoint`) or by the end of a checkpointing section with a save in flight (`in_save`)."""
+
+    def __init__(
+        self,
+        *,
+        fault: str,
+        placement: str,
+        tracker: Path,
+        marker: Path,
+        baseline: int,
+        identity: dict,
+        watch: SectionWatch | None,
+        kill=os.kill,
+        poll_seconds: float = POLL_SECONDS,
+        injection: int = 1,
+        injections: int = 1,
+        timing: str = "checkpoint",
+        pid_dir: Path | None = None,
+        arm_iteration: int | None = None,
+        plan_index: int | None = None,
+    ) -> None:
+        self.fault = fault
+        self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
+        self.plan_index = plan_index  # a campaign's entry this injection follows
+        self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
+        self.timing = timing
+        if timing == "in_save":
+            self.placement = "in_save"  # needs the section hooks: without them it never fires
+        else:
+            self.placement = placement if watch is not None else "immediate"
+        self.tracker = tracker
+        self.marker = marker
+        self.baseline = baseline
+        self.identity = identity  # run_id, rank, local_rank, host, cycle
+        self.watch = watch
+        self.kill = kill
+        self.poll_seconds = poll_seconds
+        self.injection = injection
+        self.injections = injections
+        self.lock = threading.Lock()
+        self.armed_at: int | None = None  # the tracker value that triggered us
+        self.save_iteration: int | None = None  # in_save: the iteration of the save in flight
+        self.finished = False  # injected, gave up, or the workload ended
+        self.claimed = False  # this process created the marker
+        self.stop = threading.Event()
+        self.sentinel: SentinelLink | None = None  # told of the injection (stack dumps of a live rank)
+        if watch is not None:
+            watch.on_start = self._on_section_start
+            watch.on_end = self._on_section_end
+            watch.on_closing = self._on_section_closing
+
+    def record(self, section: str | None) -> dict:
+        record = {
+            "schema": MARKER_SCHEMA,
+            "run_id": self.identity["run_id"],
+            "fault": self.fault,
+            "rank": self.identity["rank"],
+            "local_rank": self.identity["local_rank"],
+            "host": self.identity["host"],
+            "pid": os.getpid(),
+            "cycle": self.identity["cycle"],
+            "baseline_iteration": self.baseline,
+            "checkpoint_iteration": self.armed_at,
+            "injected_at": utc_now(),
+            "placement": self.placement,
+            "section": section,
+            "injection": self.injection,
+            "injections": self.injections,
+            "timing": self.timing,
+        }
+        if self.timing == "in_save":
+            record["save_iteration"] = self.save_iteration
+        if self.plan_index is not None:
+            record["plan_index"] = self.plan_index
+            record["arm_iteration"] = self.arm_iteration
+        return record
+
+    def action(self) -> tuple[str, object] | None:
+        """(how the fault is injected, as the marker's `method` says it; the call that injects it), prepared
+        before the marker is claimed; None, with the reason logged, when it cannot be injected here.
+
+        Ours (stdlib, in this process, at once) where NVRx's inject_fault does not suit the once-only
+        contract: its injectors run after a delay on a thread or a forked process of their own, and its
+        module imports torch. The signals and os.abort() are one call each; the segfault reads address 1
+        through ctypes, as NVRx's segfault injector does. The GPU faults are NVRx's own functions, called
+        with no delay on the thread that injects (raise_gpu_error, gpu_sleep)."""
+        pid = os.getpid()
+        training = threading.current_thread() is threading.main_thread()
+        fault = self.fault
+        signals = {
+            "kill": signal.SIGKILL,
+            "hang": signal.SIGSTOP,
+            "node_loss": signal.SIGKILL,
+            "sigterm": signal.SIGTERM,
+            "sigint": signal.SIGINT,
+        }
+        if fault in signals:
+            sig = signals[fault]
+            method = f"os.kill(own pid, {sig.name})"
+            if fault == "node_loss":
+                method = (
+                    "SIGSTOP of the node's ft_launcher, then SIGKILL of every process below it, of it, and "
+                    + method
+                )
+            return method, lambda: self.kill(pid, sig)
+        if fault == "segfault":
+            import ctypes
+
+            return "ctypes.string_at(1): a read of address 1 (SIGSEGV)", lambda: ctypes.string_at(1)
+        if fault == "abort":
+            return "os.abort() (SIGABRT)", os.abort
+        if fault == "exception":
+            if training:
+                return "raise InjectedFault on the training thread", self._raise
+            main = threading.main_thread().ident
+            return "PyThreadState_SetAsyncExc(training thread, InjectedFault)", lambda: async_raise(
+                main, InjectedFault
+            )
+        if fault == "gil_lock":
+            if training:
+                return (
+                    "thread ftqual-gil-lock holds the GIL (libc sleep() through ctypes.PyDLL); the training "
+                    "thread waits for it",
+                    self._lock_gil,
+                )
+            return "libc sleep() through ctypes.PyDLL on the injector's thread (GIL held)", hold_gil_forever
+        if fault in GPU_ONLY_FAULTS:
+            if not gpu_present():
+                log(f"fault {fault} needs a CUDA device and this process sees none; not injecting")
+                return None
+            nvrx = nvrx_injector()
+            if nvrx is None:
+                return None
+            if fault == "gpu_error":
+                method = "NVRx inject_fault.raise_gpu_error: an out-of-bounds index on the device"
+                return method, lambda: nvrx.raise_gpu_error(0.0, None)
+            torch = sys.modules["torch"]
+            device = torch.cuda.current_device()
+            method = "NVRx inject_fault.gpu_sleep: torch.cuda._sleep(1 << 62) on the current stream"
+            return method, lambda: nvrx.gpu_sleep(0.0, device, None)
+        log(f"no way to inject fault {fault!r}; not injecting")
+        return None
+
+    def _raise(self) -> None:
+        raise InjectedFault(f"ftqual injected an exception on rank {self.identity['rank']}")
+
+    def _lock_gil(self) -> None:
+        ready = threading.Event()
+        threading.Thread(target=hold_gil_forever, args=(ready,), name="ftqual-gil-lock", daemon=True).start()
+        ready.wait()
+        time.sleep(1.0)  # releases the GIL: the holder takes it, and this thread never runs again
+
+    def inject(self, section: str | None) -> bool:
+        """Claim the marker and signal ourselves; at most once, never after the workload ended."""
+        with self.lock:
+            if self.finished or self.armed_at is None:
+                return False
+            self.finished = True
+        record = self.record(section)
+        prepared = self.action()
+        if prepared is None:
+            return False
+        record["method"], act = prepared
+        node = None
+        if self.fault == "node_loss":
+            node = self.freeze_node()
+            if node is None:
+                return False
+            record["node"] = node
+        if not claim_marker(self.marker, record):
+            log(f"marker {self.marker} already exists; not injecting")
+            if node is not None:
+                self._signal(node["launcher_pid"], signal.SIGCONT)
+            return False
+        self.claimed = True
+        print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
+        if self.sentinel is not None:  # before the fault: a stopped rank tells nobody anything
+            self.sentinel.send({"event": "injected", "fault": self.fault})
+        if node is not None:
+            # The node goes at once, as a lost node does: every process below its ft_launcher (workers,
+            # their children, rank monitors), then ft_launcher itself, then this rank.
+            for pid in node["processes"]:
+                self._signal(pid, signal.SIGKILL)
+            self._signal(node["launcher_pid"], signal.SIGKILL)
+        act()
+        return True
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        try:
+            self.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # already gone (or never ours to signal)
+
+    def freeze_node(self) -> dict | None:
+        """node_loss: stop this node's ft_launcher (SIGSTOP, so it cannot react or start replacements) and
+        list every process below it; None, with the reason logged, when the launcher is not provably ours."""
+        host = self.identity["host"]
+        if (os.environ.get("NVRX_NODE_RANK") or os.environ.get("SLURM_NODEID")) == "0":
+            # NVRx chose where this rank runs (with a spare node, any node may hold it): never the first
+            # node, whose ft_launcher hosts the rendezvous store and log server every node needs.
+            log(
+                "node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting"
+            )
+            return None
+        if self.pid_dir is None:
+            log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")
+            return None
+        launcher = read_launcher_record(self.pid_dir, host)
+        if launcher is None:
+            log(f"node_loss: no readable {self.pid_dir}/{host}.launcher.json; not injecting")
+            return None
+        pid = launcher["pid"]
+        if not is_alive(pid, launcher["start_time"]) or not is_ancestor(pid, os.getpid(), parent_pids()):
+            log(f"node_loss: the recorded ft_launcher (pid {pid}) is not this worker's live ancestor")
+            return None
+        self._signal(pid, signal.SIGSTOP)
+        own = os.getpid()
+        processes = [p for p in descendants_of(pid, parent_pids()) if p != own]
+        return {"host": host, "launcher_pid": pid, "processes": processes}
+
+    def on_tracker(self, value: int | None) -> bool:
+        """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end,
+        placement setup at the setup section's close."""
+        if self.placement == "setup":
+            return True
+        if self.timing != "checkpoint" or value is None or value <= self.baseline:
+            return False
+        if self.arm_iteration is not None and value < self.arm_iteration:
+            return False
+        with self.lock:
+            if self.armed_at is None:
+                self.armed_at = value
+        if self.placement == "immediate":
+            self.inject(self.watch.current() if self.watch else None)
+        # else: the next start_section("step") injects, on the training thread itself (see
+        # _on_section_start). Injecting from this poller thread while a step is open would race: claiming
+        # and fsyncing the marker takes tens of milliseconds on a shared filesystem, longer than a whole
+        # step of a small model on a GPU, so the signal would land wherever training had moved on to
+        # (seen on an H200: decided inside 'step', stopped inside 'checkpointing', detected after 300 s).
+        return True
+
+    def _on_section_start(self, name: str) -> None:
+        if self.timing != "checkpoint" or SECTION_OF_PLACEMENT.get(self.placement) != name:
+            return
+        if self.armed_at is None:
+            # The training thread reads the tracker itself at every step: on a GPU a whole save interval
+            # can pass between two polls (seen on 2 x H200 resuming at 30: saves at 35 and 40 finalized
+            # within 0.7 s, the poller never armed, and the run ended without its fault).
+            self.on_tracker(poll_tracker(self.tracker))
+        if self.armed_at is not None:
+            self.inject(name)
+
+    def _on_section_closing(self, name: str) -> None:
+        """placement setup: the workload closes its setup section (the checkpoint loaded); stop it there,
+        before the monitor knows, when this cycle started from a completed checkpoint."""
+        if name != "setup" or self.placement != "setup" or self.timing != "checkpoint":
+            return
+        if self.baseline < 1:
+            log("placement setup: this cycle started from no checkpoint (tracker 0); not injecting")
+            return
+        with self.lock:
+            if self.armed_at is None:
+                self.armed_at = self.baseline  # the checkpoint this replacement loaded
+        self.inject("setup")
+
+    def _on_section_end(self, name: str) -> None:
+        """in_save: a checkpointing section ended with a save newer than the tracker still in flight;
+        placement out_of_section: a step's section ended (the monitor knows), and no section is open."""
+        if name == "step" and self.placement == "out_of_section" and self.timing == "checkpoint":
+            if self.armed_at is None:
+                self.on_tracker(poll_tracker(self.tracker))
+            if self.armed_at is not None and self.watch is not None and self.watch.current() is None:
+                self.inject(None)
+            return
+        if name != "checkpointing" or self.timing != "in_save":
+            return
+        value = poll_tracker(self.tracker)
+        if value is None or value <= self.baseline:
+            return
+        newest = newest_checkpoint_iteration(self.tracker.parent)
+        if newest is None or newest <= value:
+            return  # no save in flight: this section finalized one (or saved nothing new)
+        with self.lock:
+            if self.finished:
+                return
+            self.armed_at, self.save_iteration = value, newest
+        self.inject("checkpointing")
+
+    def poll_forever(self) -> None:
+        while not self.stop.is_set():
+            if self.on_tracker(poll_tracker(self.tracker)):
+                return
+            self.stop.wait(self.poll_seconds)
+
+    def start(self) -> threading.Thread | None:
+        """Start the tracker poller (timing checkpoint); in_save and placement setup need none."""
+        if self.timing != "checkpoint" or self.placement == "setup":
+            return None
+        thread = threading.Thread(target=self.poll_forever, name="ftqual-injector", daemon=True)
+        thread.start()
+        return thread
+
+    def finish(self) -> None:
+        """The workload ended: never inject from now on."""
+        self.stop.set()
+        with self.lock:
+            self.finished = True
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" in argv:
+        cut = argv.index("--")
+        own, workload = argv[:cut], argv[cut + 1 :]
+    else:
+        own, workload = argv, []
+    parser = argparse.ArgumentParser(prog="megatron_gpt_worker.py", description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--entrypoint", type=Path, help="the training script to run (e.g. pretrain_gpt.py)")
+    where.add_argument("--megatron-path", type=Path, help="a Megatron-LM checkout: runs its pretrain_gpt.py")
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--fault-marker", type=Path, required=True)
+    parser.add_argument("--fault", choices=FAULTS, required=True)
+    parser.add_argument("--fault-rank", type=int, default=None)
+    parser.add_argument("--run-id", default=None, help="default: TORCHELASTIC_RUN_ID")
+    parser.add_argument("--hang-placement", choices=PLACEMENTS, default="step")
+    parser.add_argument("--pid-dir", type=Path, default=None)
+    parser.add_argument("--injections", type=positive_int, default=1, help="faults in the run, one per cycle")
+    parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")
+    parser.add_argument("--leftovers-dir", type=Path, default=None)
+    parser.add_argument("--campaign-plan", type=Path, default=None, help="with --fault campaign: the plan")
+    parser.add_argument("--dump-dir", type=Path, default=None, help="stack dumps of this rank (its sentinel)")
+    parser.add_argument("--dump-tool", default=None, help="py-spy's path; without it, faulthandler only")
+    parser.add_argument(
+        "--dump-timeouts", type=json.loads, default={}, help="JSON {section: s, out_of_section: s}"
+    )
+    args = parser.parse_args(own)
+    if args.megatron_path is not None:
+        args.entrypoint = args.megatron_path / "pretrain_gpt.py"
+    if args.fault == "campaign" and args.campaign_plan is None:
+        parser.error("--fault campaign needs --campaign-plan")
+    if args.fault not in ("none", "campaign") and args.fault_rank is None:
+        parser.error(f"--fault-rank is required with --fault {args.fault}")
+    if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
+        parser.error("--fault-timing in_save needs --fault kill")
+    if args.fault in GPU_ONLY_FAULTS and args.entrypoint.name == SMOKE_ENTRYPOINT:
+        parser.error(f"--fault {args.fault} is GPU-only: the smoke workload runs on CPU and has no GPU")
+    return args, workload
+
+
+def positive_int(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text!r})")
+    return int(text)
+
+
+def run_entrypoint(entrypoint: Path, workload_args: list[str]) -> int:
+    """Run the workload as `__main__` in this process; returns its exit status."""
+    sys.argv = [str(entrypoint), *workload_args]
+    sys.path[0] = str(entrypoint.parent)  # what `python entrypoint` would put there
+    try:
+        runpy.run_path(str(entrypoint), run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        print(exc.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args, workload_args = parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cycle = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    host = socket.gethostname()
+    if args.pid_dir is not None:
+        write_pid_record(args.pid_dir, host, cycle, rank, local_rank)
+    if cycle >= 1 and local_rank == 0 and args.pid_dir is not None and args.leftovers_dir is not None:
+        try:
+            path = write_leftovers(args.leftovers_dir, args.pid_dir, host, cycle)
+            log(f"leftovers of earlier cycles on {host} recorded in {path}")
+        except OSError as exc:  # evidence, not a reason to stop training: the verifier reports it missing
+            log(f"cannot record leftovers of earlier cycles: {exc}")
+
+    tracker = args.checkpoint_dir / TRACKER_NAME
+    try:
+        baseline = read_tracker_baseline(tracker)
+    except TrackerError as exc:
+        log(f"{exc}; refusing to start the workload (fix or archive the tracker)")
+        return EXIT_BAD_TRACKER
+
+    sentinel = None
+    if args.dump_dir is not None:
+        sentinel = start_sentinel(args.dump_dir, args.dump_tool, args.dump_timeouts, host, cycle, rank)
+    injector = None
+    fault, fault_rank, placement, entry = args.fault, args.fault_rank, args.hang_placement, None
+    if fault == "campaign":
+        try:
+            planned = read_campaign_plan(args.campaign_plan)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log(f"cannot read the campaign plan {args.campaign_plan}: {exc}; refusing to start the workload")
+            return EXIT_BAD_PLAN
+        args.injections = len(planned)
+        made = count_markers(args.fault_marker)
+        entry = planned[made] if made < len(planned) else None
+        if entry is not None:  # this cycle's fault is the plan's next entry
+            fault, fault_rank, placement = entry["fault"], entry["rank"], entry["placement"]
+    fault_here = fault != "none" and rank == fault_rank
+    made = count_markers(args.fault_marker) if fault_here else 0
+    if fault_here and made >= args.injections:
+        log(
+            f"{made} of {args.injections} injection marker(s) exist (earlier cycles injected); "
+            "not injecting again"
+        )
+        fault_here = False
+    watch = SectionWatch() if fault_here or sentinel is not None else None
+    hooked = False
+    if watch is not None:
+        watch.sentinel = sentinel
+        hooked = install_section_hooks(watch)
+    if fault_here:
+        injection = made + 1
+        if placement == "setup" and injection == 1:
+            placement = "step"  # a replacement's setup needs an earlier fault: the first lands in a step
+        if not hooked:
+            if args.fault_timing == "in_save":
+                log("NVRx is not importable here: sections are unknown, an in_save injection cannot happen")
+            else:
+                log(
+                    "NVRx is not importable here: sections are unknown, "
+                    "injecting as soon as the tracker advances"
+                )
+            watch = None
+        injector = Injector(
+            fault=fault,
+            placement=placement,
+            tracker=tracker,
+            marker=marker_path(args.fault_marker, injection),
+            baseline=baseline,
+            identity={
+                "run_id": args.run_id or os.environ.get("TORCHELASTIC_RUN_ID", ""),
+                "rank": rank,
+                "local_rank": local_rank,
+                "host": host,
+                "cycle": cycle,
+            },
+            watch=watch,
+            injection=injection,
+            injections=args.injections,
+            timing=args.fault_timing,
+            pid_dir=args.pid_dir,
+            arm_iteration=entry["arm_iteration"] if entry else None,
+            plan_index=entry["index"] if entry else None,
+        )
+        injector.sentinel = sentinel
+        log(
+            f"fault {fault} injection {injection} of {args.injections} armed on rank {rank} "
+            f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "
+            f"placement {injector.placement}"
+        )
+        injector.start()
+
+    status = run_entrypoint(args.entrypoint, workload_args)
+    if injector is not None:
+        injector.finish()
+        if status == 0 and not injector.claimed:
+            log(
+                f"the requested {fault} fault (injection {injector.injection} of {args.injections}) "
+                f"was never injected (tracker stayed at or below {baseline} while a step could follow, or "
+                "no save was in flight at a checkpointing section's end); failing so an uninterrupted "
+                "run cannot pass as recovery"
+            )
+            return EXIT_FAULT_NEVER_INJECTED
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
