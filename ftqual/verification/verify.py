@@ -21,6 +21,7 @@ from typing import TextIO
 from ftqual import __version__
 from ftqual.verification import fastjson
 from ftqual.verification import verdict as verdict_mod
+from ftqual.verification.campaign.text import campaign_markdown
 from ftqual.verification.causes import root_cause
 from ftqual.verification.checks import run_checks, run_plan_from
 from ftqual.verification.checks.held import dumps_listing, held_metrics, what_held_the_rank
@@ -172,9 +173,7 @@ def summary_lines(report: dict[str, object]) -> list[str]:
         lines.append("  metrics: " + " ".join(shown))
     for note in report.get("notes") or []:  # type: ignore[union-attr]
         lines.append(f"  note: {note}")
-    if report.get("campaign"):  # the campaign's timeline and per-cycle table (ftqual.report.campaign)
-        from ftqual.report.campaign import campaign_markdown
-
+    if report.get("campaign"):  # the campaign's timeline and per-cycle table
         lines.append(campaign_markdown(report).rstrip("\n"))
     return lines
 

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-from ftqual.report.campaign import human_bytes
+from ftqual.verification.campaign.text import human_bytes
 from ftqual.verification.evidence.leftovers import LeftoverRecord
 from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.snapshot import RunSnapshot

@@ -160,7 +160,7 @@ def test_one_slow_cycle_at_the_end_is_noise_not_growth():
 
 
 def test_the_campaign_markdown_shows_every_fault_on_one_time_axis():
-    from ftqual.report.campaign import campaign_markdown
+    from ftqual.verification.campaign.text import campaign_markdown
 
     row = {
         "fault_index": 1,

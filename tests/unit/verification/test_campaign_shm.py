@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from ftqual.report.campaign import human_bytes, leak_lines, shm_leaks
 from ftqual.scenario import campaign_plan, campaign_setup
 from ftqual.verification.campaign import shm
+from ftqual.verification.campaign.text import human_bytes, leak_lines, shm_leaks
 from ftqual.verification.evidence.leftovers import read_leftovers
 from ftqual.verification.evidence.model import Ref
 
