@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ftqual.contract import GPU_ONLY_FAULTS, RANK_FAULTS
+from ftqual.scenario import sizing
 from ftqual.scenario.campaign_plan import (
     DEFAULT_HORIZON_FAULTS,
     PLACEMENTS,
@@ -83,9 +84,9 @@ def plan_from_env(
 
 def needed_train_iters(plan: CampaignPlan, lag: int = 0) -> int:
     """The shortest run in which every planned fault arms and the last recovery reaches a checkpoint."""
-    from ftqual.scenario.sizing import needed_train_iters as needed
-
-    return needed(plan.start_iteration, plan.save_interval, plan.checkpoints_spanned, "checkpoint", lag)
+    return sizing.needed_train_iters(
+        plan.start_iteration, plan.save_interval, plan.checkpoints_spanned, "checkpoint", lag
+    )
 
 
 def sizing_problem(

@@ -299,16 +299,19 @@ def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None
 
 
 def too_short(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
-    """Fail fast: a length with which the fault is not certain to come on this stack
-    (ftqual.scenario.sizing)."""
-    from ftqual.scenario.sizing import scenario_problem  # the evidence readers, only for a fault scenario
+    """Fail fast: a length with which the fault is not certain to come on this stack: the baseline's run
+    measured once (ftqual.verification.evidence.finalize_lag), judged by ftqual.scenario.fit."""
+    if s.fault == "none":
+        return None
+    from ftqual.scenario.fit import scenario_problem
+    from ftqual.verification.evidence.finalize_lag import measure_baseline  # the evidence readers
 
     try:
         pointer = _baseline_pointer(baseline_verify)
         run_dir = Path(pointer["run_dir"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    problem = scenario_problem(run_dir, s)
+    problem = scenario_problem(s, measure_baseline(run_dir))
     return f"{problem} (baseline run {pointer.get('run_id')})" if problem else None
 
 

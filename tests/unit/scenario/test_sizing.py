@@ -1,6 +1,6 @@
-"""ftqual.scenario.sizing: a fault scenario is either long enough for its faults to be certain to come, or
-refused
-before launch with the length it needs; the finalize lag is measured from recorded H200 baselines."""
+"""ftqual.scenario.sizing (the model) and ftqual.scenario.fit (a scenario judged by it): a fault scenario is
+either long enough for its faults to be certain to come, or refused before launch with the length it needs;
+the finalize lag is measured from recorded H200 baselines (ftqual.verification.evidence.finalize_lag)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ftqual.scenario import fit, sizing
 from ftqual.scenario import model as scenarios
-from ftqual.scenario import sizing
+from ftqual.verification.evidence.finalize_lag import finalize_lag, measure_baseline
 from ftqual.verification.evidence.snapshot import build_snapshot
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -67,10 +68,15 @@ def test_every_length_is_either_certain_to_fault_or_refused(timing):
 def test_the_lag_of_recorded_h200_baselines():
     """On one H200 (and two) a save of a small GPT completes only when the next one begins: 5 iterations."""
     for rel in ("megatron-h200-1gpu/baseline", "megatron-h200x2-extended/baseline"):
-        lag = sizing.finalize_lag(build_snapshot(DATA / rel).train_log(0))
+        lag = finalize_lag(build_snapshot(DATA / rel).train_log(0))
         assert lag is not None and lag.iterations == 5, rel
         assert lag.reached_iteration == lag.save_iteration + 5
-        assert "successfully saved checkpoint from iteration" in lag.ref.text
+        assert "successfully saved checkpoint from iteration" in lag.text
+
+
+def problem_of(run_dir, s):
+    """What the run step asks: the baseline measured once, the scenario judged by that measurement."""
+    return fit.scenario_problem(s, measure_baseline(run_dir))
 
 
 def scenario(name, **settings):
@@ -93,17 +99,17 @@ def test_resume_existing_as_it_failed_on_one_h200_is_refused_with_the_length_it_
     finalized only at the end with 40, so the fault never came. Refused before launch, naming 41."""
     run_dir = DATA / "megatron-h200-1gpu" / "baseline"
     old_default = scenario("resume_existing", train_iters=40)
-    problem = sizing.scenario_problem(run_dir, old_default)
+    problem = problem_of(run_dir, old_default)
     assert problem is not None and problem.startswith("refused before launch: train_iters 40 is too short")
     assert "only after iteration 10 (a finalize lag of 5 iterations) [logs/train_cycle0.log:1057]" in problem
     assert "set train_iters: 41 (or more)" in problem and "\n" not in problem
     # the default is now three intervals past the baseline: it fits
     assert scenario("resume_existing").train_iters == 45
-    assert sizing.scenario_problem(run_dir, scenario("resume_existing")) is None
+    assert problem_of(run_dir, scenario("resume_existing")) is None
     # the walkthrough's kill at 30 iterations fits too; at 10 it could not fault with a step after it
-    assert sizing.scenario_problem(run_dir, scenario("kill")) is None
-    assert "set train_iters: 11" in sizing.scenario_problem(run_dir, scenario("kill", train_iters=10))
-    assert sizing.scenario_problem(run_dir, scenario("baseline")) is None
+    assert problem_of(run_dir, scenario("kill")) is None
+    assert "set train_iters: 11" in problem_of(run_dir, scenario("kill", train_iters=10))
+    assert problem_of(run_dir, scenario("baseline")) is None
 
 
 def test_without_a_measured_lag_the_static_rule_holds():
@@ -114,12 +120,10 @@ def test_without_a_measured_lag_the_static_rule_holds():
 def test_an_unusable_baseline_run_json_judges_nothing(tmp_path):
     """A baseline run directory whose run.json broke after its verdict (a hand edit, a partial copy): the
     sizing has nothing measured to judge by, so it refuses nothing, and never raises."""
-    from ftqual.scenario import model as scenarios
-    from ftqual.scenario.sizing import scenario_problem
-
     (tmp_path / "run.json").write_text('{"schema": "ftqual.run/v1", "fault": "meteor"}')
     cfg = scenarios.resolve({"scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill"}}}, env={})
-    assert scenario_problem(tmp_path, cfg.by_name["kill"]) is None
+    assert measure_baseline(tmp_path) is None
+    assert problem_of(tmp_path, cfg.by_name["kill"]) is None
 
 
 def test_a_campaign_is_sized_by_the_plan_its_own_workload_draws(tmp_path):
@@ -127,8 +131,6 @@ def test_a_campaign_is_sized_by_the_plan_its_own_workload_draws(tmp_path):
     same one. Seed 3's 4 faults end at checkpoint 12 on smoke, at 24 with megatron's kinds (GPU ones too)."""
     import json
     import shutil
-
-    from ftqual.scenario import model as scenarios
 
     campaign = {
         "fault": "campaign",
@@ -144,8 +146,8 @@ def test_a_campaign_is_sized_by_the_plan_its_own_workload_draws(tmp_path):
     }
     s = scenarios.resolve(raw, env={}).by_name["campaign"]
     run_dir = shutil.copytree(DATA / "megatron-h200-1gpu" / "baseline", tmp_path / "baseline")
-    assert "checkpoint of iteration 24" in sizing.scenario_problem(run_dir, s)
+    assert "checkpoint of iteration 24" in problem_of(run_dir, s)
     meta = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").write_text(json.dumps({**meta, "workload": "smoke"}))
     # the same seed on smoke: the last fault at 12, which this H200 baseline's finalize lag stretches to 18
-    assert "checkpoint of iteration 12" in sizing.scenario_problem(run_dir, s)
+    assert "checkpoint of iteration 12" in problem_of(run_dir, s)
