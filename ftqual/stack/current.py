@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual.launch.run import write_json_atomic
+from ftqual.jsonfile import write_json_atomic
 from ftqual.stack import identity as stackid
 from ftqual.stack.identity import StackIdentity
 

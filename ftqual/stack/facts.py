@@ -102,6 +102,16 @@ class StackFacts:
 # ------------------------------------------------------------------------------------------------ probes
 
 
+def ft_launcher_executable(python: str = sys.executable) -> str | None:
+    """ft_launcher beside the interpreter (a virtualenv), else the one on PATH: the one the launcher runs
+    (ftqual.launch.command), the stack identity digests and the preflight asks for the training
+    interpreter's."""
+    beside = Path(python).parent / "ft_launcher"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("ft_launcher")
+
+
 def dist_version(*names: str) -> str | None:
     """Installed version of the first distribution found among `names` (metadata only, no import)."""
     for name in names:

@@ -33,7 +33,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftqual.stack.facts import TE_DISTS, dist_version, megatron_version, package_version, probe_nvidia_smi
+from ftqual.stack.facts import (
+    TE_DISTS,
+    dist_version,
+    ft_launcher_executable,
+    megatron_version,
+    package_version,
+    probe_nvidia_smi,
+)
 
 SCHEMA = "ftqual.stack/v1"
 
@@ -251,8 +258,6 @@ def megatron_parts(megatron_path: str | os.PathLike | None) -> dict[str, str]:
 
 
 def ft_launcher_part(python: str) -> str:
-    from ftqual.launch.command import ft_launcher_executable
-
     exe = ft_launcher_executable(python)
     if not exe:
         return "not found"

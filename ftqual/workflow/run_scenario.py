@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ftqual.contract import TRACKER_NAME
+from ftqual.jsonfile import write_json_atomic
 from ftqual.launch import gpu_turn, logport, procs
-from ftqual.launch.run import write_json_atomic
 from ftqual.launch.runstate import read_tracker
 from ftqual.launch.settings import SettingsError
 from ftqual.preflight import report_schema as preflight_schema

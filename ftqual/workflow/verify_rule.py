@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual.launch.run import write_json_atomic
+from ftqual.jsonfile import write_json_atomic
 from ftqual.verification import verdict
 from ftqual.verification.causes import root_cause
 
