@@ -10,6 +10,10 @@ its digits before `int()` sees it (Python refuses more than 4,300 digits with a 
 then proves that every directory the run needs can be created and written, and refuses to reuse
 evidence or to resume a checkpoint that is not ours.
 
+The run settings that a scenario also has are ftqual.launch.fields' table (`RunSettings`, which `Settings`
+extends): their variables, parsing, formatting and defaults live there; this module reads them in the
+walkthrough's order with the rules that tie them together, and the settings only the launcher has.
+
 Defaults: the workflow (ftqual/scenario/model.py `launcher_env`) always sets every variable, so the defaults
 below apply only when scripts/run_megatron_gpt.sh is used on its own, as the walkthrough does. They are
 the walkthrough's values (2 GPUs, 100 iterations, a checkpoint every 5, kill rank 1) so that its commands
@@ -26,27 +30,52 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from ftqual.contract import FAULTS, MODEL, TRACKER_NAME, gpu_only_problem
+from ftqual.contract import FAULTS, TRACKER_NAME, gpu_only_problem
+from ftqual.launch import fields
+from ftqual.launch.fields import (
+    DEFAULT_SECTION_TIMEOUTS,
+    FAULT_TIMINGS,
+    HANG_PLACEMENTS,
+    INT_RE,
+    MAX_NNODES,
+    MAX_STOP_TIMEOUT_S,
+    SECTIONS,
+    RunSettings,
+    SettingsError,
+    Timeouts,
+    parse_section_timeouts,
+    plain_number,
+    shown,
+)
 from ftqual.scenario import campaign_setup, constraints
 from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
-from ftqual.stack import resolve as stack
 
-__all__ = ["FAULTS", "TRACKER_NAME", "Settings", "SettingsError", "load_settings"]
+__all__ = [
+    "DEFAULT_SECTION_TIMEOUTS",
+    "FAULTS",
+    "FAULT_TIMINGS",
+    "HANG_PLACEMENTS",
+    "INT_RE",
+    "SECTIONS",
+    "TRACKER_NAME",
+    "Settings",
+    "SettingsError",
+    "Timeouts",
+    "load_settings",
+    "parse_section_timeouts",
+    "plain_number",
+    "shown",
+]
 
 WORKLOADS = ("megatron", "smoke")
-# Where a rank fault lands once armed (the wrapper's --hang-placement; config/schema.yaml says each).
-HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
-FAULT_TIMINGS = ("checkpoint", "in_save")
-SECTIONS = ("setup", "step", "checkpointing")
 
 RUN_ID_MAX = 128  # a directory name and part of every pid record's name; 255 bytes is the file name limit
 SCENARIO_MAX = 64
 RUN_ID_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{RUN_ID_MAX - 1}}}")
 SCENARIO_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{SCENARIO_MAX - 1}}}")
 FINGERPRINT_RE = re.compile(r"[0-9a-f]{8,64}")
-INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit
-SECONDS_RE = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,17})?")  # what repr(float) writes, bounded
 # One DNS label (letters, digits, hyphens inside; underscores, which some cluster node names use).
 HOST_LABEL_RE = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 ENDPOINT_RE = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]{2,45}\]|[^:\[\]]{1,253}):(?P<port>[0-9]{1,5})")
@@ -57,16 +86,6 @@ PATH_MAX = 1024
 NAME_MAX = 255
 VALUE_MAX = 256
 
-# Upper bounds: generous for any real run, small enough that a typo (or an attack) is caught here rather
-# than by a traceback or an hour-long launch.
-MAX_NNODES = 4096
-MAX_GPUS_PER_NODE = 64
-MAX_TRAIN_ITERS = 10_000_000
-MAX_RESTARTS = 1000
-MAX_INJECTIONS = 1000
-MAX_STOP_TIMEOUT_S = 3600
-MAX_SECTION_TIMEOUT_S = 7 * 24 * 3600
-
 PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "MEGATRON_PATH")
 # Every variable this module reads; each is checked for length and printable characters first.
 VARIABLES = (
@@ -74,88 +93,39 @@ VARIABLES = (
     "NVRX_WORKLOAD",
     "NVRX_RUN_ID",
     "SLURM_JOB_ID",
-    "NVRX_DEMO_FAULT",
-    "NNODES",
-    "GPUS_PER_NODE",
-    "TP",
-    "PP",
-    "TRAIN_ITERS",
-    "SAVE_INTERVAL",
     "RDZV_ENDPOINT",
     "NVRX_FAULT_RANK",
     "NVRX_DRY_RUN",
     "NVRX_SCENARIO",
-    "NVRX_SECTION_TIMEOUTS",
-    "NVRX_OUT_OF_SECTION_TIMEOUT",
-    "NVRX_MAX_RESTARTS",
-    "NVRX_TERM_TIMEOUT",
     "NVRX_WORKERS_STOP_TIMEOUT",
     "NVRX_LOG_SERVER_PORT",
-    "NVRX_TRANSFORMER_IMPL",
-    "NVRX_DIST_OPTIMIZER",
-    "NVRX_HANG_PLACEMENT",
     "NVRX_NODE_RANK",
     "SLURM_NODEID",
     "NVRX_SETTINGS_FINGERPRINT",
-    "NVRX_INJECTIONS",
-    "NVRX_FAULT_TIMING",
-    "NVRX_LOAD_CHECKPOINTS",
-    "NVRX_RDZV_JOIN_TIMEOUT",
-    "NVRX_SPARE_NODES",
-    "NVRX_TIMEOUTS_FROM",
-    "NVRX_CALC_FT_TIMEOUTS",
+    *fields.VARIABLES,
     *campaign_setup.VARIABLES,
 )
 
-DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"
 
+@dataclass(frozen=True, kw_only=True)
+class Settings(RunSettings):
+    """The table's run settings (RunSettings) and those only the launcher has."""
 
-class SettingsError(Exception):
-    """A setting is missing or invalid; the message is the one line printed on stderr."""
-
-
-@dataclass(frozen=True)
-class Settings:
     workload: str
     megatron_path: Path | None
     work_dir: Path
     run_id: str
     checkpoint_dir: Path
     checkpoint_dir_is_default: bool
-    nnodes: int
-    gpus_per_node: int
-    tp: int
-    pp: int
-    train_iters: int
-    save_interval: int
-    fault: str
     fault_rank: int | None  # None when fault is "none"
     rdzv_endpoint: str
     dry_run: bool
     scenario: str
-    section_timeouts: dict[str, float]
-    out_of_section_timeout: float
-    max_restarts: int
-    term_timeout: int
     workers_stop_timeout: int
     log_server_port: int | None  # None: pick a free port at launch
-    transformer_impl: str
-    dist_optimizer: str
-    hang_placement: str
     node_rank: int
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     settings_fingerprint: str | None = None  # NVRX_SETTINGS_FINGERPRINT, from the workflow
-    injections: int = 1  # NVRX_INJECTIONS: faults in one run, one per cycle
-    fault_timing: str = "checkpoint"  # NVRX_FAULT_TIMING: after a completed checkpoint, or in_save (kill)
-    checkpoint_load: bool = True  # NVRX_LOAD_CHECKPOINTS=0: no --load, every cycle starts from iteration 0
-    join_timeout: int | None = None  # NVRX_RDZV_JOIN_TIMEOUT: --rdzv-conf join_timeout (None: NVRx's default)
-    spare_nodes: int = 0  # NVRX_SPARE_NODES: launchers beyond NNODES, standbys (ft_launcher --nnodes=N:N+S)
-    # NVRX_TIMEOUTS_FROM: the configured timeouts these were recommended from (ftqual recommend-timeouts);
-    # None: the timeouts are the configured ones
-    timeouts_from: dict[str, float] | None = None
-    # NVRX_CALC_FT_TIMEOUTS=1: the workload calculates its timeouts (--calc-ft-timeouts) and persists them in
-    # ft_state.json; the section timeouts are then only the initial ones
-    calc_ft_timeouts: bool = False
     campaign: CampaignPlan | None = None  # NVRX_DEMO_FAULT=campaign: the plan, written before the launch
 
     @property
@@ -207,9 +177,7 @@ class Settings:
 
     def timeouts_record(self) -> dict[str, float | int]:
         """run.json's `timeouts`: the section timeouts plus out_of_section, in seconds."""
-        record = {name: plain_number(value) for name, value in self.section_timeouts.items()}
-        record["out_of_section"] = plain_number(self.out_of_section_timeout)
-        return record
+        return self.timeouts.record()
 
     @property
     def timeouts_source(self) -> str:
@@ -217,27 +185,7 @@ class Settings:
         return "configured" if self.timeouts_from is None else "recommended"
 
     def timeouts_from_record(self) -> dict[str, float | int] | None:
-        return (
-            None
-            if self.timeouts_from is None
-            else {k: plain_number(v) for k, v in self.timeouts_from.items()}
-        )
-
-    def section_timeouts_arg(self) -> str:
-        return ",".join(f"{name}:{plain_number(value)}" for name, value in self.section_timeouts.items())
-
-
-def plain_number(value: float) -> float | int:
-    """`value` as an int when it is whole: run.json, the launcher's variables and command lines say 300, not
-    300.0 (ftqual.scenario.model writes the workflow's side with it too)."""
-    return int(value) if float(value).is_integer() else value
-
-
-def shown(raw: str, limit: int = 40) -> str:
-    """A value for a one-line message: repr (escapes newlines and unprintables), long ones cut short."""
-    if len(raw) <= limit:
-        return repr(raw)
-    return f"{raw[:limit]!r}... ({len(raw)} characters)"
+        return None if self.timeouts_from is None else self.timeouts_from.record()
 
 
 def _check_values(env: Mapping[str, str]) -> None:
@@ -254,37 +202,15 @@ def _check_values(env: Mapping[str, str]) -> None:
 
 
 def _get(env: Mapping[str, str], name: str, default: str) -> str:
-    value = env.get(name)
-    return default if value is None or value == "" else value
+    return fields.get(env, name, default)
 
 
 def _int(env: Mapping[str, str], name: str, default: str, low: int, high: int) -> int:
-    raw = _get(env, name, default)
-    kind = "positive" if low >= 1 else "non-negative"
-    if not INT_RE.fullmatch(raw) or int(raw) < low:
-        raise SettingsError(f"{name} must be a {kind} integer (got {shown(raw)})")
-    value = int(raw)
-    if value > high:
-        raise SettingsError(f"{name} must be at most {high} (got {value})")
-    return value
-
-
-def _seconds(raw: str, name: str) -> float:
-    """Plain decimal seconds (no sign, exponent, `nan`, `inf`, underscores or spaces), within bounds."""
-    if not SECONDS_RE.fullmatch(raw) or not float(raw) > 0:
-        raise SettingsError(f"{name} must be a positive number of seconds (got {shown(raw)})")
-    value = float(raw)
-    if value > MAX_SECTION_TIMEOUT_S:
-        raise SettingsError(f"{name} must be at most {MAX_SECTION_TIMEOUT_S} seconds (got {shown(raw)})")
-    return value
+    return fields.parse_int(_get(env, name, default), name, low, high)
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, choices: Sequence[str]) -> str:
-    raw = _get(env, name, default)
-    if raw not in choices:
-        listed = ", ".join(choices[:-1]) + f" or {choices[-1]}"
-        raise SettingsError(f"{name} must be {listed} (got {shown(raw)})")
-    return raw
+    return fields.parse_choice(_get(env, name, default), name, choices)
 
 
 def _path(name: str, raw: str) -> Path:
@@ -325,44 +251,10 @@ def parse_endpoint(raw: str, multi_node: bool) -> str:
     return raw
 
 
-def parse_section_timeouts(raw: str) -> dict[str, float]:
-    """`setup:900,step:120,checkpointing:600` -> dict; every one of Megatron's three sections, once."""
-    name = "NVRX_SECTION_TIMEOUTS"
-    timeouts: dict[str, float] = {}
-    for item in raw.split(","):
-        section, sep, value = item.partition(":")
-        if not sep or section not in SECTIONS:
-            raise SettingsError(
-                f"{name} must be setup:S,step:S,checkpointing:S in seconds (got {shown(raw)})"
-            )
-        if section in timeouts:
-            raise SettingsError(f"{name} names section {section!r} twice (got {shown(raw)})")
-        timeouts[section] = _seconds(value, f"{name} {section}")
-    missing = [s for s in SECTIONS if s not in timeouts]
-    if missing:
-        raise SettingsError(
-            f"{name} must give all of setup, step and checkpointing (missing {', '.join(missing)})"
-        )
-    return {s: timeouts[s] for s in SECTIONS}
-
-
 def parse_timeouts_from(raw: str) -> dict[str, float]:
-    """`setup:120,step:10,checkpointing:60,out_of_section:30` -> dict: each of the four, once."""
-    name = "NVRX_TIMEOUTS_FROM"
-    wanted = (*SECTIONS, "out_of_section")
-    timeouts: dict[str, float] = {}
-    for item in raw.split(","):
-        section, sep, value = item.partition(":")
-        if not sep or section not in wanted or section in timeouts:
-            raise SettingsError(
-                f"{name} must be setup:S,step:S,checkpointing:S,out_of_section:S in seconds, each once "
-                f"(got {shown(raw)})"
-            )
-        timeouts[section] = _seconds(value, f"{name} {section}")
-    missing = [s for s in wanted if s not in timeouts]
-    if missing:
-        raise SettingsError(f"{name} must give all four timeouts (missing {', '.join(missing)})")
-    return {s: timeouts[s] for s in wanted}
+    """NVRX_TIMEOUTS_FROM as a map (ftqual.launch.fields.parse_full_timeouts, for the recommendation's
+    callers)."""
+    return fields.parse_full_timeouts(raw).as_dict()
 
 
 def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
@@ -381,9 +273,16 @@ def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
     return workload, megatron_path
 
 
-def _iterations(env: Mapping[str, str], fault: str, injections: int) -> tuple[int, int]:
-    train_iters = _int(env, "TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS)
-    save_interval = _int(env, "SAVE_INTERVAL", "5", 1, MAX_TRAIN_ITERS)
+def _read(values: dict[str, Any], env: Mapping[str, str], name: str, default: str | None = None) -> Any:
+    """The table's setting `name` (ftqual.launch.fields), read now: the launcher checks in the walkthrough's
+    order and stops at the first problem."""
+    values[name] = fields.SPECS[name].read(env, default)
+    return values[name]
+
+
+def _iterations(values: dict[str, Any], env: Mapping[str, str], fault: str, injections: int) -> None:
+    train_iters = _read(values, env, "train_iters")
+    save_interval = _read(values, env, "save_interval")
     # A fault is injected when a checkpoint completes, and recovery needs one before the last iteration;
     # a baseline may save only at its end, but a SAVE_INTERVAL past TRAIN_ITERS is always a mistake.
     if fault != "none" and save_interval >= train_iters:
@@ -399,18 +298,16 @@ def _iterations(env: Mapping[str, str], fault: str, injections: int) -> tuple[in
     )
     if save_interval > train_iters:
         raise SettingsError(f"SAVE_INTERVAL={save_interval} must not exceed TRAIN_ITERS={train_iters}")
-    return train_iters, save_interval
 
 
-def _fault_plan(env: Mapping[str, str], fault: str) -> tuple[int, str, bool]:
+def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> None:
     """NVRX_INJECTIONS, NVRX_FAULT_TIMING and NVRX_LOAD_CHECKPOINTS, checked against the fault."""
-    injections = _int(env, "NVRX_INJECTIONS", "1", 1, MAX_INJECTIONS)
+    injections = _read(values, env, "injections")
     if fault == "none" and injections != 1:
         raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
-    fault_timing = _choice(env, "NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS)
+    fault_timing = _read(values, env, "fault_timing")
     _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
-    checkpoint_load = _choice(env, "NVRX_LOAD_CHECKPOINTS", "1", ("0", "1")) == "1"
-    return injections, fault_timing, checkpoint_load
+    _read(values, env, "checkpoint_load")
 
 
 def _campaign(env: Mapping[str, str], workload: str, world: int, save_interval: int, train_iters: int):
@@ -479,21 +376,21 @@ def load_settings(
         raise SettingsError("Set NVRX_WORK_DIR to an absolute directory visible on all nodes")
     work_dir = _path("NVRX_WORK_DIR", work_dir_raw)
     workload, megatron_path = _workload(env)
+    values: dict[str, Any] = {}  # the table's settings, as they are read
 
-    fault = _get(env, "NVRX_DEMO_FAULT", "kill")
-    if fault not in FAULTS:
-        # The walkthrough's own message, word for word (node_loss is the workflow's extension, below).
-        raise SettingsError(f"NVRX_DEMO_FAULT must be none, kill, or hang (got {shown(fault)})")
+    fault = _read(values, env, "fault")
     _refuse(gpu_only_problem(fault, workload, "NVRX_DEMO_FAULT", "="))
 
-    nnodes = _int(env, "NNODES", "1", 1, MAX_NNODES)
-    spare_nodes = _int(env, "NVRX_SPARE_NODES", "0", 0, MAX_NNODES)
+    nnodes = _read(values, env, "nnodes")
+    spare_nodes = _read(values, env, "spare_nodes")
     launchers = nnodes + spare_nodes
-    gpus_per_node = _int(env, "GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE)
-    tp = _int(env, "TP", "1", 1, MODEL.num_attention_heads)
-    pp = _int(env, "PP", "1", 1, MODEL.num_layers)
-    injections, fault_timing, checkpoint_load = _fault_plan(env, fault)
-    train_iters, save_interval = _iterations(env, fault, injections)
+    gpus_per_node = _read(values, env, "gpus_per_node")
+    tp = _read(values, env, "tp")
+    pp = _read(values, env, "pp")
+    _fault_plan(values, env, fault)
+    _iterations(values, env, fault, values["injections"])
+    train_iters, save_interval = values["train_iters"], values["save_interval"]
+    injections, fault_timing = values["injections"], values["fault_timing"]
 
     world = nnodes * gpus_per_node
     _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp))
@@ -503,7 +400,7 @@ def load_settings(
         raise SettingsError(f"{stray[0]} applies only to NVRX_DEMO_FAULT=campaign (got {shown(fault)})")
     if fault == "campaign":
         campaign = _campaign(env, workload, world, save_interval, train_iters)
-        injections = campaign.count
+        injections = values["injections"] = campaign.count
 
     if launchers > 1 and not env.get("RDZV_ENDPOINT"):
         raise SettingsError("Set RDZV_ENDPOINT to a common reachable host:port for all nodes")
@@ -525,9 +422,7 @@ def load_settings(
             constraints.ENVIRONMENT, nnodes, gpus_per_node, fault_rank, injections, fault_timing
         )
         _refuse(problems[0] if problems else None)
-    join_timeout = None
-    if env.get("NVRX_RDZV_JOIN_TIMEOUT"):
-        join_timeout = _int(env, "NVRX_RDZV_JOIN_TIMEOUT", "600", 1, MAX_STOP_TIMEOUT_S)
+    _read(values, env, "join_timeout")
 
     dry_raw = env.get("NVRX_DRY_RUN", "0") or "0"
     if dry_raw not in ("0", "1"):
@@ -539,18 +434,17 @@ def load_settings(
             "Use letters, digits, underscores or hyphens in NVRX_SCENARIO, starting with a letter or digit, "
             f"at most {SCENARIO_MAX} (got {shown(scenario)})"
         )
-    section_timeouts = parse_section_timeouts(_get(env, "NVRX_SECTION_TIMEOUTS", DEFAULT_SECTION_TIMEOUTS))
-    out_of_section = _seconds(_get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT")
-    max_restarts = _int(env, "NVRX_MAX_RESTARTS", "3", 0, MAX_RESTARTS)
-    if campaign is not None:  # one restart per fault: the default follows from K
-        max_restarts = _int(env, "NVRX_MAX_RESTARTS", str(campaign.count), 0, MAX_RESTARTS)
+    _read(values, env, "timeouts")
+    # a campaign has one restart per fault: the default follows from K
+    max_restarts = _read(values, env, "max_restarts", str(campaign.count) if campaign else None)
+    if campaign is not None:
         _refuse(campaign_setup.restarts_problem(campaign.count, max_restarts))
-    term_timeout = _int(env, "NVRX_TERM_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
+    _read(values, env, "term_timeout")
     workers_stop_timeout = _int(env, "NVRX_WORKERS_STOP_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S)
     log_server_port = _log_server_port(env)
-    transformer_impl = _choice(env, "NVRX_TRANSFORMER_IMPL", "auto", stack.TRANSFORMER_IMPLS)
-    dist_optimizer = _choice(env, "NVRX_DIST_OPTIMIZER", "auto", stack.DIST_OPTIMIZER_MODES)
-    hang_placement = _choice(env, "NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS)
+    _read(values, env, "transformer_impl")
+    _read(values, env, "dist_optimizer")
+    hang_placement = _read(values, env, "hang_placement")
     _refuse(
         constraints.setup_placement_problem(
             constraints.ENVIRONMENT, fault, hang_placement, injections, fault_timing
@@ -562,51 +456,28 @@ def load_settings(
         spares = f"+NVRX_SPARE_NODES={launchers}" if spare_nodes else f"={nnodes}"
         raise SettingsError(f"{node_rank_name}={node_rank} must be below NNODES{spares}")
     fingerprint = _fingerprint(env)
-    timeouts_from = parse_timeouts_from(env["NVRX_TIMEOUTS_FROM"]) if env.get("NVRX_TIMEOUTS_FROM") else None
-    calc_raw = env.get("NVRX_CALC_FT_TIMEOUTS", "0") or "0"
-    if calc_raw not in ("0", "1"):
-        raise SettingsError(f"NVRX_CALC_FT_TIMEOUTS must be 0 or 1 (got {shown(calc_raw)})")
-    if calc_raw == "1" and timeouts_from is not None:
+    timeouts_from = _read(values, env, "timeouts_from")
+    if _read(values, env, "calc_ft_timeouts") and timeouts_from is not None:
         raise SettingsError(
             "NVRX_CALC_FT_TIMEOUTS=1 and NVRX_TIMEOUTS_FROM: calculated timeouts are no recommendation"
         )
 
     return Settings(
+        **fields.read_all(env, values),  # the table's settings not read above are read here, in its order
         workload=workload,
         megatron_path=megatron_path,
         work_dir=work_dir,
         run_id=run_id,
         checkpoint_dir=checkpoint_dir,
         checkpoint_dir_is_default=not ckpt_raw,
-        nnodes=nnodes,
-        gpus_per_node=gpus_per_node,
-        tp=tp,
-        pp=pp,
-        train_iters=train_iters,
-        save_interval=save_interval,
-        fault=fault,
         fault_rank=fault_rank,
         rdzv_endpoint=endpoint,
         dry_run=dry_raw == "1",
         scenario=scenario,
-        section_timeouts=section_timeouts,
-        out_of_section_timeout=out_of_section,
-        max_restarts=max_restarts,
-        term_timeout=term_timeout,
         workers_stop_timeout=workers_stop_timeout,
         log_server_port=log_server_port,
-        transformer_impl=transformer_impl,
-        dist_optimizer=dist_optimizer,
-        hang_placement=hang_placement,
         node_rank=node_rank,
         extra_args=tuple(argv),
         settings_fingerprint=fingerprint,
-        injections=injections,
-        fault_timing=fault_timing,
-        checkpoint_load=checkpoint_load,
-        join_timeout=join_timeout,
-        spare_nodes=spare_nodes,
-        timeouts_from=timeouts_from,
-        calc_ft_timeouts=calc_raw == "1",
         campaign=campaign,
     )

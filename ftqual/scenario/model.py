@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.contract import gpu_only_problem
+from ftqual.launch import fields
 from ftqual.launch import settings as launch_settings
+from ftqual.launch.fields import RunSettings, Timeouts
 from ftqual.scenario import constraints
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
@@ -37,59 +39,23 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class Timeouts:
-    setup: float
-    step: float
-    checkpointing: float
-    out_of_section: float
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-    def section_arg(self) -> str:
-        """NVRX_SECTION_TIMEOUTS: setup:S,step:S,checkpointing:S."""
-        return ",".join(f"{name}:{launch_settings.plain_number(getattr(self, name))}" for name in SECTIONS)
-
-
-@dataclass(frozen=True)
 class SmokeOptions:
     step_seconds: float
     save_seconds: float
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """One scenario with every run setting resolved (its overrides over the top level)."""
+@dataclass(frozen=True, kw_only=True)
+class Scenario(RunSettings):
+    """One scenario with every run setting resolved (its overrides over the top level): the table's
+    (ftqual.launch.fields.RunSettings) and those only the workflow has."""
 
     name: str
-    fault: str
     rank: int | None  # None for fault "none"
-    nnodes: int
-    gpus_per_node: int
-    tp: int
-    pp: int
-    train_iters: int
-    save_interval: int
-    timeouts: Timeouts
-    max_restarts: int
-    term_timeout: int
-    transformer_impl: str
-    dist_optimizer: str  # auto | on | off
-    hang_placement: str
     smoke: SmokeOptions
     # Scenario-only settings (never at the top level); defaults are today's single walkthrough fault.
-    injections: int = 1  # faults in one run, one per cycle, each after a new checkpoint completed
-    fault_timing: str = "checkpoint"  # checkpoint | in_save (SIGKILL while an async save is in flight)
-    checkpoint_load: bool = True  # false: relaunches do not load (--load left out): the no_resume control
     resume_from: str | None = None  # the baseline scenario whose completed checkpoint the run starts from
     expect: str = "pass"  # pass | fail: the outcome that qualifies
     expect_failing: tuple[str, ...] = ()  # with expect fail: the checks that must fail
-    join_timeout: int | None = None  # rendezvous join timeout (s); None: NVRx's default (600)
-    spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S), node_loss only
-    # The configured timeouts `timeouts` were recommended from (config `timeouts_from`, for a scenario that
-    # keeps the top-level timeouts); None: `timeouts` are the configured ones.
-    timeouts_from: Timeouts | None = None
-    calc_ft_timeouts: bool = False  # NVRx calculates the timeouts (config `calc_ft_timeouts`)
     campaign: CampaignOptions | None = None  # fault: campaign only (ftqual.scenario.campaign_setup)
 
     @property
@@ -278,13 +244,6 @@ def with_defaults(raw: Mapping[str, Any], schema: dict | None = None) -> dict[st
     return config
 
 
-def _on_off(value: Any) -> str:
-    """dist_optimizer as auto|on|off (YAML 1.1 reads a bare on/off as a boolean)."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
-
-
 def _merged(base: Any, override: Any) -> Any:
     """`base` updated by `override`, recursing into mappings (timeouts, smoke)."""
     if not isinstance(base, Mapping) or not isinstance(override, Mapping):
@@ -295,68 +254,46 @@ def _merged(base: Any, override: Any) -> Any:
     return out
 
 
-# Defaults of the scenario-only settings (as to_json writes them).
+# The settings a scenario's fingerprint holds only away from their defaults (as to_json writes them): the
+# table's that say so, and the workflow's own scenario-only ones.
 SCENARIO_ONLY_DEFAULTS: dict[str, Any] = {
-    "injections": 1,
-    "fault_timing": "checkpoint",
-    "checkpoint_load": True,
+    **{
+        name: fields.json_default(name)
+        for name, spec in fields.SPECS.items()
+        if not spec.fingerprinted_at_default
+    },
     "resume_from": None,
     "expect": "pass",
     "expect_failing": [],
-    "join_timeout": None,
-    "spare_nodes": 0,
-    "timeouts_from": None,
-    "calc_ft_timeouts": False,
     "campaign": None,
 }
 
-RUN_SETTINGS = (
-    "nnodes",
-    "gpus_per_node",
-    "tp",
-    "pp",
-    "train_iters",
-    "save_interval",
-    "timeouts",
-    "max_restarts",
-    "term_timeout",
-    "transformer_impl",
-    "dist_optimizer",
-    "hang_placement",
-    "smoke",
-)
+# The settings at the top level that a scenario may override: the table's and the smoke workload's pace.
+RUN_SETTINGS = (*(name for name, spec in fields.SPECS.items() if spec.source == fields.RUN), "smoke")
 
 
 def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scenario:
     s = {key: _merged(top[key], raw[key]) if key in raw else copy.deepcopy(top[key]) for key in RUN_SETTINGS}
-    fault = raw.get("fault", "none")
+    # A scenario's own keys, with the table's defaults (a workflow-wide one is set by `resolve`).
+    s |= {
+        key: raw.get(key, fields.DEFAULTS[key])
+        for key, spec in fields.SPECS.items()
+        if spec.source == fields.SCENARIO
+    }
+    fault = s["fault"]
     campaign = _campaign_options(raw.get("campaign", {})) if fault == "campaign" else None
-    if campaign is not None and "max_restarts" not in raw:
-        s["max_restarts"] = campaign.faults  # one restart per fault: follows from K
+    if campaign is not None:
+        s["injections"] = campaign.faults
+        if "max_restarts" not in raw:
+            s["max_restarts"] = campaign.faults  # one restart per fault: follows from K
+    table = {key: spec.convert(s[key]) for key, spec in fields.SPECS.items() if key in s}
     return Scenario(
+        **table,
         name=name,
-        fault=fault,
         rank=None if fault in ("none", "campaign") else int(raw.get("rank", DEFAULT_FAULT_RANK)),
-        nnodes=int(s["nnodes"]),
-        gpus_per_node=int(s["gpus_per_node"]),
-        tp=int(s["tp"]),
-        pp=int(s["pp"]),
-        train_iters=int(s["train_iters"]),
-        save_interval=int(s["save_interval"]),
-        timeouts=Timeouts(**{k: float(v) for k, v in s["timeouts"].items()}),
-        max_restarts=int(s["max_restarts"]),
-        term_timeout=int(s["term_timeout"]),
-        transformer_impl=str(s["transformer_impl"]),
-        dist_optimizer=_on_off(s["dist_optimizer"]),
-        hang_placement=str(s["hang_placement"]),
         smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
-        injections=campaign.faults if campaign else int(raw.get("injections", 1)),
-        fault_timing=str(raw.get("fault_timing", "checkpoint")),
-        checkpoint_load=bool(raw.get("checkpoint_load", True)),
         resume_from=raw.get("resume_from"),
         expect=str(raw.get("expect", "pass")),
-        join_timeout=None if raw.get("join_timeout") is None else int(raw["join_timeout"]),
-        spare_nodes=int(raw.get("spare_nodes", 0)),
         expect_failing=tuple(raw.get("expect_failing", ())),
         campaign=campaign,
     )
@@ -423,7 +360,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     if config.get("calc_ft_timeouts"):
         scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
     if config.get("timeouts_from") is not None:
-        recommended_from = Timeouts(**{k: float(v) for k, v in config["timeouts_from"].items()})
+        recommended_from = Timeouts.from_mapping(config["timeouts_from"])
         # A scenario with timeouts of its own does not run under the recommendation.
         scenarios = tuple(
             s
@@ -568,32 +505,13 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
 
     def scenario(d: Mapping[str, Any]) -> Scenario:
         return Scenario(
+            **fields.from_json(d),
             name=d["name"],
-            fault=d["fault"],
             rank=d["rank"],
-            nnodes=d["nnodes"],
-            gpus_per_node=d["gpus_per_node"],
-            tp=d["tp"],
-            pp=d["pp"],
-            train_iters=d["train_iters"],
-            save_interval=d["save_interval"],
-            timeouts=Timeouts(**d["timeouts"]),
-            max_restarts=d["max_restarts"],
-            term_timeout=d["term_timeout"],
-            transformer_impl=d["transformer_impl"],
-            dist_optimizer=d["dist_optimizer"],
-            hang_placement=d["hang_placement"],
             smoke=SmokeOptions(**d["smoke"]),
-            injections=d.get("injections", 1),
-            fault_timing=d.get("fault_timing", "checkpoint"),
-            checkpoint_load=d.get("checkpoint_load", True),
             resume_from=d.get("resume_from"),
             expect=d.get("expect", "pass"),
             expect_failing=tuple(d.get("expect_failing", ())),
-            join_timeout=d.get("join_timeout"),
-            spare_nodes=d.get("spare_nodes", 0),
-            timeouts_from=Timeouts(**d["timeouts_from"]) if d.get("timeouts_from") else None,
-            calc_ft_timeouts=d.get("calc_ft_timeouts", False),
             campaign=_campaign_options(d.get("campaign")),
         )
 
@@ -631,44 +549,17 @@ def launcher_env(cfg: WorkflowConfig, s: Scenario) -> dict[str, str]:
     The caller adds where the run goes (NVRX_WORK_DIR, NVRX_RUN_ID) and, for several nodes, the rendezvous
     endpoint and the shared log server port.
     """
-    t = s.timeouts
-    env = {
+    env: dict[str, Any] = {
+        **fields.write_all(s),  # every setting of the table
         "NVRX_WORKLOAD": cfg.workload,
         "NVRX_SCENARIO": s.name,
-        "NNODES": s.nnodes,
-        "GPUS_PER_NODE": s.gpus_per_node,
-        "TP": s.tp,
-        "PP": s.pp,
-        "TRAIN_ITERS": s.train_iters,
-        "SAVE_INTERVAL": s.save_interval,
-        "NVRX_DEMO_FAULT": s.fault,
-        "NVRX_SECTION_TIMEOUTS": t.section_arg(),
-        "NVRX_OUT_OF_SECTION_TIMEOUT": str(launch_settings.plain_number(t.out_of_section)),
-        "NVRX_MAX_RESTARTS": s.max_restarts,
-        "NVRX_TERM_TIMEOUT": s.term_timeout,
-        "NVRX_TRANSFORMER_IMPL": s.transformer_impl,
-        "NVRX_DIST_OPTIMIZER": s.dist_optimizer,
-        "NVRX_HANG_PLACEMENT": s.hang_placement,
-        "NVRX_INJECTIONS": 1 if s.campaign else s.injections,  # a campaign's count is its plan's
-        "NVRX_FAULT_TIMING": s.fault_timing,
-        "NVRX_LOAD_CHECKPOINTS": int(s.checkpoint_load),
         "NVRX_SETTINGS_FINGERPRINT": cfg.fingerprint(s),
     }
+    if s.campaign is not None:
+        env["NVRX_INJECTIONS"] = 1  # a campaign's count is its plan's
+        env.update(s.campaign.env())
     if s.rank is not None:
         env["NVRX_FAULT_RANK"] = s.rank
-    if s.campaign is not None:
-        env.update(s.campaign.env())
-    if s.join_timeout is not None:
-        env["NVRX_RDZV_JOIN_TIMEOUT"] = s.join_timeout
-    if s.spare_nodes:
-        env["NVRX_SPARE_NODES"] = s.spare_nodes
-    if s.calc_ft_timeouts:
-        env["NVRX_CALC_FT_TIMEOUTS"] = 1
-    if s.timeouts_from is not None:
-        f = s.timeouts_from
-        env["NVRX_TIMEOUTS_FROM"] = (
-            f"{f.section_arg()},out_of_section:{launch_settings.plain_number(f.out_of_section)}"
-        )
     if cfg.workload == "megatron" and cfg.megatron_path:
         env["MEGATRON_PATH"] = os.path.abspath(cfg.megatron_path)
     return {key: str(value) for key, value in env.items()}

@@ -1,0 +1,383 @@
+"""The run settings: one table, from which the launcher's environment, its parser and the scenario model
+are made.
+
+`RunSettings` is the table: each of its fields is one setting (name and type), its dataclass default (the
+scenario's, for a setting a scenario may leave out) and its `Spec`: the launcher variable(s), how they are
+parsed (with the walkthrough's defaults, for scripts/run_megatron_gpt.sh on its own) and formatted, and
+where the workflow config holds it. `ftqual.scenario.model.Scenario` and `ftqual.launch.settings.Settings`
+both extend it, so a setting added here is a field of both; `launcher_env` writes, `load_settings` reads and
+`from_resolved` reads back every field of the table without naming it. Adding a setting therefore touches
+config/schema.yaml (where the config holds it), this table and the code that uses it.
+
+This module runs inside training jobs (the launcher): it imports neither snakemake, jsonschema nor yaml.
+Parsing is exact and bounded (see ftqual.launch.settings): `re.fullmatch` over ASCII classes, digits
+counted before `int()` sees them, one line per problem (SettingsError, exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any
+
+from ftqual.contract import FAULTS, MODEL
+from ftqual.stack import resolve as stack
+
+SECTIONS = ("setup", "step", "checkpointing")
+HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
+FAULT_TIMINGS = ("checkpoint", "in_save")
+
+INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit
+SECONDS_RE = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,17})?")  # what repr(float) writes, bounded
+
+# Upper bounds: generous for any real run, small enough that a typo (or an attack) is caught here rather
+# than by a traceback or an hour-long launch.
+MAX_NNODES = 4096
+MAX_GPUS_PER_NODE = 64
+MAX_TRAIN_ITERS = 10_000_000
+MAX_RESTARTS = 1000
+MAX_INJECTIONS = 1000
+MAX_STOP_TIMEOUT_S = 3600
+MAX_SECTION_TIMEOUT_S = 7 * 24 * 3600
+MAX_CHECKPOINT_PAYLOAD_MB = 65536  # 64 GiB per save: the largest checkpoint a smoke rank writes
+
+DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"  # the walkthrough's
+
+
+class SettingsError(Exception):
+    """A setting is missing or invalid; the message is the one line printed on stderr."""
+
+
+def plain_number(value: float) -> float | int:
+    """`value` as an int when it is whole: run.json, the launcher's variables and command lines say 300, not
+    300.0."""
+    return int(value) if float(value).is_integer() else value
+
+
+def shown(raw: str, limit: int = 40) -> str:
+    """A value for a one-line message: repr (escapes newlines and unprintables), long ones cut short."""
+    if len(raw) <= limit:
+        return repr(raw)
+    return f"{raw[:limit]!r}... ({len(raw)} characters)"
+
+
+def get(env: Mapping[str, str], name: str, default: str) -> str:
+    """An empty variable counts as unset, as `${VAR:-default}` in the walkthrough's script did."""
+    value = env.get(name)
+    return default if value is None or value == "" else value
+
+
+def parse_int(raw: str, name: str, low: int, high: int) -> int:
+    kind = "positive" if low >= 1 else "non-negative"
+    if not INT_RE.fullmatch(raw) or int(raw) < low:
+        raise SettingsError(f"{name} must be a {kind} integer (got {shown(raw)})")
+    value = int(raw)
+    if value > high:
+        raise SettingsError(f"{name} must be at most {high} (got {value})")
+    return value
+
+
+def parse_seconds(raw: str, name: str) -> float:
+    """Plain decimal seconds (no sign, exponent, `nan`, `inf`, underscores or spaces), within bounds."""
+    if not SECONDS_RE.fullmatch(raw) or not float(raw) > 0:
+        raise SettingsError(f"{name} must be a positive number of seconds (got {shown(raw)})")
+    value = float(raw)
+    if value > MAX_SECTION_TIMEOUT_S:
+        raise SettingsError(f"{name} must be at most {MAX_SECTION_TIMEOUT_S} seconds (got {shown(raw)})")
+    return value
+
+
+def parse_choice(raw: str, name: str, choices: Sequence[str]) -> str:
+    if raw not in choices:
+        listed = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+        raise SettingsError(f"{name} must be {listed} (got {shown(raw)})")
+    return raw
+
+
+# ---------------------------------------------------------------------------------------------
+# timeouts: one type from the config's map to ft_launcher's flags
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The section timeouts and the out-of-section timeout, in seconds: the config's `timeouts` map, the
+    launcher's NVRX_SECTION_TIMEOUTS + NVRX_OUT_OF_SECTION_TIMEOUT (or NVRX_TIMEOUTS_FROM) and ft_launcher's
+    flags are all formatted by its methods."""
+
+    setup: float
+    step: float
+    checkpointing: float
+    out_of_section: float
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any]) -> Timeouts:
+        """The config's (or the resolved JSON's) map."""
+        return cls(**{k: float(v) for k, v in value.items()})
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def record(self) -> dict[str, float | int]:
+        """run.json's `timeouts` (and `timeouts_from`): plain numbers."""
+        return {k: plain_number(v) for k, v in asdict(self).items()}
+
+    def sections_arg(self) -> str:
+        """NVRX_SECTION_TIMEOUTS and --ft-rank-section-timeouts: setup:S,step:S,checkpointing:S."""
+        return ",".join(f"{name}:{plain_number(getattr(self, name))}" for name in SECTIONS)
+
+    def out_of_section_arg(self) -> str:
+        """NVRX_OUT_OF_SECTION_TIMEOUT and --ft-rank-out-of-section-timeout."""
+        return str(plain_number(self.out_of_section))
+
+    def full_arg(self) -> str:
+        """NVRX_TIMEOUTS_FROM: the sections and out_of_section in one value."""
+        return f"{self.sections_arg()},out_of_section:{self.out_of_section_arg()}"
+
+
+def parse_section_timeouts(raw: str, name: str = "NVRX_SECTION_TIMEOUTS") -> dict[str, float]:
+    """`setup:900,step:120,checkpointing:600` -> dict; every one of Megatron's three sections, once."""
+    timeouts: dict[str, float] = {}
+    for item in raw.split(","):
+        section, sep, value = item.partition(":")
+        if not sep or section not in SECTIONS:
+            raise SettingsError(
+                f"{name} must be setup:S,step:S,checkpointing:S in seconds (got {shown(raw)})"
+            )
+        if section in timeouts:
+            raise SettingsError(f"{name} names section {section!r} twice (got {shown(raw)})")
+        timeouts[section] = parse_seconds(value, f"{name} {section}")
+    missing = [s for s in SECTIONS if s not in timeouts]
+    if missing:
+        raise SettingsError(
+            f"{name} must give all of setup, step and checkpointing (missing {', '.join(missing)})"
+        )
+    return {s: timeouts[s] for s in SECTIONS}
+
+
+def parse_full_timeouts(raw: str, name: str = "NVRX_TIMEOUTS_FROM") -> Timeouts:
+    """`setup:120,step:10,checkpointing:60,out_of_section:30`: each of the four, once."""
+    wanted = (*SECTIONS, "out_of_section")
+    timeouts: dict[str, float] = {}
+    for item in raw.split(","):
+        section, sep, value = item.partition(":")
+        if not sep or section not in wanted or section in timeouts:
+            raise SettingsError(
+                f"{name} must be setup:S,step:S,checkpointing:S,out_of_section:S in seconds, each once "
+                f"(got {shown(raw)})"
+            )
+        timeouts[section] = parse_seconds(value, f"{name} {section}")
+    missing = [s for s in wanted if s not in timeouts]
+    if missing:
+        raise SettingsError(f"{name} must give all four timeouts (missing {', '.join(missing)})")
+    return Timeouts(**timeouts)
+
+
+# ---------------------------------------------------------------------------------------------
+# the specification of one setting
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one setting travels. `read(env, default)` parses the launcher's variables (`default` overrides the
+    walkthrough's, e.g. a campaign's max_restarts); `write(value)` gives the variables for a value ({}: left
+    unset, the launcher's default means the same); `from_config` turns a config or resolved-JSON value into
+    the field's type. `source`: `run` (top level, overridable per scenario), `scenario` (a scenario's own
+    key), or `workflow` (set by ftqual.scenario.model.resolve from the top level). `fingerprinted_at_default`
+    false: the setting enters a scenario's fingerprint only away from its default, so the attempts recorded
+    before it existed keep theirs."""
+
+    env: tuple[str, ...]
+    read: Callable[[Mapping[str, str], str | None], Any]
+    write: Callable[[Any], dict[str, str]]
+    source: str
+    from_config: Callable[[Any], Any] = lambda value: value
+    fingerprinted_at_default: bool = False
+
+    def convert(self, value: Any) -> Any:
+        """A config or resolved-JSON value as the field's type (None stays None: an optional setting)."""
+        return None if value is None else self.from_config(value)
+
+
+def _simple(
+    name: str,
+    default: str | None,
+    parse: Callable[[str, str], Any],
+    fmt: Callable[[Any], str | None],
+    source: str,
+    from_config: Callable[[Any], Any] = lambda value: value,
+    fingerprinted_at_default: bool = False,
+) -> Spec:
+    """One variable. `default` None: unset means None (the value is then not written)."""
+
+    def read(env: Mapping[str, str], override: str | None = None) -> Any:
+        fallback = override if override is not None else default
+        if fallback is None and not env.get(name):
+            return None
+        return parse(get(env, name, fallback or ""), name)
+
+    def write(value: Any) -> dict[str, str]:
+        text = None if value is None else fmt(value)
+        return {} if text is None else {name: text}
+
+    return Spec((name,), read, write, source, from_config, fingerprinted_at_default)
+
+
+def integer(
+    name: str, default: str | None, low: int, high: int, source: str, omit: int | None = None, **kw: Any
+) -> Spec:
+    """An integer; `omit`: the value left unset in the environment (the launcher's default)."""
+    return _simple(
+        name,
+        default,
+        lambda raw, n: parse_int(raw, n, low, high),
+        lambda v: None if v == omit else str(v),
+        source,
+        int,
+        **kw,
+    )
+
+
+def choice(name: str, default: str, choices: Sequence[str], source: str, **kw: Any) -> Spec:
+    kw.setdefault("from_config", str)
+    return _simple(name, default, lambda raw, n: parse_choice(raw, n, choices), str, source, **kw)
+
+
+def flag(name: str, default: bool, source: str, write_false: bool = True, **kw: Any) -> Spec:
+    """0 or 1; `write_false` false: 0 is left unset."""
+    return _simple(
+        name,
+        "1" if default else "0",
+        lambda raw, n: parse_choice(raw, n, ("0", "1")) == "1",
+        lambda v: "1" if v else ("0" if write_false else None),
+        source,
+        bool,
+        **kw,
+    )
+
+
+def _parse_fault(raw: str, name: str) -> str:
+    if raw not in FAULTS:
+        # The walkthrough's own message, word for word (node_loss and campaign are the workflow's extensions).
+        raise SettingsError(f"{name} must be none, kill, or hang (got {shown(raw)})")
+    return raw
+
+
+def _on_off(value: Any) -> str:
+    """dist_optimizer as auto|on|off (YAML 1.1 reads a bare on/off as a boolean)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _read_timeouts(env: Mapping[str, str], override: str | None = None) -> Timeouts:
+    sections = parse_section_timeouts(get(env, "NVRX_SECTION_TIMEOUTS", DEFAULT_SECTION_TIMEOUTS))
+    out = parse_seconds(get(env, "NVRX_OUT_OF_SECTION_TIMEOUT", "180"), "NVRX_OUT_OF_SECTION_TIMEOUT")
+    return Timeouts(**sections, out_of_section=out)
+
+
+def _write_timeouts(t: Timeouts) -> dict[str, str]:
+    return {"NVRX_SECTION_TIMEOUTS": t.sections_arg(), "NVRX_OUT_OF_SECTION_TIMEOUT": t.out_of_section_arg()}
+
+
+TIMEOUTS = Spec(
+    ("NVRX_SECTION_TIMEOUTS", "NVRX_OUT_OF_SECTION_TIMEOUT"),
+    _read_timeouts,
+    _write_timeouts,
+    "run",
+    Timeouts.from_mapping,
+    fingerprinted_at_default=True,
+)
+TIMEOUTS_FROM = _simple(
+    "NVRX_TIMEOUTS_FROM",
+    None,
+    parse_full_timeouts,
+    Timeouts.full_arg,
+    "workflow",
+    Timeouts.from_mapping,
+)
+
+
+def setting(spec: Spec, default: Any = MISSING) -> Any:
+    """A field of the table: its Spec in the metadata; `default`: the scenario's when it leaves it out."""
+    if default is MISSING:
+        return field(metadata={"spec": spec})
+    return field(default=default, metadata={"spec": spec})
+
+
+RUN, SCENARIO, WORKFLOW = "run", "scenario", "workflow"
+ALWAYS = {"fingerprinted_at_default": True}  # the settings the walkthrough's fingerprints were made of
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """The table. Comments: what the setting is; config/schema.yaml and docs/architecture.md say more."""
+
+    fault: str = setting(_simple("NVRX_DEMO_FAULT", "kill", _parse_fault, str, SCENARIO, str, True), "none")
+    nnodes: int = setting(integer("NNODES", "1", 1, MAX_NNODES, RUN, **ALWAYS))
+    gpus_per_node: int = setting(integer("GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE, RUN, **ALWAYS))
+    tp: int = setting(integer("TP", "1", 1, MODEL.num_attention_heads, RUN, **ALWAYS))
+    pp: int = setting(integer("PP", "1", 1, MODEL.num_layers, RUN, **ALWAYS))
+    train_iters: int = setting(integer("TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS, RUN, **ALWAYS))
+    save_interval: int = setting(integer("SAVE_INTERVAL", "5", 1, MAX_TRAIN_ITERS, RUN, **ALWAYS))
+    timeouts: Timeouts = setting(TIMEOUTS)
+    max_restarts: int = setting(integer("NVRX_MAX_RESTARTS", "3", 0, MAX_RESTARTS, RUN, **ALWAYS))
+    term_timeout: int = setting(integer("NVRX_TERM_TIMEOUT", "15", 1, MAX_STOP_TIMEOUT_S, RUN, **ALWAYS))
+    transformer_impl: str = setting(
+        choice("NVRX_TRANSFORMER_IMPL", "auto", stack.TRANSFORMER_IMPLS, RUN, **ALWAYS)
+    )
+    dist_optimizer: str = setting(  # auto | on | off
+        choice("NVRX_DIST_OPTIMIZER", "auto", stack.DIST_OPTIMIZER_MODES, RUN, from_config=_on_off, **ALWAYS)
+    )
+    hang_placement: str = setting(choice("NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS, RUN, **ALWAYS))
+    # faults in one run, one per cycle, each after a new checkpoint completed
+    injections: int = setting(integer("NVRX_INJECTIONS", "1", 1, MAX_INJECTIONS, SCENARIO), 1)
+    # checkpoint | in_save (SIGKILL while an async save is in flight)
+    fault_timing: str = setting(
+        choice("NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS, SCENARIO), "checkpoint"
+    )
+    # false: relaunches do not load (no --load): the no_resume control
+    checkpoint_load: bool = setting(flag("NVRX_LOAD_CHECKPOINTS", True, SCENARIO), True)
+    # rendezvous join timeout (s), --rdzv-conf join_timeout; None: NVRx's default (600)
+    join_timeout: int | None = setting(
+        integer("NVRX_RDZV_JOIN_TIMEOUT", None, 1, MAX_STOP_TIMEOUT_S, SCENARIO), None
+    )
+    # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S), node_loss only
+    spare_nodes: int = setting(integer("NVRX_SPARE_NODES", "0", 0, MAX_NNODES, SCENARIO, omit=0), 0)
+    # the configured timeouts `timeouts` were recommended from; None: they are the configured ones
+    timeouts_from: Timeouts | None = setting(TIMEOUTS_FROM, None)
+    # NVRx calculates the timeouts (--calc-ft-timeouts) and persists them in ft_state.json
+    calc_ft_timeouts: bool = setting(flag("NVRX_CALC_FT_TIMEOUTS", False, WORKFLOW, write_false=False), False)
+
+
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(RunSettings)}
+# Each field's default where a scenario (or the resolved JSON) may leave it out; absent: it is required.
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunSettings) if f.default is not MISSING}
+VARIABLES: tuple[str, ...] = tuple(name for spec in SPECS.values() for name in spec.env)
+
+
+def read_all(env: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, Any]:
+    """Every setting of the table: those in `known` (already read, in the launcher's order), the rest read."""
+    return {name: known[name] if name in known else spec.read(env, None) for name, spec in SPECS.items()}
+
+
+def write_all(values: RunSettings) -> dict[str, str]:
+    """The launcher variables for every setting of the table."""
+    out: dict[str, str] = {}
+    for name, spec in SPECS.items():
+        out.update(spec.write(getattr(values, name)))
+    return out
+
+
+def from_json(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The table's settings of a resolved scenario (`Scenario.to_json()`); KeyError for a required one."""
+    return {
+        name: spec.convert(data[name] if name in data or name not in DEFAULTS else DEFAULTS[name])
+        for name, spec in SPECS.items()
+    }
+
+
+def json_default(name: str) -> Any:
+    """A setting's default as to_json writes it (a Timeouts as its map)."""
+    default = DEFAULTS[name]
+    return asdict(default) if isinstance(default, Timeouts) else default
