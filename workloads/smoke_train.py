@@ -9,7 +9,9 @@ written by rank 0 only after every rank finished the save. NVRx's RankMonitorCli
 Megatron's ft_integration uses it (sections `setup`, `step`, `checkpointing`), and the lines verifiers
 parse are printed in Megatron core_v0.19's exact formats: iteration lines from the last rank, the rest
 from rank 0. Accepts Megatron-style arguments (unknown ones are ignored) plus --smoke-step-seconds and
---smoke-save-seconds, which slow steps and saves down so that faults land where tests want them, and
+--smoke-save-seconds, which slow steps and saves down so that faults land where tests want them,
+--smoke-checkpoint-mb N: rank 0 adds N MiB of random bytes (fsync'd, iter_XXXXXXX/smoke_payload.bin) to every
+save, so a checkpoint is as large, and takes as long, as a real one of that size, and
 --smoke-exit-linger-seconds S: a data worker process (non-daemonic, as a DataLoader's are) that takes S s to
 finish once told to stop, so a rank that dies of an exception lingers S s while its interpreter joins the
 worker at shutdown (what held a Megatron rank after its exception on one H200), while a rank that ends its
@@ -80,6 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
+    add("--smoke-checkpoint-mb", type=int, default=0)
     add("--smoke-exit-linger-seconds", type=float, default=0.0)
     args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
     return args
@@ -288,6 +291,20 @@ def read_tracker(root: str) -> int | None:
     return int(path.read_text().strip())  # Megatron fails on a bad tracker too
 
 
+PAYLOAD_NAME = "smoke_payload.bin"
+PAYLOAD_CHUNK = 1 << 20  # one MiB per write
+
+
+def write_payload(path: Path, megabytes: int) -> None:
+    """`megabytes` MiB of random bytes (incompressible: no file system shortcut), on disk before the save
+    goes on, as a checkpoint of that size would be."""
+    with open(path, "wb") as fh:
+        for _ in range(megabytes):
+            fh.write(os.urandom(PAYLOAD_CHUNK))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def save_checkpoint(
     args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer
 ) -> None:
@@ -303,6 +320,8 @@ def save_checkpoint(
         "progress": torch.tensor([iteration, consumed], dtype=torch.int64),
     }
     dcp.save(state, checkpoint_id=str(checkpoint_dir(args.save, iteration)))
+    if args.smoke_checkpoint_mb > 0 and dist.get_rank() == 0:
+        write_payload(checkpoint_dir(args.save, iteration) / PAYLOAD_NAME, args.smoke_checkpoint_mb)
     if args.async_save:
         out.rank_0(
             f"  [{stamp()}] scheduled an async checkpoint save at iteration {iteration:7d} to {args.save}"

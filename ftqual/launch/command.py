@@ -205,6 +205,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         "--eval-iters=0",
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
+        *([f"--smoke-checkpoint-mb={s.checkpoint_payload_mb}"] if s.checkpoint_payload_mb else []),
     ]
 
 

@@ -348,6 +348,11 @@ class RunSettings:
     timeouts_from: Timeouts | None = setting(TIMEOUTS_FROM, None)
     # NVRx calculates the timeouts (--calc-ft-timeouts) and persists them in ft_state.json
     calc_ft_timeouts: bool = setting(flag("NVRX_CALC_FT_TIMEOUTS", False, WORKFLOW, write_false=False), False)
+    # smoke workload only: MB of real random bytes every save writes (fsync'd) into its iteration directory,
+    # so a checkpoint takes the time a real one of that size does; 0: none
+    checkpoint_payload_mb: int = setting(
+        integer("NVRX_SMOKE_CHECKPOINT_MB", "0", 0, MAX_CHECKPOINT_PAYLOAD_MB, RUN, omit=0), 0
+    )
 
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(RunSettings)}
