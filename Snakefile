@@ -20,12 +20,12 @@ report: "report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/preflight.smk"
-include: "rules/scenarios.smk"
+include: "rules/run_scenario.smk"
 include: "rules/verify.smk"
-include: "rules/report.smk"
+include: "rules/summary.smk"
 
 
-# The stack identity's digest (rules/common.smk): every job, a Slurm job on its node included, keys its
+# The stack identity's digest (ftqual.workflow.plan): every job, a Slurm job on its node included, keys its
 # attempts by the stack the main process probed instead of probing again.
 envvars:
     "FTQUAL_STACK",
@@ -47,14 +47,15 @@ onerror:
 # profiles/default sets rerun-triggers: mtime (why: there); a command line that overrides it is refused
 # before any job starts.
 onstart:
-    refuse_other_rerun_triggers()
-    refuse_unusable_slurm_account()
+    refuse_before_jobs()
 
 
 onsuccess:
-    workflow_lock.forget_self(WORKDIR)
+    workflow_lock.forget_self(PLAN.workdir)
 
 
+# The default target is defined here: Snakemake's `include:` resets the default target an included file
+# sets (workflow.include keeps the one before it), so a `default_target: True` in rules/gate.smk is lost.
 rule gate:
     """Publishes the current attempts' report as results/summary.{json,md}, junit.xml and plots/, and makes
     the verdict the workflow's exit code. No output, so it runs after every workflow run.
@@ -67,7 +68,7 @@ rule gate:
     conda:
         "envs/ftqual.yaml"
     params:
-        attempts=expected_attempts(),
+        attempts=PLAN.expected_attempts(),
         report_dir=lambda wildcards, input: Path(input[0]).parent,  # of summary.json
     script:
         "scripts/rule_gate.py"

@@ -8,7 +8,7 @@ rule preflight:
             category="Preflight",
         ),
     log:
-        f"logs/preflight/{PREFLIGHT.name}.log",
+        f"logs/preflight/{PLAN.preflight.name}.log",
     retries: 0
     # On a cluster, preflight must see the node that will train (its GPUs, CUDA, NCCL, make/g++), not
     # the login node: for Megatron it is a job of its own there; the smoke workload checks this host.

@@ -23,7 +23,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +53,10 @@ def record_path(digest: str) -> Path:
     return STACK_DIR / f"{digest}.json"
 
 
-def inherited(workdir: Path) -> StackIdentity | None:
-    """The identity a job's parent workflow exported, or None when this process is not such a job."""
-    digest = os.environ.get(ENV_VAR, "")
+def inherited(workdir: Path, env: Mapping[str, str] | None = None) -> StackIdentity | None:
+    """The identity a job's parent workflow exported (in `env`, by default this process's environment), or
+    None when this process is not such a job."""
+    digest = (os.environ if env is None else env).get(ENV_VAR, "")
     if not digest:
         return None
     try:

@@ -21,7 +21,7 @@ rule run_scenario:
         tasks_per_node=tasks_per_node_resource,
     params:
         # The stack this attempt is keyed by (ftqual.stack.current) and why this slot (shown in the report).
-        stack=STACK.to_json(),
-        slot_reason=lambda wildcards: SLOTS[wildcards.scenario].reason,
+        stack=PLAN.stack.to_json(),
+        slot_reason=lambda wildcards: PLAN.slots[wildcards.scenario].reason,
     script:
         "../scripts/rule_run_scenario.py"

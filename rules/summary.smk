@@ -27,8 +27,7 @@ rule summary:
     conda:
         "../envs/ftqual.yaml"
     params:
-        ftqual=ftqual_cli(),
-        verdicts=report_arguments,
-        out=lambda wildcards, output: Path(output.json).parent,
+        # `ftqual report --preflight ... --out <this folder>`, built as onerror's rebuild builds it.
+        command=summary_command,
     shell:
-        "{params.ftqual} report --preflight {input.preflight:q} {params.verdicts} --out {params.out:q} > {log:q} 2>&1"
+        "{params.command} > {log:q} 2>&1"
