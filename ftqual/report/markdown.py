@@ -479,6 +479,17 @@ def details_section(summary: dict) -> list[str]:
         )
         if sc["reason"]:
             out.append(f"- note: {cell(sc['reason'])}")
+        unquoted = any(
+            not all(ev.get("text") for ev in check["evidence"])
+            for check in sc["checks"]
+            if check["status"] in ("fail", "inconclusive")
+        )
+        if unquoted and not sc.get("excerpts_recorded", True):
+            out.append(
+                "- note: this verify report was written before `ftqual verify` quoted the log lines its "
+                "checks cite (`excerpts`): none is quoted here, and the report reads no log; verify the run "
+                "again to quote them"
+            )
         if sc.get("expect") == "fail":
             out.append(
                 f"- negative control (expects {', '.join(code(c) for c in sc['expect_failing'])} to fail): "

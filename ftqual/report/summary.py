@@ -161,6 +161,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "replay": None,
             "goodput": None,
             "stack": None,
+            "excerpts_recorded": False,
         }
     # The verdict as every reader sees it (ftqual.verification.verdict.judged): the verifier's, never better
     # than its
@@ -231,6 +232,8 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         "replay": None,
         "goodput": None,
         "stack": scenario_stack(doc),
+        # the cited log lines are quoted from verify.json's `excerpts`; an older report has none to quote
+        "excerpts_recorded": isinstance(doc.get("excerpts"), dict),
     }
     held = held_sections(doc)
     if held:  # a live fault's section and the timeout that caught it, per injection (the fault table's)

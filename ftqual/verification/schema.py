@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ftqual.contract import FAULTS
+from ftqual.jsonfile import envelope_problems
 
 SCHEMA = "ftqual.verify/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -37,7 +38,7 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
-    "baseline", "cause_evidence", "verifier", "sections", "campaign",
+    "baseline", "cause_evidence", "verifier", "sections", "campaign", "excerpts",
 )  # fmt: skip
 LIST_FIELDS = ("notes",)
 TEXT_FIELDS = ("run_id", "scenario", "cause")
@@ -63,23 +64,6 @@ def _check_problems(index: int, check: object) -> list[str]:
     evidence = check.get("evidence", [])
     if not isinstance(evidence, list) or not all(isinstance(ev, Mapping) for ev in evidence):
         out.append(f"{where}.evidence is not a list of objects")
-    return out
-
-
-def envelope_problems(doc: Mapping, schema: str, verdicts: tuple[str, ...], check_problems) -> list[str]:
-    """The parts every report of ours shares: its schema string, its verdict, its list of checks (each
-    judged by `check_problems(index, check)`). Also used for preflight reports."""
-    out = []
-    if doc.get("schema") != schema:
-        out.append(f"schema {doc.get('schema')!r} is not {schema!r}")
-    if doc.get("verdict") not in verdicts:
-        out.append(f"verdict {doc.get('verdict')!r} is not one of {', '.join(verdicts)}")
-    checks = doc.get("checks")
-    if not isinstance(checks, list):
-        out.append("checks is not a list")
-    else:
-        for index, check in enumerate(checks):
-            out += check_problems(index, check)
     return out
 
 

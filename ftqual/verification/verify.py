@@ -28,6 +28,7 @@ from ftqual.verification.checks.held import dumps_listing, held_metrics, what_he
 from ftqual.verification.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.verification.evidence import RunMetaError, RunSnapshot, build_snapshot
 from ftqual.verification.evidence.clock import iso_z
+from ftqual.verification.evidence.excerpts import excerpts
 from ftqual.verification.evidence.sections import run_sections
 from ftqual.verification.evidence.spill import SpillError
 from ftqual.verification.metrics import compute_metrics, timeline
@@ -109,7 +110,10 @@ def build_report(
         report["campaign"] = campaign_report
     if snap.meta.dumps_recorded:
         report["stack_dumps"] = dumps_listing(snap)
-    return verdict_mod.apply(report, decision)
+    report = verdict_mod.apply(report, decision)
+    # the log lines the non-passing checks cite, quoted here so that the report never reopens the logs
+    report["excerpts"] = excerpts(snap.run_dir, report["checks"])
+    return report
 
 
 def _run_record(snap: RunSnapshot) -> dict:

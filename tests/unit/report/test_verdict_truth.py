@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import xml.etree.ElementTree as ET
-
-import pytest
 
 from ftqual.report.inputs import attach_excerpts
 
@@ -90,34 +87,27 @@ def test_junit_stays_valid_xml_with_terminal_colours_and_control_characters(repo
     assert failure.get("message") == "red and ?? bell" and "bold" in failure.text
 
 
-@pytest.mark.timeout(30)
-def test_evidence_is_only_quoted_from_regular_files_inside_the_run(tmp_path):
+def test_evidence_is_quoted_from_the_verify_report_never_from_the_logs(tmp_path):
+    """The cited lines come from verify.json's `excerpts` (ftqual verify quotes them, reading only regular
+    files inside the run: tests/unit/verification/test_excerpts.py); the report opens no log, even one that
+    lies beside it; a verify report written before `excerpts` quotes nothing."""
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
-    (run / "logs" / "ok.log").write_text("first\nsecond\n")
-    secret = tmp_path / "secret.txt"
-    secret.write_text("do not quote me\n")
-    (run / "logs" / "out").symlink_to(secret)
-    os.mkfifo(run / "logs" / "fifo")
-    (run / "logs" / "long.log").write_bytes(b"x" * (3 << 20) + b"\nafter\n")
-    paths = ["logs/ok.log", "logs/out", "../secret.txt", str(secret), "logs/fifo", "logs/long.log"]
-    lines = [2, 1, 1, 1, 1, 2]
+    (run / "logs" / "ok.log").write_text("first\nsecond\n")  # never read by the report
     doc = {
+        "run_dir": str(run),
         "checks": [
-            {"id": p, "status": "fail", "evidence": [{"path": p, "line": n}]}
-            for p, n in zip(paths, lines, strict=True)
-        ]
+            {"id": "a", "status": "fail", "evidence": [{"path": "logs/ok.log", "line": 2}]},
+            {"id": "b", "status": "fail", "evidence": [{"path": "logs/ok.log", "line": 1, "text": "own"}]},
+            {"id": "c", "status": "pass", "evidence": [{"path": "logs/ok.log", "line": 1}]},
+        ],
+        "excerpts": {"logs/ok.log:2": "quoted by verify", "logs/ok.log:1": "first"},
     }
-    out = attach_excerpts(doc, run)
+    out = attach_excerpts(doc)
     texts = {c["id"]: c["evidence"][0].get("text") for c in out["checks"]}
-    assert texts == {
-        "logs/ok.log": "second",
-        "logs/out": None,
-        "../secret.txt": None,
-        str(secret): None,
-        "logs/fifo": None,
-        "logs/long.log": "after",
-    }
+    assert texts == {"a": "quoted by verify", "b": "own", "c": None}
+    old = {k: v for k, v in doc.items() if k != "excerpts"}
+    assert attach_excerpts(old) == old  # nothing quoted, no log read
 
 
 def _negative_control(docs, raw: str, clean_finish: str) -> dict:
@@ -159,3 +149,11 @@ def test_a_negative_control_that_did_not_fail_fails_everywhere(report_main, writ
     assert suite.get("failures") == "1"
     verdict_case = next(c for c in suite.iter("testcase") if c.get("name") == "verdict")
     assert "did not fail" in verdict_case.find("failure").get("message")
+
+
+def test_the_attempt_records_the_report_discovers_are_the_workflows():
+    """The report names the attempt records without importing the workflow (tests/unit/test_layers.py)."""
+    from ftqual.report import inputs
+    from ftqual.workflow import attempts
+
+    assert inputs.ATTEMPT_RECORDS == (attempts.ATTEMPT_RECORD, attempts.LEGACY_RECORD)

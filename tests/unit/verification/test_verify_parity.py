@@ -27,10 +27,10 @@ def _same(name: str, report: dict) -> None:
     want = json.loads(recorded.read_text(encoding="utf-8"))
     got = json.loads(json.dumps(normalized(report), sort_keys=True))
     # The one-line cause is composed after the checks (ftqual.verification.verdict,
-    # tests/unit/verification/test_verdict.py),
-    # and came
-    # later than the recordings: every other key, the verdict included, must be identical.
-    for key in sorted((want.keys() | got.keys()) - {"cause", "cause_evidence"}):
+    # tests/unit/verification/test_verdict.py), and the quoted log lines (`excerpts`, verify.json's added
+    # key: ftqual.verification.evidence.excerpts, tests/unit/verification/test_excerpts.py) came later than
+    # the recordings: every other key, the verdict included, must be identical.
+    for key in sorted((want.keys() | got.keys()) - {"cause", "cause_evidence", "excerpts"}):
         assert got.get(key) == want.get(key), f"{name}: {key} differs"
 
 
