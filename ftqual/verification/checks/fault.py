@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection_path
 from ftqual.verification.checks import linger as linger_mod
+from ftqual.verification.checks.checkpoint_folder import completed_folder
 from ftqual.verification.checks.result import (
     CheckResult,
     Findings,
@@ -114,15 +115,14 @@ def _checkpoint_of(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker)
 
 
 def _iter_dir(snap: RunSnapshot, f: Findings | Scoped, k: int) -> None:
-    if not snap.ok("checkpoints") or snap.checkpoints is None:
-        f.unknown(snap.reason("checkpoints"))
-        return
-    folder = snap.checkpoints.dir_for(k)
-    if folder is None:
-        f.problem(f"no iter_{k:07d} folder in {snap.checkpoints.root}")
-    elif not folder.has_metadata:
-        f.problem(f"{folder.ref.path}: {folder.why_incomplete} (checkpoint never finalized)", folder.ref)
-    else:
+    folder = completed_folder(
+        snap,
+        f,
+        k,
+        absent="no iter_{k:07d} folder in {root}",
+        unfinished="{path}: {why} (checkpoint never finalized)",
+    )
+    if folder is not None:
         f.fact(f"{folder.ref.path}/.metadata present", folder.ref)
         if folder.payload_files == 0:
             f.note(f"{folder.ref.path} holds no payload files (*.distcp, *.pt): payload not verified")

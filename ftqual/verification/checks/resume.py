@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import (
     CheckResult,
     Findings,
@@ -123,16 +124,17 @@ def _resumed_after(
 
 
 def _completed(snap: RunSnapshot, f: Findings | Scoped, k: int, marker: FaultMarker | None) -> None:
-    if snap.checkpoints is None:
-        f.unknown(snap.reason("checkpoints"))
-        return
-    folder = snap.checkpoints.dir_for(k)
-    if folder is None:
-        f.problem(f"iter_{k:07d} is not a completed checkpoint (no such folder in {snap.checkpoints.root})")
-    elif not folder.has_metadata:
-        f.problem(f"iter_{k:07d} is not a completed checkpoint ({folder.why_incomplete})", folder.ref)
-    else:
+    folder = completed_folder(
+        snap,
+        f,
+        k,
+        absent="iter_{k:07d} is not a completed checkpoint (no such folder in {root})",
+        unfinished=NOT_COMPLETED,
+    )
+    if folder is not None:
         f.cite(folder.ref)
+    elif snap.checkpoints is None:
+        return  # unread: completed_folder said so
     earlier = derive.saves_done(snap, k, before_cycle=derive.replacement_cycle(snap, marker))
     if earlier:
         f.cite(earlier[0].ref)

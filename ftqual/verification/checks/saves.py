@@ -3,6 +3,7 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations
 
+from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import (
     CheckResult,
     Findings,
@@ -152,13 +153,13 @@ def _cycle0_loaded(snap: RunSnapshot, f: Findings, k: int) -> None:
             f.problem(f"cycle 0's first iteration is {first.iteration}, expected {k + 1}", first.ref)
         else:
             f.fact(f"and trained on from iteration {k + 1}", first.ref)
-    if snap.checkpoints is None:
-        f.unknown(snap.reason("checkpoints"))
-        return
-    folder = snap.checkpoints.dir_for(k)
-    if folder is None or not folder.has_metadata:
-        why = folder.why_incomplete if folder else "no such folder"
-        f.problem(f"iter_{k:07d} is not a completed checkpoint ({why})", folder.ref if folder else None)
+    completed_folder(
+        snap,
+        f,
+        k,
+        absent="iter_{k:07d} is not a completed checkpoint (no such folder)",
+        unfinished=NOT_COMPLETED,
+    )
 
 
 def _after_existing(snap: RunSnapshot, f: Findings, k: int) -> None:
