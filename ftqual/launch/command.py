@@ -17,6 +17,7 @@ from pathlib import Path
 from ftqual.contract import MODEL
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
+from ftqual.stack.facts import ft_launcher_executable as ft_launcher_executable  # re-exported
 from ftqual.stack.resolve import StackChoice
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,15 +45,6 @@ class LaunchPlan:
     @property
     def shell(self) -> str:
         return shlex.join(self.argv)
-
-
-def ft_launcher_executable(python: str = sys.executable) -> str | None:
-    """ft_launcher beside the interpreter (a virtualenv), else the one on PATH; the preflight asks for the
-    training interpreter's."""
-    beside = Path(python).parent / "ft_launcher"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("ft_launcher")
 
 
 DUMP_TOOL_ENV = "FTQUAL_DUMP_TOOL"

@@ -12,7 +12,6 @@ term-timeout plus a margin every recorded process group of the run is killed (ft
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
 from ftqual.launch import cleanup, logport, procs, run_schema, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
@@ -49,17 +49,6 @@ SERVER_WATCH_S = 120
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a record."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 free_port = logport.free_port  # kept for callers of the earlier name

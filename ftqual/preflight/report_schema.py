@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ftqual.verification.schema import envelope_problems
+from ftqual.jsonfile import envelope_problems
 
 SCHEMA = "ftqual.preflight/v1"
 VERDICTS = ("pass", "warn", "fail")

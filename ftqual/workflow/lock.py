@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.jsonfile import write_json_atomic
 from ftqual.launch import procs
-from ftqual.launch.run import write_json_atomic
 
 OWNERS = Path(".snakemake") / "ftqual-owners"
 LOCKS = Path(".snakemake") / "locks"

@@ -57,10 +57,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ftqual.preflight.dump_probe", "ftqual.launch.command"): (
         "pending: stack_dump_tool (which dump tool the stack has) is to move down to ftqual.stack.facts"
     ),
-    ("ftqual.preflight.report_schema", "ftqual.verification.schema"): (
-        "pending: envelope_problems is ftqual.jsonfile's now; preflight/report_schema.py is to import it "
-        "from there"
-    ),
     ("ftqual.scenario.model", "ftqual.launch.fields"): (
         "pending: the scenario model reads the launcher's settings fields; they are to move below the "
         "scenario"
