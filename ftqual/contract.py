@@ -2,9 +2,8 @@
 
 The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
 fault kinds with the path each is detected by. The stdlib-only worker wrapper
-(workloads/megatron_gpt_worker.py)
-keeps its own copy of the tracker name and fault kinds; tests/unit/test_contract.py pins that copy to this
-one.
+(workloads/megatron_gpt_worker.py) loads this file by its path for the tracker name and the fault kinds, so it
+must import nothing outside the standard library (tests/unit/test_contract.py checks both).
 """
 
 from __future__ import annotations

@@ -43,13 +43,15 @@ writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the ea
 this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists,
 with this user's /dev/shm entries (sizes, allocated bytes) and the room left there (statvfs).
 
-Standard library only, and no work at import time: NVRx's persistent checkpoint worker is started with
-`spawn`, which re-imports the main script; tests import this file to unit-test the helpers.
+Standard library only, besides ftqual/contract.py (the tracker name and fault kinds; it imports nothing),
+loaded by its path; and no work at import time beyond that load: NVRx's persistent checkpoint worker is
+started with `spawn`, which re-imports the main script; tests import this file to unit-test the helpers.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -64,25 +66,28 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+CONTRACT_PATH = Path(__file__).resolve().parents[1] / "ftqual" / "contract.py"
+CONTRACT_MODULE = "_ftqual_contract"
+
+
+def load_contract():
+    """ftqual/contract.py, the one source of the tracker name and the fault kinds, loaded by its path (the
+    repository's ftqual/ beside workloads/): it imports nothing outside the standard library, while the
+    ftqual package would. Registered in sys.modules (its dataclass looks its module up there), once."""
+    if CONTRACT_MODULE in sys.modules:
+        return sys.modules[CONTRACT_MODULE]
+    spec = importlib.util.spec_from_file_location(CONTRACT_MODULE, CONTRACT_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[CONTRACT_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+contract = load_contract()
+TRACKER_NAME = contract.TRACKER_NAME
+FAULTS = contract.FAULTS
+GPU_ONLY_FAULTS = contract.GPU_ONLY_FAULTS
 MARKER_SCHEMA = "ftqual.fault/v1"
-# Copies of ftqual.contract (this file stays stdlib-only); tests/unit/test_contract.py pins them to it.
-TRACKER_NAME = "latest_checkpointed_iteration.txt"
-FAULTS = (
-    "none",
-    "kill",
-    "hang",
-    "node_loss",
-    "segfault",
-    "abort",
-    "exception",
-    "sigterm",
-    "sigint",
-    "gil_lock",
-    "gpu_error",
-    "gpu_hang",
-    "campaign",
-)
-GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
 SMOKE_ENTRYPOINT = "smoke_train.py"
 # Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
 # section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of

@@ -10,7 +10,7 @@ Every probe here is cheap and spends no GPU time: versions come from distributio
 text (torch is never imported), trees are hashed by their source files (build outputs such as Megatron's
 compiled dataset helper are left out, so a first run does not change its own tree's identity), the GPUs
 and driver from `nvidia-smi`. Where the machine that trains is not this one (Slurm), `probe_machine` runs
-on a training node, as `python -m ftqual stack --machine` inside a one-task Slurm step (rules/common.smk);
+on a training node, as `python -m ftqual stack --machine` inside a one-task Slurm step (ftqual.workflow.plan);
 the node's name is recorded but not keyed, since Slurm may pick any node of the partition.
 
 Parts a run records but that are not keyed (`UNKEYED`): a checkout's commit (the tree digest is what

@@ -1,10 +1,14 @@
-"""ftqual.contract is the one source of the tracker name, the fault kinds and the model's shape; the
-stdlib-only scripts keep copies (they cannot import the package), pinned to it here."""
+"""ftqual.contract is the one source of the tracker name, the fault kinds and the model's shape: the launcher
+imports it, the stdlib-only worker wrapper loads the file by its path (it cannot import the package), and the
+smoke workload's copy of the tracker name is pinned to it here."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -29,9 +33,48 @@ def module_constant(path, name: str):
     raise AssertionError(f"{name} not found in {path}")
 
 
-def test_worker_copies_match_the_contract(worker):
-    assert worker.TRACKER_NAME == contract.TRACKER_NAME
-    assert tuple(worker.FAULTS) == contract.FAULTS
+def test_worker_uses_the_contract(worker, repo_root):
+    assert worker.CONTRACT_PATH == repo_root / "ftqual" / "contract.py"
+    assert worker.contract.__file__ == str(repo_root / "ftqual" / "contract.py")
+    for name in ("TRACKER_NAME", "FAULTS", "GPU_ONLY_FAULTS"):
+        assert getattr(worker, name) == getattr(contract, name), name
+    # taken from the loaded contract, not written again: `NAME = contract.NAME`
+    tree = ast.parse((repo_root / "workloads" / "megatron_gpt_worker.py").read_text())
+    taken = {
+        node.targets[0].id: ast.unparse(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    assert {name: taken[name] for name in ("TRACKER_NAME", "FAULTS", "GPU_ONLY_FAULTS")} == {
+        name: f"contract.{name}" for name in ("TRACKER_NAME", "FAULTS", "GPU_ONLY_FAULTS")
+    }
+
+
+def test_worker_imports_only_the_standard_library_and_the_contract(repo_root):
+    """Imported by an interpreter without site-packages (-I -S), as ft_launcher's environment may lack them:
+    every module it brings in is the standard library's or the contract file's, and the ftqual package is not
+    imported."""
+    path = repo_root / "workloads" / "megatron_gpt_worker.py"
+    code = (
+        "import importlib.util, json, sys\n"
+        "before = set(sys.modules)\n"
+        f"spec = importlib.util.spec_from_file_location('megatron_gpt_worker', {str(path)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60, cwd="/"
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    assert "_ftqual_contract" in loaded
+    others = [
+        name
+        for name in loaded
+        if name != "_ftqual_contract" and name.partition(".")[0] not in sys.stdlib_module_names
+    ]
+    assert others == []
 
 
 @pytest.mark.parametrize("fault", contract.FAULTS)
