@@ -2,8 +2,8 @@
 
 The attempt's slot is results/<scenario>/<fingerprint>-<n>/ (ftqual.workflow.plan). Its run gets a fresh run
 ID, `<scenario>-<UTC time>-<SLURM_JOB_ID or pid>-a<n>`, and so its own runs/<run-id>/ that Snakemake never
-sees as an output and never deletes. The attempt's record, attempt.json, is the run directory's run.json plus where
-it lies, the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher
+sees as an output and never deletes. The attempt's record, attempt.json, is the run directory's run.json plus
+where it lies, the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher
 printed). Nothing is launched when the preflight failed or (for a scenario other than the baseline) the
 baseline's current attempt did not pass: attempt.json then says why, and verify makes that a FAIL verdict.
 
