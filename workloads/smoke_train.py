@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from megatron_gpt_worker import load_contract
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -47,7 +48,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-TRACKER_NAME = "latest_checkpointed_iteration.txt"
+# ftqual/contract.py's, loaded by path as the worker loads it (workloads/ is sys.path[0]: the worker runs
+# this file from there, and so does `python workloads/smoke_train.py`).
+TRACKER_NAME = load_contract().TRACKER_NAME
 PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
 VOCAB, SEQ, HIDDEN = 64, 16, 32
 

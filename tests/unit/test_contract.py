@@ -97,10 +97,24 @@ def test_worker_refuses_other_fault_kinds(worker):
         worker.parse_args(argv)
 
 
-def test_smoke_workload_tracker_name_matches(repo_root):
-    assert (
-        module_constant(repo_root / "workloads" / "smoke_train.py", "TRACKER_NAME") == contract.TRACKER_NAME
-    )
+def test_smoke_workload_takes_the_tracker_name_from_the_contract(repo_root, worker):
+    """smoke_train.py (it imports torch, so it is read, not imported) takes the name from the contract the
+    worker loads by path, never writing it again."""
+    tree = ast.parse((repo_root / "workloads" / "smoke_train.py").read_text())
+    imported = {
+        (node.module, alias.name)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert ("megatron_gpt_worker", "load_contract") in imported
+    taken = {
+        node.targets[0].id: ast.unparse(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    assert taken["TRACKER_NAME"] == "load_contract().TRACKER_NAME"
+    assert worker.load_contract().TRACKER_NAME == contract.TRACKER_NAME
 
 
 def test_launcher_uses_the_contract():
