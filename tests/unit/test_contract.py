@@ -25,14 +25,6 @@ def worker(repo_root):
     return module
 
 
-def module_constant(path, name: str):
-    """A top-level constant of a script, read without importing it (smoke_train imports torch)."""
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"{name} not found in {path}")
-
-
 def test_worker_uses_the_contract(worker, repo_root):
     assert worker.CONTRACT_PATH == repo_root / "ftqual" / "contract.py"
     assert worker.contract.__file__ == str(repo_root / "ftqual" / "contract.py")
