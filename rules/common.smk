@@ -3,14 +3,13 @@
 # ftqual.workflow.plan's, made from what Snakemake gives while it parses; docs/architecture.md explains it.
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
-from ftqual.workflow import plan as workflow_plan, lock as workflow_lock
+from ftqual.workflow import plan as workflow_plan, lock as workflow_lock, rule_inputs
 
 
 def _say(line):
@@ -72,10 +71,6 @@ def preflight_report():
     return PLAN.preflight_report()
 
 
-def _exists(path):
-    return Path(path).exists()
-
-
 def site_training_env(wildcards):
     """The conda environment of preflight and run_scenario: none. They run in the site's training
     environment (README, "Software environments"), which no conda file reproduces; declared, so that the
@@ -96,77 +91,29 @@ def preflight_gpus():
 
 
 # ---------------------------------------------------------------------------------------------
-# run_scenario
+# run_scenario, verify, summary: ftqual.workflow.rule_inputs, by the wildcards
 
 
 def run_scenario_input(wildcards):
-    """The preflight first; every other scenario after the baseline's current attempt has a verdict.
-
-    Ordering only, and only while the attempt is still to run: an attempt that exists never waits for (nor
-    reruns after) a later preflight or baseline attempt.
-    """
-    if _exists(f"results/{wildcards.scenario}/{wildcards.slot}/attempt.json"):
-        return {}
-    inputs = {"preflight": ancient(preflight_report())}
-    if wildcards.scenario != BASELINE:
-        inputs["baseline"] = ancient(PLAN.current_verify_reports()[BASELINE])
-    return inputs
+    """The preflight first; every other scenario after the baseline's current attempt has a verdict."""
+    return rule_inputs.run_scenario(PLAN, wildcards.scenario, wildcards.slot, ancient)
 
 
-def _multinode(wildcards):
-    return SCENARIOS[wildcards.scenario].multinode
-
-
-def gpu_resource(wildcards):
-    """GPUs of a single-node run (the local scheduler's `gpu` budget, sbatch --gpus). Multi-node runs
-    ask per node with `gres` instead: `gpu` would be a job total that Slurm may pack onto one node.
-    """
-    return (
-        None if _multinode(wildcards) else SCENARIOS[wildcards.scenario].gpus_per_node
-    )
-
-
-def gres_resource(wildcards):
-    s = SCENARIOS[wildcards.scenario]
-    return f"gpu:{s.gpus_per_node}" if s.multinode else None
-
-
-def nodes_resource(wildcards):
-    return SCENARIOS[wildcards.scenario].allocated_nodes
-
-
-def mpi_resource(wildcards):
-    """`mpi` makes the Slurm jobstep leave the srun to the rule (one launcher per node)."""
-    return "srun" if _multinode(wildcards) else None
-
-
-def tasks_per_node_resource(wildcards):
-    # Allocation geometry only (the plugin requires > 1 with `mpi`); the step itself runs one task per node.
-    s = SCENARIOS[wildcards.scenario]
-    return max(2, s.gpus_per_node) if s.multinode else None
-
-
-# ---------------------------------------------------------------------------------------------
-# verify
+def run_resource(name):
+    """One of the Snakemake resources of a scenario's run (GPUs, gres, nodes, mpi, tasks per node)."""
+    return lambda wildcards: rule_inputs.run_resources(SCENARIOS[wildcards.scenario])[
+        name
+    ]
 
 
 def verify_input(wildcards):
     """The attempt's record; while the verdict is still to come, also the baseline's (for --baseline)."""
-    own = f"results/{wildcards.scenario}/{wildcards.slot}"
-    inputs = {"run": f"{own}/attempt.json"}
-    if wildcards.scenario != BASELINE and not _exists(f"{own}/verify.json"):
-        inputs["baseline"] = ancient(f"{PLAN.slot_dir(BASELINE)}/attempt.json")
-    return inputs
+    return rule_inputs.verify(PLAN, wildcards.scenario, wildcards.slot, ancient)
 
 
 def expectation_param(wildcards):
-    """What the scenario expects of its verdict (ftqual.verification.expectation): pass, or fail with the checks."""
-    s = SCENARIOS[wildcards.scenario]
-    return {"expect": s.expect, "failing": list(s.expect_failing)}
-
-
-# ---------------------------------------------------------------------------------------------
-# summary, gate
+    """What the scenario expects of its verdict: pass, or fail with the checks."""
+    return rule_inputs.expectation(PLAN, wildcards.scenario)
 
 
 def summary_input(wildcards):
@@ -177,15 +124,8 @@ def report_file(name):
     return f"{PLAN.report_dir}/{name}"
 
 
-def summary_plots():
-    """The plots `ftqual report` draws: a recovery timeline per fault scenario and the loss curves."""
-    faulted = [s.name for s in CFG.fault_scenarios]
-    return [f"timeline_{name}" for name in faulted] + ["loss_comparison"]
-
-
 def summary_command(wildcards, input, output):
-    """`ftqual report` of the current attempts (ftqual.workflow.plan.Plan.summary_argv), quoted."""
-    verify_reports = {name: input[name] for name in SCENARIOS}
-    out = Path(output.json).parent
-    argv = PLAN.summary_argv(input.preflight, verify_reports, out)
-    return f"{workflow_plan.ftqual_cli(workflow.basedir, sys.executable)} {shlex.join(argv)}"
+    """`ftqual report` of the current attempts, quoted (the same command line as onerror's rebuild)."""
+    return rule_inputs.summary_command(
+        PLAN, input, output.json, workflow.basedir, sys.executable
+    )

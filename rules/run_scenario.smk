@@ -14,11 +14,11 @@ rule run_scenario:
     conda:
         site_training_env
     resources:
-        gpu=gpu_resource,
-        gres=gres_resource,
-        nodes=nodes_resource,
-        mpi=mpi_resource,
-        tasks_per_node=tasks_per_node_resource,
+        gpu=run_resource("gpu"),
+        gres=run_resource("gres"),
+        nodes=run_resource("nodes"),
+        mpi=run_resource("mpi"),
+        tasks_per_node=run_resource("tasks_per_node"),
     params:
         # The stack this attempt is keyed by (ftqual.stack.current) and why this slot (shown in the report).
         stack=PLAN.stack.to_json(),

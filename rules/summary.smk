@@ -17,7 +17,9 @@ rule summary:
         ),
         junit=report_file("junit.xml"),
         plots=report(
-            expand(report_file("plots/{plot}.png"), plot=summary_plots()),
+            expand(
+                report_file("plots/{plot}.png"), plot=rule_inputs.summary_plots(PLAN)
+            ),
             caption="../report/plots.rst",
             category="Plots",
         ),
