@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ftqual.contract import MODEL
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
+from ftqual.stack.facts import DUMP_TOOL_ENV as DUMP_TOOL_ENV  # re-exported
 from ftqual.stack.facts import ft_launcher_executable as ft_launcher_executable  # re-exported
+from ftqual.stack.facts import stack_dump_tool as stack_dump_tool  # re-exported
 from ftqual.stack.resolve import StackChoice
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,25 +44,6 @@ class LaunchPlan:
     @property
     def shell(self) -> str:
         return shlex.join(self.argv)
-
-
-DUMP_TOOL_ENV = "FTQUAL_DUMP_TOOL"
-DUMP_TOOL = "py-spy"
-
-
-def stack_dump_tool(env: Mapping[str, str], python: str = sys.executable) -> str | None:
-    """The tool the rank sentinels dump stacks with: FTQUAL_DUMP_TOOL (a path or a name on PATH; `none`: no
-    tool, the ranks' faulthandler only), else py-spy beside the interpreter (a virtualenv), else on PATH;
-    None when there is none (the preflight says so in one line)."""
-    asked = env.get(DUMP_TOOL_ENV, "").strip()
-    if asked.lower() == "none":
-        return None
-    if asked:
-        return shutil.which(asked) or (asked if Path(asked).is_file() else None)
-    beside = Path(python).parent / DUMP_TOOL
-    if beside.is_file():
-        return str(beside)
-    return shutil.which(DUMP_TOOL)
 
 
 # After a failure ft_launcher waits until the GPUs' memory is released before the next rendezvous, polling

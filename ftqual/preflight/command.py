@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.launch import command as launch_command
 from ftqual.preflight import probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
 from ftqual.preflight.dump_probe import probe_stack_dumps
@@ -23,7 +22,7 @@ from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
 from ftqual.scenario.model import ConfigError, WorkflowConfig, load
 from ftqual.stack import resolve as launch_stack
-from ftqual.stack.facts import probe_stack, resolve_for_stack
+from ftqual.stack.facts import ft_launcher_executable, probe_stack, resolve_for_stack
 
 SCHEMA = "ftqual.preflight/v1"
 PLACEHOLDER_LOG_PORT = 29999  # ft_launcher's parser needs a port; each run gets its own free one
@@ -86,7 +85,7 @@ def gather(
             for b in built
         ),
         megatron_args=mlm_parsed,
-        ft_launcher_exe=launch_command.ft_launcher_executable(python),
+        ft_launcher_exe=ft_launcher_executable(python),
         stack_dumps=dumps,
     )
 

@@ -1,5 +1,5 @@
 """Whether the rank sentinels will be able to dump stacks on this node: py-spy found (as the launcher finds
-it, ftqual.launch.command.stack_dump_tool) and allowed to read a process the way a sentinel reads its rank
+it, ftqual.stack.facts.stack_dump_tool) and allowed to read a process the way a sentinel reads its rank
 (a process that is not its parent and that allowed it through Yama's PR_SET_PTRACER, as the worker wrapper
 does): one real dump of a sleeping child interpreter. Facts only; check_stack_dumps judges them."""
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual.launch.command import DUMP_TOOL_ENV, stack_dump_tool
+from ftqual.stack.facts import DUMP_TOOL_ENV, stack_dump_tool
 
 PROBE_TIMEOUT_S = 15.0
 # The target lets any process of its user trace it (Yama ptrace_scope 1), says so, and sleeps.

@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,25 @@ def ft_launcher_executable(python: str = sys.executable) -> str | None:
     if beside.is_file():
         return str(beside)
     return shutil.which("ft_launcher")
+
+
+DUMP_TOOL_ENV = "FTQUAL_DUMP_TOOL"
+DUMP_TOOL = "py-spy"
+
+
+def stack_dump_tool(env: Mapping[str, str], python: str = sys.executable) -> str | None:
+    """The tool the rank sentinels dump stacks with: FTQUAL_DUMP_TOOL (a path or a name on PATH; `none`: no
+    tool, the ranks' faulthandler only), else py-spy beside the interpreter (a virtualenv), else on PATH;
+    None when there is none (the preflight says so in one line)."""
+    asked = env.get(DUMP_TOOL_ENV, "").strip()
+    if asked.lower() == "none":
+        return None
+    if asked:
+        return shutil.which(asked) or (asked if Path(asked).is_file() else None)
+    beside = Path(python).parent / DUMP_TOOL
+    if beside.is_file():
+        return str(beside)
+    return shutil.which(DUMP_TOOL)
 
 
 def dist_version(*names: str) -> str | None:

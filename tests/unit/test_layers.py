@@ -50,13 +50,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ftqual.preflight.flags", "ftqual.launch.compat"): _ARGV,
     ("ftqual.preflight.flags", "ftqual.launch.settings"): _ARGV,
     # Pending, in modules other work owns (each entry goes when its import does):
-    ("ftqual.preflight.command", "ftqual.launch.command"): (
-        "pending: ft_launcher_executable is ftqual.stack.facts' now; preflight/command.py and "
-        "launch/command.py are to import it from there"
-    ),
-    ("ftqual.preflight.dump_probe", "ftqual.launch.command"): (
-        "pending: stack_dump_tool (which dump tool the stack has) is to move down to ftqual.stack.facts"
-    ),
     ("ftqual.scenario.model", "ftqual.launch.fields"): (
         "pending: the scenario model reads the launcher's settings fields; they are to move below the "
         "scenario"
