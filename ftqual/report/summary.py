@@ -20,6 +20,7 @@ from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 from ftqual.report.timeouts import build_timeouts
 from ftqual.stack import identity as stackid
+from ftqual.verification import schema as verify_schema
 from ftqual.verification import verdict as verdict_mod
 from ftqual.verification.campaign import goodput as goodput_mod
 from ftqual.verification.expectation import ExpectedOutcome
@@ -163,11 +164,11 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
             "stack": None,
             "excerpts_recorded": False,
         }
-    # The verdict as every reader sees it (ftqual.verification.verdict.judged): the verifier's, never better
+    # The verdict as every reader sees it (ftqual.verification.schema.judged): the verifier's, never better
     # than its
     # gating checks (a report that says pass next to a failed gating check is not trusted), a required
     # check it lacks counted as inconclusive; then judged against the scenario's expectation.
-    seen = verdict_mod.judged(doc)
+    seen = verify_schema.judged(doc)
     checks = [_check(c) for c in seen.checks]
     verify_verdict = doc.get("verdict")
     verdict = seen.raw

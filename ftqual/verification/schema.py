@@ -11,11 +11,14 @@ contract's list) that the report lacks: a report without them cannot be a PASS e
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ftqual.contract import FAULTS
 from ftqual.jsonfile import envelope_problems
+from ftqual.verification import verdict
+from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
 
 SCHEMA = "ftqual.verify/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -226,3 +229,40 @@ def missing_checks(doc: Mapping[str, Any]) -> list[str]:
     checks = doc.get("checks") if isinstance(doc.get("checks"), list) else []
     present = {c.get("id") for c in checks if isinstance(c, Mapping)}
     return [cid for cid in required if cid not in present]
+
+
+@dataclass(frozen=True)
+class Judged:
+    raw: str  # the report's verdict, never better than its gating checks (missing required ones included)
+    cause: str | None
+    outcome: Outcome  # against the scenario's expectation
+    checks: list[dict]  # the report's checks, plus each missing required check as inconclusive
+
+
+def missing_check(check_id: str, fault: object) -> dict:
+    return {
+        "id": check_id,
+        "status": "inconclusive",
+        "detail": f"missing from the verify report: a {fault} scenario's report must carry it",
+        "evidence": [],
+        "gates": True,
+    }
+
+
+def judged(report: Mapping[str, Any]) -> Judged:
+    """A verify report as every reader must see it (the attempt rules, the report): its verdict never
+    better than its gating checks, a check its fault requires and it lacks counted as inconclusive, its
+    cause, and the outcome against its expectation. The verdict was composed once when the report was
+    written (ftqual.verification.verdict); this is the reader's check of a report it did not write."""
+    checks = [dict(c) for c in report.get("checks") or [] if isinstance(c, Mapping)]
+    stated = report.get("verdict") if report.get("verdict") in VERDICTS else "inconclusive"
+    if stated != "fail":
+        fault = fault_of(report)
+        checks += [missing_check(cid, fault) for cid in missing_checks(report)]
+    raw = verdict.worst([stated, verdict.of_checks(checks)])
+    cause = report.get("cause") if isinstance(report.get("cause"), str) and report.get("cause") else None
+    if cause is None and raw != "pass":
+        cause = verdict.first_with(checks, raw)
+    return Judged(
+        raw, cause, judge(ExpectedOutcome.from_json(report.get("expectation")), raw, checks), checks
+    )

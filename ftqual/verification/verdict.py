@@ -1,20 +1,21 @@
-"""One attempt's verdict and its one-line cause, composed in one place.
+"""One attempt's verdict and its one-line cause, composed once, in one place.
 
 Inputs: the verifier's checks (each with `status` and `gates`), the launcher's outcome (was it launched, or
-why not; its exit code; the launcher's own finding; a fault whose launchers end non-zero by design), and the
-scenario's expectation (pass, or fail for a negative control, ftqual.verification.expectation). Every reader
-of a verdict
-calls this module: `ftqual verify` composes the verdict and cause of a run directory from its own run.json;
-the workflow's verify rule applies the attempt's record on top (not launched, the launcher job's exit); the
-attempt rules (ftqual.workflow.attempts) and the report (ftqual.report.summary) judge a verify report with
-`judged`, so that what the summary says is what decided whether an attempt is kept.
+why not; its exit code; the launcher's own finding; a fault whose launchers end non-zero by design; in the
+workflow, the attempt's record of its launch job: that job's exit and cause line), and the scenario's
+expectation (pass, or fail for a negative control, ftqual.verification.expectation). `ftqual verify`
+composes the verdict and cause of a run directory from its own run.json; the workflow's verify rule has the
+same verification compose it with the attempt's record as well (`build_report(..., attempt=...)`), so that
+`decide` runs once per verify report. The attempt rules (ftqual.workflow.attempts) and the report
+(ftqual.report.summary) read a written verify report through `judged`, a reader's check that never trusts a
+verdict better than its checks, so that what the summary says is what decided whether an attempt is kept.
 
 The cause of a run that did not pass is, in order: the launcher's own finding; the root cause its logs name
 (ftqual.verification.causes: a fault that never came outranks whatever NVRx did next, exit 93 included); the
-attempt's
-record (why nothing was launched); the first check with the verdict. A launcher that exited non-zero never
-yields a pass, except where the scenario's design makes every launcher end so (node loss), which its own
-check judges.
+run's own launcher exit; the first check with the verdict; the attempt's record (why nothing was launched,
+or the launch job's line where only its exit failed the run). A launcher that exited non-zero never yields a
+pass, except where the scenario's design makes every launcher end so (node loss), which its own check
+judges.
 """
 
 from __future__ import annotations
@@ -24,16 +25,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
-
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 VERDICTS = ("pass", "fail", "inconclusive")
 ENDS_NONZERO_BY_DESIGN = ("node_loss",)
 
 
 @dataclass(frozen=True)
+class JobRecord:
+    """The attempt's record of the job that ran the launcher (the workflow's attempt.json): its exit, which
+    is ft_launcher's as `ftqual launch` returns it (128+N for a signal, or its own code for lost logs), and
+    its one-line cause for a non-zero exit (the console's telling line)."""
+
+    exit_code: int | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
 class LauncherOutcome:
-    """What the launch of a run says about it: from a run.json (the run directory's or the attempt's)."""
+    """What the launch of a run says about it: from a run.json (the run directory's or the attempt's), and
+    in the workflow the attempt's record of the launch job (`job`)."""
 
     launched: bool = True
     exit_code: int | None = None
@@ -41,16 +51,33 @@ class LauncherOutcome:
     not_launched_because: str | None = None
     fault: str | None = None
     interrupted_by: str | None = None  # a signal that stopped our launcher from outside (run.json)
+    job: JobRecord | None = None  # the attempt's record of its launch job (workflow); None: a run dir
 
     @property
     def ends_nonzero_by_design(self) -> bool:
         return self.fault in ENDS_NONZERO_BY_DESIGN
 
+    def _fails(self, exit_code: int | None) -> bool:
+        return exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
+
     @property
     def failed(self) -> bool:
         """The launcher's exit says the run failed: not where the design ends it non-zero, nor where it was
         stopped from outside (its exit is the stop's; the checks say what the run showed before it)."""
-        return self.exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
+        return self._fails(self.exit_code)
+
+    @property
+    def job_failed(self) -> bool:
+        """The attempt's launch job exited non-zero, under the same exceptions as `failed`."""
+        return self.job is not None and self._fails(self.job.exit_code)
+
+    @property
+    def reported(self) -> tuple[int | None, bool]:
+        """The exit a cause names, and whether it failed the run: the launch job's where the attempt recorded
+        it (what the user's workflow ran), else ft_launcher's from the run's own run.json."""
+        if self.job is not None:
+            return self.job.exit_code, self.job_failed
+        return self.exit_code, self.failed
 
 
 def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
@@ -68,6 +95,18 @@ def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
         error=error if isinstance(error, str) and error else None,
         not_launched_because=None if launched else str(run.get("cause") or "no reason recorded"),
         fault=settings.get("fault") or run.get("fault"),
+    )
+
+
+def with_attempt(outcome: LauncherOutcome, attempt: Mapping[str, Any]) -> LauncherOutcome:
+    """`outcome` (the run directory's) with the attempt's record of its launch job (attempt.json): the job's
+    exit and cause line, and the launcher's finding where the run's run.json has none."""
+    recorded = outcome_of(attempt)
+    cause = attempt.get("cause")
+    return dataclasses.replace(
+        outcome,
+        error=recorded.error or outcome.error,
+        job=JobRecord(recorded.exit_code, cause if isinstance(cause, str) and cause else None),
     )
 
 
@@ -94,7 +133,7 @@ class Decision:
     added_checks: tuple[dict, ...] = ()  # checks the launcher's outcome adds (launched, launcher_exit)
 
 
-def _first_with(checks: Iterable[Mapping[str, Any]], verdict: str) -> str | None:
+def first_with(checks: Iterable[Mapping[str, Any]], verdict: str) -> str | None:
     for check in checks:
         if check.get("status") == verdict and check.get("gates") is not False:
             return f"{check.get('id')}: {check.get('detail')}"
@@ -105,7 +144,6 @@ def decide(
     checks: list[Mapping[str, Any]],
     outcome: LauncherOutcome,
     classify: Callable[[], dict | None] = lambda: None,
-    recorded_cause: str | None = None,
 ) -> Decision:
     """The verdict and cause of one run from its checks and the launcher's outcome (module docstring).
     `classify` gives the logs' root cause ({'text', 'path', 'line', 'kind'}) for a run that did not pass."""
@@ -113,15 +151,19 @@ def decide(
         cause = f"not launched: {outcome.not_launched_because}"
         check = {"id": "launched", "status": "fail", "gates": True, "detail": cause, "evidence": []}
         return Decision("fail", cause, None, (check,))
-    verdict = of_checks(checks)
+    of_checks_alone = of_checks(checks)
+    verdict = of_checks_alone
     added: tuple[dict, ...] = ()
-    if outcome.failed and verdict == "pass" and not any(c.get("id") == "launcher_exit" for c in checks):
+    exit_failed = outcome.failed or outcome.job_failed
+    if exit_failed and verdict == "pass" and not any(c.get("id") == "launcher_exit" for c in checks):
         verdict = "fail"
-        detail = f"the launcher exited {outcome.exit_code}"
+        code = outcome.exit_code if outcome.failed else outcome.job.exit_code  # type: ignore[union-attr]
+        detail = f"the launcher exited {code}"
         added = ({"id": "launcher_exit", "status": "fail", "gates": True, "detail": detail, "evidence": []},)
     if verdict == "pass":
         return Decision("pass", None, None, added)
-    prefix = f"the launcher exited {outcome.exit_code}: " if outcome.failed else ""
+    shown_exit, shown_failed = outcome.reported
+    prefix = f"the launcher exited {shown_exit}: " if shown_failed else ""
     if outcome.error:
         found = {"kind": "launcher_error", "text": outcome.error, "path": None, "line": None}
     else:
@@ -131,11 +173,14 @@ def decide(
         if found.get("kind") == "interrupted":
             prefix = ""  # the exit is the stop's (a record that does not say so, e.g. the attempt's)
         return Decision(verdict, f"{prefix}{found['text']}{where}", dict(found), added)
-    if recorded_cause:
-        return Decision(verdict, recorded_cause, None, added)
     if outcome.failed:
         return Decision(verdict, f"the launcher exited {outcome.exit_code}", None, added)
-    return Decision(verdict, _first_with([*checks, *added], verdict), None, added)
+    # Where the checks passed, only the launch job's exit failed the run: its own line says it best.
+    first = None if of_checks_alone == "pass" else first_with([*checks, *added], verdict)
+    job = outcome.job
+    if first is None and job is not None:
+        first = job.cause or (f"the launcher exited {job.exit_code}" if outcome.job_failed else None)
+    return Decision(verdict, first, None, added)
 
 
 def with_holder(decision: Decision, held_by: str | None) -> Decision:
@@ -178,41 +223,3 @@ def cause_citations(
         if check.get("status") not in ("pass", "skip") and quoted in cause:
             return [dict(ev) for ev in check.get("evidence") or [] if isinstance(ev, Mapping)]
     return []
-
-
-@dataclass(frozen=True)
-class Judged:
-    raw: str  # the report's verdict, never better than its gating checks (missing required ones included)
-    cause: str | None
-    outcome: Outcome  # against the scenario's expectation
-    checks: list[dict]  # the report's checks, plus each missing required check as inconclusive
-
-
-def missing_check(check_id: str, fault: object) -> dict:
-    return {
-        "id": check_id,
-        "status": "inconclusive",
-        "detail": f"missing from the verify report: a {fault} scenario's report must carry it",
-        "evidence": [],
-        "gates": True,
-    }
-
-
-def judged(report: Mapping[str, Any]) -> Judged:
-    """A verify report as every reader must see it (the attempt rules, the report): its verdict never
-    better than its gating checks, a check its fault requires and it lacks counted as inconclusive
-    (ftqual.verification.schema), its cause, and the outcome against its expectation."""
-    from ftqual.verification import schema as verify_schema
-
-    checks = [dict(c) for c in report.get("checks") or [] if isinstance(c, Mapping)]
-    stated = report.get("verdict") if report.get("verdict") in VERDICTS else "inconclusive"
-    if stated != "fail":
-        fault = verify_schema.fault_of(report)
-        checks += [missing_check(cid, fault) for cid in verify_schema.missing_checks(report)]
-    raw = worst([stated, of_checks(checks)])
-    cause = report.get("cause") if isinstance(report.get("cause"), str) and report.get("cause") else None
-    if cause is None and raw != "pass":
-        cause = _first_with(checks, raw)
-    return Judged(
-        raw, cause, judge(ExpectedOutcome.from_json(report.get("expectation")), raw, checks), checks
-    )

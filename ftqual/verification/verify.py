@@ -14,9 +14,10 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ftqual import __version__
 from ftqual.verification import fastjson
@@ -58,8 +59,11 @@ def build_report(
     baseline_dir: Path | str | None = None,
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
+    attempt: Mapping[str, Any] | None = None,
 ) -> dict[str, object]:
-    """Verify one run directory and return its report. Raises RunMetaError if a run.json is unusable."""
+    """Verify one run directory and return its report. Raises RunMetaError if a run.json is unusable.
+    `attempt`: the workflow's record of the attempt (attempt.json: its launch job's exit and cause), which
+    the verdict is composed with, once (ftqual.verification.verdict)."""
     snap = build_snapshot(Path(run_dir))
     baseline = build_snapshot(Path(baseline_dir)) if baseline_dir is not None else None
     exp = run_plan_from(snap.meta, replay_tolerance, baseline_tolerance)
@@ -80,14 +84,21 @@ def build_report(
         results.append(what_held_the_rank(snap))
         held = held_metrics(snap)
     checks = [r.as_dict() for r in results]
-    # The verdict and its one-line cause, composed where every other reader composes them
-    # (ftqual.verification.verdict)
+    # The verdict and its one-line cause, composed once, where every other reader reads them
+    # (ftqual.verification.verdict): from the run directory and, in the workflow, the attempt's record.
     record = _run_record(snap)
-    decision = verdict_mod.decide(
-        checks,
-        _launcher_outcome(snap, record),
-        lambda: root_cause(snap.run_dir, record, snap.meta.exit_code, snap),
-    )
+    outcome = _launcher_outcome(snap, record)
+    if attempt is not None:
+        outcome = verdict_mod.with_attempt(outcome, attempt)
+
+    def classify() -> dict | None:
+        found = root_cause(snap.run_dir, record, snap.meta.exit_code, snap)
+        if (found is None or not found.get("text")) and attempt is not None and outcome.job is not None:
+            # the attempt's record may know a failed exit the run's own run.json does not (a killed launch)
+            found = root_cause(snap.run_dir, dict(attempt), outcome.job.exit_code, snap)
+        return found
+
+    decision = verdict_mod.decide(checks, outcome, classify)
     decision = verdict_mod.with_holder(decision, held.get("held_by"))  # type: ignore[arg-type]
     report = {
         "schema": SCHEMA,
@@ -250,20 +261,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def verify_or_why(
+    run_dir: Path | str, baseline_dir: Path | str | None = None, **options: Any
+) -> tuple[dict[str, object] | None, str | None]:
+    """`build_report(run_dir, baseline_dir, **options)`, or None and the one line saying why the input
+    cannot be verified (`ftqual verify`'s usage-error line: the CLI prints it, the verify rule cites it)."""
+    try:
+        return build_report(run_dir, baseline_dir, **options), None
+    except (RunMetaError, SpillError) as exc:  # the run's run.json, or this machine's temporary directory
+        return None, f"ftqual verify: {exc}"
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # Every known malformed input is a source marked missing or a RunMetaError; this is the last line,
+        # so that input we did not foresee still gives one clear line and exit 2, never a traceback.
+        return None, f"ftqual verify: cannot verify {run_dir}: {type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
-    try:
-        report = build_report(args.run_dir, args.baseline, args.replay_tolerance, args.baseline_tolerance)
-    except (RunMetaError, SpillError) as exc:  # the run's run.json, or this machine's temporary directory
-        print(f"ftqual verify: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:
-        # Every known malformed input is a source marked missing or a RunMetaError; this is the last line,
-        # so that input we did not foresee still gives one clear line and exit 2, never a traceback.
-        print(f"ftqual verify: cannot verify {args.run_dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    report, why = verify_or_why(
+        args.run_dir,
+        args.baseline,
+        replay_tolerance=args.replay_tolerance,
+        baseline_tolerance=args.baseline_tolerance,
+    )
+    if report is None:
+        print(why, file=sys.stderr)
         return USAGE_ERROR
     out: TextIO = sys.stderr if args.json == "-" else sys.stdout
     try:

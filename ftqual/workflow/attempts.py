@@ -34,7 +34,7 @@ from ftqual.preflight import report_schema as preflight_schema
 from ftqual.stack import identity as stackid
 from ftqual.stack.identity import StackIdentity
 from ftqual.verification import schema as verify_schema
-from ftqual.verification.verdict import judged
+from ftqual.verification.schema import judged
 
 RESULTS = "results"
 # The attempt's record in its slot; not the run directory's run.json (the launcher's record of the run).
@@ -148,7 +148,7 @@ def scenario_slot(
         return Slot(latest, "latest attempt unfinished")
     # The outcome judged against the scenario's expectation (a negative control that failed as expected is
     # done); the expectation is part of the fingerprint, so the one the report carries is the current one.
-    outcome = judged(report).outcome  # as the report will judge it (ftqual.verification.verdict)
+    outcome = judged(report).outcome  # as the report will judge it (ftqual.verification.schema)
     verdict = outcome.verdict
     if verify_schema.problems(report):
         verdict = "malformed"  # never a reason to keep an attempt (ftqual.verification.schema)

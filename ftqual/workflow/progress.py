@@ -264,8 +264,8 @@ def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
     report = _json(slot / "verify.json")
     if report:
         # The scenario's outcome, as the summary and the gate judge it: a negative control that failed as
-        # expected qualifies (ftqual.verification.verdict.judged, ftqual.verification.expectation).
-        from ftqual.verification.verdict import judged
+        # expected qualifies (ftqual.verification.schema.judged, ftqual.verification.expectation).
+        from ftqual.verification.schema import judged
 
         seen = judged(report)
         outcome = seen.outcome

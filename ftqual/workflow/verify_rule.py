@@ -1,27 +1,27 @@
 """Rule `verify`: the verdict of one attempt, always written, pass or not.
 
-A launched attempt is verified with `ftqual verify <run_dir> [--baseline <baseline run_dir>]`. An attempt
-that was not launched (preflight failed, baseline did not pass), or whose run directory the verifier cannot
-read, gets a FAIL report naming the cause. A launcher that exited non-zero never yields a pass, and the
-report carries the launcher's exit and last lines as the cause. Every verification is also archived as
-results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced re-verification keeps the earlier one.
+A launched attempt is verified in process as `ftqual verify <run_dir> [--baseline <baseline run_dir>]`
+would, with the attempt's record (its launch job's exit and cause) composed into the one verdict
+(ftqual.verification.verdict). An attempt that was not launched (preflight failed, baseline did not pass),
+or whose run directory the verifier cannot read, gets a FAIL report naming the cause. A launcher that exited
+non-zero never yields a pass, and the report carries the launcher's exit and last lines as the cause. Every
+verification is also archived as results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced
+re-verification keeps the earlier one.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from ftqual.jsonfile import write_json_atomic
-from ftqual.verification import verdict
-from ftqual.verification.causes import root_cause
-
-SCHEMA = "ftqual.verify/v1"
-VERDICTS = {0: "pass", 1: "fail", 3: "inconclusive"}  # `ftqual verify`'s exit codes
+from ftqual.verification import schema as verify_schema
+from ftqual.verification import verdict, verify
+from ftqual.verification.verify import SCHEMA
 
 
 def failed_report(
@@ -56,35 +56,24 @@ def archive(report: dict, run: Mapping[str, Any], out: Path, slot: str) -> Path:
 
 
 def verify_launched(
-    run: Mapping[str, Any], scenario: str, out: Path, baseline_run: str | Path | None, log: TextIO
+    run: Mapping[str, Any], scenario: str, baseline_run: str | Path | None, log: TextIO
 ) -> dict:
-    """`ftqual verify` on the attempt's run directory (against the baseline's, when it was launched); a FAIL
-    report naming the verifier's last line when it wrote no report or exited outside its contract."""
-    cmd = [sys.executable, "-m", "ftqual", "verify", run["run_dir"]]
+    """The attempt's run directory verified (against the baseline's, when it was launched), its verdict
+    composed with the attempt's record; a FAIL report naming why when the run directory cannot be read."""
+    baseline_dir = None
     if baseline_run:
         base = json.loads(Path(baseline_run).read_text())
         if base.get("launched", True) and base.get("run_dir"):
-            cmd += ["--baseline", base["run_dir"]]
-    tmp = out.with_name("verify.json.tmp")
-    cmd += ["--json", str(tmp)]
-    print("$", " ".join(cmd), file=log)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    print(proc.stdout, file=log)
-    report = None
-    if tmp.is_file():
-        try:
-            report = json.loads(tmp.read_text())
-        except ValueError:
-            report = None
-        tmp.unlink()
-    if report is None or proc.returncode not in VERDICTS:
-        lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        why = lines[-1] if lines else f"exit {proc.returncode}"
+            baseline_dir = base["run_dir"]
+    same = ["ftqual", "verify", run["run_dir"], *(["--baseline", baseline_dir] if baseline_dir else [])]
+    print(f"verified in process, with the attempt's record: {shlex.join(same)}", file=log)
+    report, why = verify.verify_or_why(run["run_dir"], baseline_dir, attempt=run)
+    if report is None:
+        print(why, file=log)
         return failed_report(
             run, scenario, "evidence_readable", f"the run directory could not be verified: {why}"
         )
-    if report.get("verdict") != VERDICTS[proc.returncode]:
-        report["verdict"] = VERDICTS[proc.returncode]  # the exit code is the verifier's contract
+    print("\n".join(verify.summary_lines(report)), file=log)
     return report
 
 
@@ -93,31 +82,17 @@ def attempt_report(
     scenario: str,
     slot: str,
     run_json: Path,
-    out: Path,
     expectation: Mapping[str, Any],
     baseline_run: str | Path | None,
     log: TextIO,
 ) -> dict:
-    """The attempt's verify report: the verifier's (or a FAIL for a run that never launched), its verdict
-    and cause decided with the attempt's own record, plus the attempt, its stack and its expectation."""
-    # The attempt's own record (not launched; the launcher job's exit; the launcher's finding) on top of
-    # what `ftqual verify` composed from the run directory: the same composition
-    # (ftqual.verification.verdict).
+    """The attempt's verify report: the verifier's, its verdict and cause composed with the attempt's own
+    record (or a FAIL for a run that never launched), plus the attempt, its stack and its expectation."""
     outcome = verdict.outcome_of(run)
     if not outcome.launched:
         report = failed_report(run, scenario, "launched", verdict.decide([], outcome).cause)
     else:
-        report = verify_launched(run, scenario, out, baseline_run, log)
-        unverifiable = any(c.get("id") == "evidence_readable" for c in report.get("checks") or [])
-        if not unverifiable:
-            known = report.get("cause_evidence")
-            decision = verdict.decide(
-                report.get("checks") or [],
-                outcome,
-                lambda: known or root_cause(Path(run["run_dir"]), run, outcome.exit_code),
-                report.get("cause") or run.get("cause"),
-            )
-            report = verdict.apply(report, decision)
+        report = verify_launched(run, scenario, baseline_run, log)
     report["attempt"] = {
         "slot": slot,
         "settings_fingerprint": run.get("settings_fingerprint"),
@@ -155,12 +130,12 @@ def run(
     run_json = Path(run_json)
     out = Path(output)
     record = json.loads(run_json.read_text())
-    report = attempt_report(record, scenario, slot, run_json, out, expectation, baseline_run, log)
+    report = attempt_report(record, scenario, slot, run_json, expectation, baseline_run, log)
     archived = archive(report, record, out, slot)
     write_json_atomic(out, report)
     line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
     if report["expectation"]["expect"] == "fail":
-        line += f" [negative control: {verdict.judged(report).outcome.detail}]"
+        line += f" [negative control: {verify_schema.judged(report).outcome.detail}]"
     if report.get("cause"):
         line += f" ({report['cause']})"
     print(line + f"; report {out}, archived as {archived}", file=log)

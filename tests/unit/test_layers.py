@@ -57,10 +57,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ftqual.scenario.model", "ftqual.launch.settings"): (
         "pending: the scenario model validates through the launcher's settings; to move below the scenario"
     ),
-    ("ftqual.verification.verdict", "ftqual.verification.schema"): (
-        "pending: `judged` (the readers' check of a written verify report) needs the checks each fault "
-        "requires; it goes when the attempt rules and the report read the verdict that was written"
-    ),
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ftqual.verification.expectation import ExpectedOutcome, judge
-from ftqual.verification.verdict import judged
+from ftqual.verification.schema import judged
 
 CONTROL = ExpectedOutcome("fail", ("clean_finish",))
 

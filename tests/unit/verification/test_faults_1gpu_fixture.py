@@ -15,7 +15,7 @@ import pytest
 
 from ftqual.report.budgets import budgets_for
 from ftqual.verification import schema as verify_schema
-from ftqual.verification.verdict import judged
+from ftqual.verification.schema import judged
 from ftqual.verification.verify import build_report
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "megatron-h200-faults-1gpu"

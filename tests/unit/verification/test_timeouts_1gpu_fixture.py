@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ftqual.verification.verdict import judged
+from ftqual.verification.schema import judged
 from ftqual.verification.verify import build_report
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftqual.verification import schema as verify_schema
 from ftqual.verification import verdict
 from ftqual.verification.verdict import LauncherOutcome
 
@@ -54,12 +55,12 @@ def test_a_check_that_does_not_gate_never_decides():
 
 def test_judged_never_better_than_the_checks_and_missing_required_checks():
     report = {"schema": "ftqual.verify/v1", "verdict": "pass", "fault": "kill", "checks": []}
-    seen = verdict.judged(report)
+    seen = verify_schema.judged(report)
     assert seen.raw == "inconclusive" and not seen.outcome.met
     assert {c["id"] for c in seen.checks} >= {"checkpoint_before_failure", "clean_finish"}
     report["checks"] = [check("uninterrupted_completion", "fail")]
     report["fault"] = "none"
-    assert verdict.judged(report).raw == "fail"
+    assert verify_schema.judged(report).raw == "fail"
 
 
 def verify_cli(run_dir: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
@@ -157,3 +158,76 @@ def test_the_reports_cause_line_cites_the_checks_evidence():
     lines = attention_section(summary)
     cause_line = next(line for line in lines if "cause:" in line)
     assert "no evidence cited" not in cause_line
+
+
+def test_the_attempt_s_launch_job_fails_a_run_whose_checks_passed():
+    """The workflow's record (attempt.json) of a launch job that exited non-zero while the run directory's
+    run.json does not say so (a launch killed before it wrote its exit): its exit fails the run, once, and its
+    own line is the cause; the run's own record alone passes (negative control)."""
+    passing = [check("clean_finish", "pass")]
+    run = LauncherOutcome(exit_code=None, fault="kill")
+    assert verdict.decide(passing, run).verdict == "pass"
+    attempt = {
+        "launcher_exit": 137,
+        "cause": "the launcher exited 137: Killed",
+        "settings": {"fault": "kill"},
+    }
+    d = verdict.decide(passing, verdict.with_attempt(run, attempt))
+    assert d.verdict == "fail" and d.cause == "the launcher exited 137: Killed"
+    assert [(c["id"], c["detail"]) for c in d.added_checks] == [("launcher_exit", "the launcher exited 137")]
+    bare = verdict.with_attempt(run, {"launcher_exit": 137})
+    assert verdict.decide(passing, bare).cause == "the launcher exited 137"
+    assert verdict.decide(passing, verdict.with_attempt(run, {"launcher_exit": 0})).verdict == "pass"
+
+
+def test_with_the_attempt_a_root_cause_names_the_job_s_exit_and_a_check_still_wins_over_its_line():
+    root = {"kind": "crash", "text": "RuntimeError: boom", "path": "logs/train_cycle0.log", "line": 7}
+    run = LauncherOutcome(exit_code=-9, fault="kill")
+    outcome = verdict.with_attempt(run, {"launcher_exit": 137, "cause": "the launcher exited 137: x"})
+    d = verdict.decide([check("clean_finish", "fail")], outcome, lambda: root)
+    assert d.cause == "the launcher exited 137: RuntimeError: boom [logs/train_cycle0.log:7]"
+    # no root cause: the run's own exit, as `ftqual verify` says it
+    assert verdict.decide([check("clean_finish", "fail")], outcome).cause == "the launcher exited -9"
+    # a clean launcher whose checks failed: the check, not the attempt's line
+    clean = verdict.with_attempt(LauncherOutcome(exit_code=0), {"launcher_exit": 0, "cause": "unused"})
+    assert verdict.decide([check("clean_finish", "fail")], clean).cause == "clean_finish: d"
+    # the launcher's finding in the attempt's record comes first
+    found = verdict.with_attempt(run, {"launcher_exit": 137, "launcher_error": "the log server died"})
+    assert verdict.decide([check("clean_finish", "pass")], found).cause == (
+        "the launcher exited 137: the log server died"
+    )
+
+
+def test_the_workflow_s_verification_composes_the_attempt_s_record_once():
+    """build_report with the attempt's record (the verify rule's call): the same report as `ftqual verify`
+    where the attempt agrees; where only its launch job failed, one launcher_exit check and a cause naming
+    that exit (the logs' root cause read with it)."""
+    from ftqual.verification.verify import build_report
+
+    run_dir = DATA / "megatron-h200-1gpu" / "kill"
+    plain = build_report(run_dir)
+    record = json.loads((run_dir / "run.json").read_text())
+    agreed = build_report(run_dir, attempt={**record, "launcher_exit": 0})
+    assert plain["verdict"] == agreed["verdict"] == "pass"
+    assert [c["id"] for c in agreed["checks"]] == [c["id"] for c in plain["checks"]]
+    cause = "the launcher exited 1: Traceback (most recent call last):"
+    failed = build_report(run_dir, attempt={**record, "launcher_exit": 1, "cause": cause})
+    assert failed["verdict"] == "fail" and failed["cause"].startswith("the launcher exited 1: ")
+    assert failed["cause_evidence"]["path"].startswith("logs/")
+    assert [c["id"] for c in failed["checks"]].count("launcher_exit") == 1
+
+
+def test_the_workflow_s_cause_names_what_held_the_rank_as_ftqual_verify_s_does():
+    """Composed once: a run whose launch job failed names what held its rank after the cause, as the run's
+    own verification does (the second pass that once rewrote the cause dropped it); a passing run names
+    nothing (negative control)."""
+    from ftqual.verification.verify import build_report
+
+    run_dir = next((DATA / "megatron-h200-dumps-1gpu" / "runs").glob("gil_lock-*"))
+    record = json.loads((run_dir / "run.json").read_text())
+    passed = build_report(run_dir, attempt={**record, "launcher_exit": 0})
+    assert passed["verdict"] == "pass" and "cause" not in passed
+    failed = build_report(run_dir, attempt={**record, "launcher_exit": 1, "cause": "the launcher exited 1"})
+    assert failed["verdict"] == "fail"
+    assert failed["cause"].startswith("the launcher exited 1: ")
+    assert failed["cause"].endswith(f"; held by: {passed['metrics']['held_by']}")

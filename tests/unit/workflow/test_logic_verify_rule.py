@@ -110,25 +110,48 @@ def test_a_run_directory_the_verifier_cannot_read_fails_as_unreadable_evidence(s
         == f"the run directory could not be verified: ftqual verify: {tmp_path / 'gone'}: not a directory"
     )
     assert report["run_id"] == "kill-1"
-    assert log.startswith("$ ") and "--json" in log.splitlines()[0]
-    assert not slot.with_name("verify.json.tmp").exists()
+    first = log.splitlines()[0]
+    assert first == f"verified in process, with the attempt's record: ftqual verify {tmp_path / 'gone'}"
     assert (slot.parent.parent / "attempts" / "kill-1.verify.json").is_file()
 
 
 def test_the_baseline_is_passed_only_when_it_launched(slot, tmp_path, monkeypatch):
     calls = []
 
-    def fake_run(cmd, **kwargs):
-        calls.append(cmd)
-        return type("P", (), {"returncode": 2, "stdout": ""})()
+    def fake_verify(run_dir, baseline_dir=None, **options):
+        calls.append((run_dir, baseline_dir, options))
+        return None, "ftqual verify: runs/kill-1/run.json: not JSON"
 
-    monkeypatch.setattr(verify_rule.subprocess, "run", fake_run)
+    monkeypatch.setattr(verify_rule.verify, "verify_or_why", fake_verify)
     base = tmp_path / "base.json"
     record = {"run_dir": "runs/kill-1", "run_id": "kill-1"}
     base.write_text(json.dumps({"launched": True, "run_dir": "runs/baseline-1"}))
-    report = verify_rule.verify_launched(record, "kill", slot.with_name("verify.json"), base, io.StringIO())
-    assert calls[-1][calls[-1].index("--baseline") + 1] == "runs/baseline-1"
-    assert report["cause"] == "the run directory could not be verified: exit 2"
+    report = verify_rule.verify_launched(record, "kill", base, io.StringIO())
+    assert calls[-1] == ("runs/kill-1", "runs/baseline-1", {"attempt": record})
+    assert (
+        report["cause"]
+        == "the run directory could not be verified: ftqual verify: runs/kill-1/run.json: not JSON"
+    )
     base.write_text(json.dumps({"launched": False}))
-    verify_rule.verify_launched(record, "kill", slot.with_name("verify.json"), base, io.StringIO())
-    assert "--baseline" not in calls[-1]
+    verify_rule.verify_launched(record, "kill", base, io.StringIO())
+    assert calls[-1][1] is None
+
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+@pytest.mark.parametrize(("launcher_exit", "verdict"), [(0, "pass"), (1, "fail")])
+def test_a_launched_attempt_is_verified_in_process_with_its_record(slot, launcher_exit, verdict):
+    """The recorded H200 kill run: verify.json is the verification's own report with the attempt's record
+    composed in (one launcher_exit check where the launch job failed), the attempt beside it; an attempt
+    whose job exited 0 keeps the run's pass (negative control)."""
+    run_dir = DATA / "megatron-h200-1gpu" / "kill"
+    record = {**json.loads((run_dir / "run.json").read_text()), "settings": {"fault": "kill"}}
+    record.update(launched=True, run_dir=str(run_dir), launcher_exit=launcher_exit)
+    rc, report, log, console = verify(slot, record)
+    assert rc == 0 and report["verdict"] == verdict
+    assert [c["id"] for c in report["checks"]].count("launcher_exit") == (launcher_exit != 0)
+    assert report["attempt"]["launcher_exit"] == launcher_exit and report["excerpts"] is not None
+    assert f"ftqual verify {record['run_id']}" in log  # the verification's summary, in the rule's log
+    assert console.startswith(f"ftqual: verify kill {record['run_id']}: {verdict.upper()}")
+    assert verify_schema.problems(report) == []
