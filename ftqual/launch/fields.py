@@ -358,7 +358,7 @@ class RunSettings:
     fault: str = setting(_simple("NVRX_DEMO_FAULT", "kill", _parse_fault, str, SCENARIO, str, True), "none")
     nnodes: int = setting(integer("NNODES", "1", 1, MAX_NNODES, RUN, **ALWAYS))
     gpus_per_node: int = setting(integer("GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE, RUN, **ALWAYS))
-    # bounded here generously; the job's shape bounds them (ftqual.launch.settings, ftqual.scenario.constraints)
+    # bounded generously here; the job's shape bounds them (launch.settings, scenario.constraints)
     tp: int = setting(integer("TP", "1", 1, MAX_PARALLEL, RUN, **ALWAYS))
     pp: int = setting(integer("PP", "1", 1, MAX_PARALLEL, RUN, **ALWAYS))
     train_iters: int = setting(integer("TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS, RUN, **ALWAYS))

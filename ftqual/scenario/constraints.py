@@ -74,7 +74,7 @@ def rank_outside_world(v: Vocabulary, rank: int | None, world: int) -> str | Non
 
 
 def world_not_divisible(v: Vocabulary, world: int, tp: int, pp: int, shape: ModelShape = MODEL) -> str | None:
-    """`shape`: the job's model (ftqual.scenario.job), whose heads, query groups and layers TP and PP split."""
+    """`shape`: the job's model (ftqual.scenario.job): TP splits its heads and query groups, PP its layers."""
     if world % (tp * pp) == 0:
         return shape.parallelism_problem(tp, pp)
     return (

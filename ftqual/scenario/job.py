@@ -8,18 +8,17 @@ the team's arguments over them: a team flag replaces the preset's flag of the sa
 comes after the preset's. The flags ftqual must control (OWNED) are refused in one line wherever they come
 from, before any GPU time: the config's planning (`snakemake -n`) and the launcher's NVRX_MEGATRON_ARGS
 (exit 2). Megatron's own parser judges the whole list in the preflight (ftqual.preflight.megatron_args);
-Megatron's parser refuses abbreviated flags (allow_abbrev=False), so a name compared here is the name it reads.
+Megatron's parser refuses abbreviated flags (allow_abbrev=False): a name compared here is the name it reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ftqual.contract import MODEL, ModelShape
 
@@ -61,10 +60,11 @@ TRAINING = ("--lr=0.0001", "--lr-decay-style=constant", "--bf16")
 # Flags whose values decide the model's shape (the digest, and whether the job is still its preset).
 SHAPE_FLAGS = ("--vocab-size", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
                "--group-query-attention", "--num-query-groups", "--seq-length", "--max-position-embeddings",
-               "--swiglu", "--position-embedding-type", "--rotary-base", "--untie-embeddings-and-output-weights",
+               "--swiglu", "--position-embedding-type", "--rotary-base",
+               "--untie-embeddings-and-output-weights",
                "--normalization", "--disable-bias-linear", "--kv-channels", "--tokenizer-type",
                "--make-vocab-size-divisible-by", "--bf16", "--fp16", "--num-experts",
-               "--micro-batch-size")  # fmt: skip
+               )  # fmt: skip
 # A team's data: any of these replaces --mock-data.
 DATA_FLAGS = ("--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--data-args-path",
               "--per-split-data-args-path", "--sft")  # fmt: skip
@@ -82,7 +82,7 @@ OWNED: dict[str, str] = {
     "--enable-ft-package": "ftqual enables NVRx's fault tolerance package itself",
     "--calc-ft-timeouts": "calculated timeouts are the config's calc_ft_timeouts",
     "--async-save": "the scenarios rely on asynchronous saves, which ftqual sets",
-    "--use-persistent-ckpt-worker": "the scenarios rely on the persistent checkpoint worker, which ftqual sets",
+    "--use-persistent-ckpt-worker": "the scenarios rely on the persistent checkpoint worker",
     "--ckpt-format": "the verifier reads torch_dist checkpoints, which ftqual sets",
     "--non-persistent-save-interval": "the verifier judges the persistent checkpoints of save_interval",
     "--non-persistent-ckpt-type": "the verifier judges the persistent checkpoints of save_interval",
@@ -122,7 +122,7 @@ def groups(args: Sequence[str]) -> list[tuple[str, ...]]:
             out.append([token])
         elif not out:
             raise JobError(
-                f"megatron_args must start with a flag, not {token!r}: give the arguments of pretrain_gpt.py, "
+                f"megatron_args must start with a flag, not {token!r}: give pretrain_gpt.py's arguments, "
                 "without the launcher or the script"
             )
         else:
@@ -233,7 +233,7 @@ def _flat(gs: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def resolve_job(model: str = DEFAULT_MODEL, team: Sequence[str] = ()) -> Job:
-    """The preset `model` with the team's arguments over it; JobError for an unknown preset or an owned flag."""
+    """The preset `model` with the team's arguments over it; JobError: an unknown preset, an owned flag."""
     if model not in PRESETS:
         raise JobError(f"model must be one of {', '.join(PRESETS)} (got {model!r})")
     problem = owned_problem(team)
@@ -490,17 +490,9 @@ def checkpoints_kept(train_iters: int, save_interval: int) -> int:
     return max(1, train_iters // max(1, save_interval))
 
 
-def with_vocab(shape: ModelShape, vocab: int) -> ModelShape:
-    return replace(shape, vocab_size=vocab)
-
-
 def args_from_env(raw: str) -> list[str]:
     """NVRX_MEGATRON_ARGS: the arguments shell-quoted into one value (shlex.join), read back."""
     try:
         return shlex.split(raw)
     except ValueError as exc:
         raise JobError(f"NVRX_MEGATRON_ARGS cannot be split into arguments ({exc})") from exc
-
-
-def plan_env() -> Mapping[str, str]:
-    return os.environ
