@@ -88,6 +88,11 @@ def gather(
         megatron_args=mlm_parsed,
         ft_launcher_exe=launch_command.ft_launcher_executable(python),
         stack_dumps=dumps,
+        checkpoint_dir=(
+            probes.probe_dir(cfg.defaults.checkpoint_root, mounts=mounts)
+            if cfg.defaults.checkpoint_root
+            else None
+        ),
     )
 
 

@@ -377,6 +377,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     if config.get("checkpoint_dir"):
         root = os.path.abspath(os.path.expanduser(config["checkpoint_dir"]))
         scenarios = tuple(dataclasses.replace(s, checkpoint_root=root) for s in scenarios)
+        defaults = dataclasses.replace(defaults, checkpoint_root=root)
     if config.get("calc_ft_timeouts"):
         scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
     if config.get("timeouts_from") is not None:
