@@ -15,7 +15,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ftqual.contract import MODEL
 from ftqual.launch import command, compat, logport, procs, run, runstate, settings
 from ftqual.stack import resolve as stack
 
@@ -50,7 +49,7 @@ def megatron_compat(s: settings.Settings) -> compat.Compat:
 
     tree = s.megatron_path
     version = megatron_version(tree) if tree else None
-    return compat.resolve(tree, s.save_interval, version, vocab_size=MODEL.vocab_size)
+    return compat.resolve(tree, s.save_interval, version, vocab_size=s.job.shape.vocab_size)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -11,9 +11,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual.contract import MODEL
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
+from ftqual.scenario import job as jobshape
 from ftqual.stack.facts import DUMP_TOOL_ENV as DUMP_TOOL_ENV  # re-exported
 from ftqual.stack.facts import ft_launcher_executable as ft_launcher_executable  # re-exported
 from ftqual.stack.facts import stack_dump_tool as stack_dump_tool  # re-exported
@@ -115,34 +115,28 @@ def load_args(s: Settings) -> list[str]:
     return [f"--load={s.checkpoint_dir}"] if s.checkpoint_load else []
 
 
-def model_args() -> list[str]:
-    """The walkthrough's GPT, from the one shape the launcher's TP/PP checks also use."""
-    return [
-        f"--vocab-size={MODEL.vocab_size}",
-        f"--num-layers={MODEL.num_layers}",
-        f"--hidden-size={MODEL.hidden_size}",
-        f"--num-attention-heads={MODEL.num_attention_heads}",
-        f"--seq-length={MODEL.seq_length}",
-        f"--max-position-embeddings={MODEL.seq_length}",
-    ]
+def model_args(job: jobshape.Job | None = None) -> list[str]:
+    """The model's shape arguments: the job's (ftqual.scenario.job), the walkthrough's tiny GPT by default,
+    from the one shape the launcher's TP/PP checks also use."""
+    return list((job or jobshape.resolve_job()).shape_args)
 
 
 def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
+    """ftqual's flags around the job's (its data, model and training arguments: ftqual.scenario.job): for
+    the default tiny preset, the walkthrough's command unchanged."""
     ckpt = s.checkpoint_dir
+    job = s.job
     return [
         "--enable-ft-package",
         "--ft-num-warmup-iters=0",
-        "--mock-data",
-        "--tokenizer-type=NullTokenizer",
-        *model_args(),
+        *job.data,
+        *model_args(job),
         f"--tensor-model-parallel-size={s.tp}",
         f"--pipeline-model-parallel-size={s.pp}",
         "--micro-batch-size=1",
         f"--global-batch-size={s.global_batch_size}",
         f"--train-iters={s.train_iters}",
-        "--lr=0.0001",
-        "--lr-decay-style=constant",
-        "--bf16",
+        *job.training,
         *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
         *load_args(s),
         f"--save={ckpt}",

@@ -17,11 +17,13 @@ counted before `int()` sees them, one line per problem (SettingsError, exit 2).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from ftqual.contract import FAULTS, MODEL
+from ftqual.contract import FAULTS
+from ftqual.scenario import job as jobshape
 from ftqual.stack import resolve as stack
 
 SECTIONS = ("setup", "step", "checkpointing")
@@ -40,6 +42,7 @@ MAX_RESTARTS = 1000
 MAX_INJECTIONS = 1000
 MAX_STOP_TIMEOUT_S = 3600
 MAX_SECTION_TIMEOUT_S = 7 * 24 * 3600
+MAX_PARALLEL = 1024  # TP and PP; the job's heads and layers bound them first
 MAX_CHECKPOINT_PAYLOAD_MB = 65536  # 64 GiB per save: the largest checkpoint a smoke rank writes
 
 DEFAULT_SECTION_TIMEOUTS = "setup:900,step:120,checkpointing:600"  # the walkthrough's
@@ -298,6 +301,45 @@ TIMEOUTS_FROM = _simple(
 )
 
 
+def _parse_model(raw: str, name: str) -> str:
+    return parse_choice(raw, name, tuple(jobshape.PRESETS))
+
+
+def _parse_megatron_args(raw: str, name: str) -> tuple[str, ...]:
+    """Shell-quoted arguments (shlex.join); a flag ftqual owns refused in one line."""
+    try:
+        args = jobshape.args_from_env(raw)
+        problem = jobshape.owned_problem(args, name)
+        if problem is None:
+            jobshape.groups(args)
+    except jobshape.JobError as exc:
+        raise SettingsError(str(exc).replace("megatron_args", name, 1)) from exc
+    if problem:
+        raise SettingsError(problem)
+    if not args:
+        raise SettingsError(f"{name} holds no arguments (got {shown(raw)}); leave it unset for none")
+    return tuple(args)
+
+
+def _parse_text(raw: str, name: str) -> str:
+    return raw
+
+
+MODEL_SPEC = _simple(
+    "NVRX_MODEL",
+    jobshape.DEFAULT_MODEL,
+    _parse_model,
+    lambda v: None if v == jobshape.DEFAULT_MODEL else str(v),
+    "run",
+    str,
+)
+MEGATRON_ARGS = _simple(
+    "NVRX_MEGATRON_ARGS", None, _parse_megatron_args, lambda v: shlex.join(v) if v else None, "run", tuple
+)
+# validated as a path by ftqual.launch.settings (absolute, safe characters)
+CHECKPOINT_ROOT = _simple("NVRX_CHECKPOINT_ROOT", None, _parse_text, str, "workflow", str)
+
+
 def setting(spec: Spec, default: Any = MISSING) -> Any:
     """A field of the table: its Spec in the metadata; `default`: the scenario's when it leaves it out."""
     if default is MISSING:
@@ -316,8 +358,9 @@ class RunSettings:
     fault: str = setting(_simple("NVRX_DEMO_FAULT", "kill", _parse_fault, str, SCENARIO, str, True), "none")
     nnodes: int = setting(integer("NNODES", "1", 1, MAX_NNODES, RUN, **ALWAYS))
     gpus_per_node: int = setting(integer("GPUS_PER_NODE", "2", 1, MAX_GPUS_PER_NODE, RUN, **ALWAYS))
-    tp: int = setting(integer("TP", "1", 1, MODEL.num_attention_heads, RUN, **ALWAYS))
-    pp: int = setting(integer("PP", "1", 1, MODEL.num_layers, RUN, **ALWAYS))
+    # bounded generously here; the job's shape bounds them (launch.settings, scenario.constraints)
+    tp: int = setting(integer("TP", "1", 1, MAX_PARALLEL, RUN, **ALWAYS))
+    pp: int = setting(integer("PP", "1", 1, MAX_PARALLEL, RUN, **ALWAYS))
     train_iters: int = setting(integer("TRAIN_ITERS", "100", 1, MAX_TRAIN_ITERS, RUN, **ALWAYS))
     save_interval: int = setting(integer("SAVE_INTERVAL", "5", 1, MAX_TRAIN_ITERS, RUN, **ALWAYS))
     timeouts: Timeouts = setting(TIMEOUTS)
@@ -353,6 +396,12 @@ class RunSettings:
     checkpoint_payload_mb: int = setting(
         integer("NVRX_SMOKE_CHECKPOINT_MB", "0", 0, MAX_CHECKPOINT_PAYLOAD_MB, RUN, omit=0), 0
     )
+
+    # the job: a model preset (ftqual.scenario.job.PRESETS), the team's Megatron arguments over it, and the
+    # directory each run's checkpoints go below (None: the run directory's checkpoints/)
+    model: str = setting(MODEL_SPEC, jobshape.DEFAULT_MODEL)
+    megatron_args: tuple[str, ...] = setting(MEGATRON_ARGS, ())
+    checkpoint_root: str | None = setting(CHECKPOINT_ROOT, None)
 
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(RunSettings)}

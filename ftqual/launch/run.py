@@ -27,6 +27,7 @@ from ftqual.launch import cleanup, logport, procs, run_schema, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.scenario import campaign_plan
+from ftqual.scenario import job as jobshape
 from ftqual.stack.resolve import StackChoice
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -94,6 +95,15 @@ def initial_checkpoint_iteration(s: Settings) -> int:
         return 0
 
 
+def job_record(s: Settings, stack: StackChoice) -> dict[str, Any]:
+    """run.json's `job`: the model and the arguments that ran, its shape's digest and estimates."""
+    dp = max(1, s.world_size // (s.tp * s.pp))
+    return jobshape.record(
+        s.job, s.tp, s.pp, dp, bool(stack.dist_optimizer),
+        flash_attention=stack.transformer_impl == "transformer_engine", workload=s.workload,
+    )  # fmt: skip
+
+
 def run_record(
     s: Settings, plan: LaunchPlan, stack: StackChoice, env: dict[str, str], host: str
 ) -> dict[str, Any]:
@@ -145,6 +155,7 @@ def run_record(
         "timeouts_from": s.timeouts_from_record(),
         "calc_ft_timeouts": s.calc_ft_timeouts,
         "campaign": campaign_record(s),
+        "job": job_record(s, stack),
     }
 
 

@@ -31,6 +31,8 @@ def _describe(path: Path, s: Settings) -> str:
     """Name a directory by the variable it comes from, for the message."""
     if path == s.work_dir:
         return f"NVRX_WORK_DIR {path}"
+    if path == s.checkpoint_dir and s.checkpoint_from_root:
+        return f"NVRX_CHECKPOINT_ROOT's run directory {path}"
     if path == s.checkpoint_dir and not s.checkpoint_dir_is_default:
         return f"NVRX_CHECKPOINT_DIR {path}"
     return str(path)
@@ -135,6 +137,14 @@ def check_tracker(s: Settings) -> None:
         )
 
 
+def _holds_anything(path: Path) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is not None
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
 def check_run_state(settings: Settings, host: str) -> None:
     """Refuse to reuse evidence: an old marker, an earlier launch, calculated timeouts, a foreign tracker."""
     run_dir = settings.run_dir
@@ -145,6 +155,11 @@ def check_run_state(settings: Settings, host: str) -> None:
     if settings.node_rank == 0 and (run_dir / "run.json").exists():
         raise SettingsError(
             f"Run directory {run_dir} already holds run.json from an earlier launch; use a new NVRX_RUN_ID"
+        )
+    if settings.node_rank == 0 and settings.checkpoint_from_root and _holds_anything(settings.checkpoint_dir):
+        raise SettingsError(
+            f"Checkpoint directory {settings.checkpoint_dir} (NVRX_CHECKPOINT_ROOT/<run-id>) already holds "
+            "files: a run's checkpoints are never reused; use a new NVRX_RUN_ID"
         )
     if (run_dir / "pids" / f"{host}.launcher.json").exists():
         raise SettingsError(f"Host {host} already launched run {settings.run_id}; use a new NVRX_RUN_ID")

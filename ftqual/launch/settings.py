@@ -50,6 +50,7 @@ from ftqual.launch.fields import (
     shown,
 )
 from ftqual.scenario import campaign_setup, constraints
+from ftqual.scenario import job as jobshape
 from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
 
 __all__ = [
@@ -86,7 +87,9 @@ PATH_MAX = 1024
 NAME_MAX = 255
 VALUE_MAX = 256
 
-PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "MEGATRON_PATH")
+PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "NVRX_CHECKPOINT_ROOT", "MEGATRON_PATH")
+# A team's Megatron arguments, shell-quoted into one value: a launch script's worth (Linux takes 128 KiB).
+LONG_VARIABLES = {"NVRX_MEGATRON_ARGS": 65536}
 # Every variable this module reads; each is checked for length and printable characters first.
 VARIABLES = (
     *PATH_VARIABLES,
@@ -175,6 +178,19 @@ class Settings(RunSettings):
         run = self.run_dir
         return (run / "logs", run / "cycle_infos", run / "pids", run / "leftovers", self.checkpoint_dir)
 
+    @property
+    def job(self) -> jobshape.Job:
+        """The model preset with the team's arguments over it (checked when the settings were read)."""
+        return jobshape.resolve_job(self.model, self.megatron_args)
+
+    @property
+    def checkpoint_from_root(self) -> bool:
+        """The checkpoint directory is <NVRX_CHECKPOINT_ROOT>/<run-id>, this run's own."""
+        return (
+            self.checkpoint_root is not None
+            and self.checkpoint_dir == Path(self.checkpoint_root) / self.run_id
+        )
+
     def timeouts_record(self) -> dict[str, float | int]:
         """run.json's `timeouts`: the section timeouts plus out_of_section, in seconds."""
         return self.timeouts.record()
@@ -194,7 +210,7 @@ def _check_values(env: Mapping[str, str]) -> None:
         raw = env.get(name)
         if raw is None:
             continue
-        limit = PATH_MAX if name in PATH_VARIABLES else VALUE_MAX
+        limit = PATH_MAX if name in PATH_VARIABLES else LONG_VARIABLES.get(name, VALUE_MAX)
         if len(raw) > limit:
             raise SettingsError(f"{name} is too long ({len(raw)} characters, at most {limit})")
         if not raw.isprintable():
@@ -310,6 +326,17 @@ def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> N
     _read(values, env, "checkpoint_load")
 
 
+def _job(values: dict[str, Any], env: Mapping[str, str]) -> jobshape.Job:
+    """NVRX_MODEL and NVRX_MEGATRON_ARGS: the job whose shape bounds TP and PP."""
+    model = _read(values, env, "model")
+    args = _read(values, env, "megatron_args") or ()
+    values["megatron_args"] = tuple(args)
+    try:
+        return jobshape.resolve_job(model, args)
+    except jobshape.JobError as exc:
+        raise SettingsError(str(exc).replace("megatron_args", "NVRX_MEGATRON_ARGS", 1)) from exc
+
+
 def _campaign(env: Mapping[str, str], workload: str, world: int, save_interval: int, train_iters: int):
     """NVRX_CAMPAIGN_*: the plan, refused in one line when it cannot be drawn or does not fit the run."""
     if env.get("NVRX_INJECTIONS", "1") not in ("", "1"):
@@ -385,15 +412,20 @@ def load_settings(
     spare_nodes = _read(values, env, "spare_nodes")
     launchers = nnodes + spare_nodes
     gpus_per_node = _read(values, env, "gpus_per_node")
+    shape = _job(values, env).shape
     tp = _read(values, env, "tp")
+    if tp > shape.num_attention_heads:
+        raise SettingsError(f"TP must be at most {shape.num_attention_heads} (got {tp})")
     pp = _read(values, env, "pp")
+    if pp > shape.num_layers:
+        raise SettingsError(f"PP must be at most {shape.num_layers} (got {pp})")
     _fault_plan(values, env, fault)
     _iterations(values, env, fault, values["injections"])
     train_iters, save_interval = values["train_iters"], values["save_interval"]
     injections, fault_timing = values["injections"], values["fault_timing"]
 
     world = nnodes * gpus_per_node
-    _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp))
+    _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp, shape))
     campaign = None
     stray = [name for name in campaign_setup.VARIABLES if env.get(name) and fault != "campaign"]
     if stray:
@@ -408,9 +440,15 @@ def load_settings(
     endpoint = parse_endpoint(_get(env, "RDZV_ENDPOINT", "localhost:0"), launchers > 1)
 
     ckpt_raw = env.get("NVRX_CHECKPOINT_DIR", "")
-    checkpoint_dir = (
-        _path("NVRX_CHECKPOINT_DIR", ckpt_raw) if ckpt_raw else work_dir / "runs" / run_id / "checkpoints"
-    )
+    root = _read(values, env, "checkpoint_root")
+    if root is not None:
+        values["checkpoint_root"] = root = str(_path("NVRX_CHECKPOINT_ROOT", root))
+    if ckpt_raw:  # the walkthrough's: an existing checkpoint to resume (it wins over the root)
+        checkpoint_dir = _path("NVRX_CHECKPOINT_DIR", ckpt_raw)
+    elif root is not None:
+        checkpoint_dir = Path(root) / run_id
+    else:
+        checkpoint_dir = work_dir / "runs" / run_id / "checkpoints"
 
     fault_rank = None
     if fault not in ("none", "campaign"):  # a campaign's ranks are its plan's
@@ -469,7 +507,7 @@ def load_settings(
         work_dir=work_dir,
         run_id=run_id,
         checkpoint_dir=checkpoint_dir,
-        checkpoint_dir_is_default=not ckpt_raw,
+        checkpoint_dir_is_default=not ckpt_raw and root is None,
         fault_rank=fault_rank,
         rdzv_endpoint=endpoint,
         dry_run=dry_raw == "1",

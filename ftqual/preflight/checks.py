@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, verdict
 from ftqual.preflight.checks_host import (
     check_disk_space,
+    check_gpu_memory,
     check_log_server_port,
     check_scenarios,
     check_shared_fs,
@@ -70,6 +71,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_work_dir,
     check_shared_fs,
     check_disk_space,
+    check_gpu_memory,
     check_tmpdir,
     check_log_server_port,
     check_scenarios,

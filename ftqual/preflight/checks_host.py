@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
+from ftqual.scenario import job as jobshape
 from ftqual.scenario.model import Scenario, WorkflowConfig
 
 HANG_PLACEMENTS = ("step", "immediate")
@@ -43,8 +44,6 @@ LOCAL_FS = {
     "devtmpfs",
     "squashfs",
 }
-# Checkpoint bytes per parameter: bf16 weights (2) + fp32 main params (4) + Adam's two fp32 moments (8).
-BYTES_PER_PARAM = 2 + 4 + 2 * 4
 SMOKE_CHECKPOINT_BYTES = 8 * 2**20  # the CPU smoke model is a few hundred KiB; generous on purpose
 DISK_MARGIN = 2.0
 
@@ -116,33 +115,43 @@ def check_shared_fs(ctx: Context) -> CheckResult:
 
 
 def megatron_params(model: ModelShape = MODEL, tp: int = 1) -> int:
-    """GPT parameters: 12h^2 + 13h per layer, embeddings (vocab padded to 128*tp), positions, final norm."""
-    h, layers, seq = model.hidden_size, model.num_layers, model.seq_length
-    pad = 128 * tp
-    vocab = -(-model.vocab_size // pad) * pad
-    return layers * (12 * h * h + 13 * h) + vocab * h + seq * h + 2 * h
+    """The job's parameters (ftqual.scenario.job.params): embeddings padded to 128*tp, GQA, SwiGLU, untied."""
+    return jobshape.params(model, tp)
 
 
 def checkpoints_per_run(s: Scenario) -> int:
-    # Megatron keeps every checkpoint it writes (no rotation in our arguments); replays overwrite iter_* dirs.
-    return max(1, s.train_iters // max(1, s.save_interval))
+    return jobshape.checkpoints_kept(s.train_iters, s.save_interval)
 
 
-def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
-    """(bytes all scenarios' checkpoints need, how that was estimated)."""
-    n_ckpt = sum(checkpoints_per_run(s) for s in cfg.scenarios) or 1
-    if cfg.workload != "megatron":
-        return n_ckpt * SMOKE_CHECKPOINT_BYTES, f"{n_ckpt} smoke checkpoints x {gib(SMOKE_CHECKPOINT_BYTES)}"
-    params = megatron_params(MODEL, max((s.tp for s in cfg.scenarios), default=cfg.defaults.tp))
-    per = params * BYTES_PER_PARAM
-    return n_ckpt * per, (
-        f"{params / 1e6:.1f}M params x {BYTES_PER_PARAM} B (bf16 weights + fp32 main + "
-        f"2 fp32 Adam moments) = {gib(per)} per checkpoint x {n_ckpt} kept checkpoints"
+def run_checkpoint_bytes(s: Scenario, workload: str) -> tuple[int, str]:
+    """One checkpoint of `s`'s job, and how that was estimated."""
+    if workload != "megatron":
+        per = SMOKE_CHECKPOINT_BYTES + s.checkpoint_payload_mb * 2**20
+        return per, f"smoke checkpoints of {gib(per)}"
+    job = jobshape.resolve_job(s.model, s.megatron_args)
+    n = jobshape.params(job.shape, s.tp, job.null_tokenizer)
+    per = n * jobshape.CHECKPOINT_BYTES_PER_PARAM
+    return per, (
+        f"{job.model}: {jobshape.human(n)} params x {jobshape.CHECKPOINT_BYTES_PER_PARAM} B (bf16 weights + "
+        f"fp32 main + 2 fp32 Adam moments) = {gib(per)} per checkpoint"
     )
 
 
+def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
+    """(bytes all scenarios' checkpoints need, how that was estimated): every checkpoint a run writes
+    (train_iters // save_interval), summed over the scenarios, whose runs all stay on the disk."""
+    runs = cfg.scenarios or (cfg.defaults,)
+    need, kept, how = 0, 0, ""
+    for s in runs:
+        per, how = run_checkpoint_bytes(s, cfg.workload)
+        need += per * checkpoints_per_run(s)
+        kept += checkpoints_per_run(s)
+    return need, f"{how} x {kept} kept checkpoints over {len(runs)} runs"
+
+
 def check_disk_space(ctx: Context) -> CheckResult:
-    w = ctx.facts.work_dir
+    w = ctx.facts.checkpoint_dir or ctx.facts.work_dir
+    where = "checkpoint_dir" if ctx.facts.checkpoint_dir else "work_dir"
     need, how = disk_estimate(ctx.cfg)
     required = int(need * DISK_MARGIN)
     if w is None or w.free_bytes is None:
@@ -153,17 +162,54 @@ def check_disk_space(ctx: Context) -> CheckResult:
             "make sure the checkpoint filesystem has that much room",
         )
     detail = (
-        f"{gib(w.free_bytes)} free at {w.probe_path}; need {gib(required)} ({how}, {DISK_MARGIN:g}x margin)"
+        f"{gib(w.free_bytes)} free at {w.probe_path} ({where}); need {gib(required)} ({how}, "
+        f"{DISK_MARGIN:g}x margin)"
     )
     if w.free_bytes < required:
         return CheckResult(
             "disk_space",
             FAIL,
             detail,
-            "free space or move work_dir; old runs/<id>/checkpoints "
-            "can be deleted once their verify.json is written",
+            f"free space, move {where}, or keep fewer checkpoints (a larger save_interval or fewer "
+            "train_iters); old runs' checkpoints can be deleted once their verify.json is written",
         )
     return CheckResult("disk_space", PASS, detail)
+
+
+def check_gpu_memory(ctx: Context) -> CheckResult:
+    """The job's estimated memory on its busiest GPU (ftqual.scenario.job.gpu_memory) against the GPUs'."""
+    if not ctx.megatron:
+        return CheckResult("gpu_memory", SKIP, f"not needed by the {ctx.cfg.workload} workload")
+    have = ctx.facts.stack.gpu_memory_bytes
+    worst: tuple[int, str] | None = None
+    for s in ctx.runs:
+        job = jobshape.resolve_job(s.model, s.megatron_args)
+        dp = max(1, s.world_size // (s.tp * s.pp))
+        flash = ctx.resolved.transformer_impl == "transformer_engine"
+        memory = jobshape.gpu_memory(
+            job.shape, s.tp, s.pp, dp, ctx.resolved.dist_optimizer, job.null_tokenizer, flash,
+            job.bytes_per_weight,
+        )  # fmt: skip
+        said = (
+            f"{jobshape.describe(job, s.tp)} with TP={s.tp} PP={s.pp} DP={dp}"
+            f"{' (distributed optimizer)' if ctx.resolved.dist_optimizer else ''} needs about "
+            f"{gib(memory.total)} per GPU (weights {gib(memory.weights)}, gradients {gib(memory.grads)}, "
+            f"optimizer {gib(memory.optimizer)}, activations {gib(memory.activations)}; an estimate)"
+        )
+        if worst is None or memory.total > worst[0]:
+            worst = (memory.total, said)
+    assert worst is not None
+    if have is None:
+        # no GPU seen (check_gpus says so) or a torch too old to say: nothing to judge against
+        return CheckResult("gpu_memory", SKIP, f"GPU memory unknown; {worst[1]}")
+    if worst[0] > have:
+        return CheckResult(
+            "gpu_memory",
+            FAIL,
+            f"the job does not fit the GPUs' {gib(have)}: {worst[1]}",
+            "raise tp or pp, use more GPUs with dist_optimizer on, or a smaller model",
+        )
+    return CheckResult("gpu_memory", PASS, f"{worst[1]}; the GPUs have {gib(have)}")
 
 
 # ------------------------------------------------------------------------------------------------ host

@@ -87,6 +87,11 @@ def gather(
         megatron_args=mlm_parsed,
         ft_launcher_exe=ft_launcher_executable(python),
         stack_dumps=dumps,
+        checkpoint_dir=(
+            probes.probe_dir(cfg.defaults.checkpoint_root, mounts=mounts)
+            if cfg.defaults.checkpoint_root
+            else None
+        ),
     )
 
 

@@ -100,6 +100,7 @@ class Facts:
     megatron_args: tuple[MegatronParse, ...] = ()  # Megatron's own parser on each scenario's arguments
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
     stack_dumps: DumpProbe | None = None  # whether the rank sentinels can dump stacks here (dump_probe)
+    checkpoint_dir: DirFacts | None = None  # the config's checkpoint_dir (None: checkpoints go in work_dir)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem

@@ -5,7 +5,8 @@ environment
 
 The rules, and why:
 - the fault rank lies inside the world (NNODES*GPUS_PER_NODE ranks);
-- the world divides by TP*PP (and the model's shape takes TP and PP: contract.MODEL);
+- the world divides by TP*PP (and the job's model takes TP and PP: ftqual.scenario.job, contract.MODEL's
+  tiny GPT by default);
 - every injection needs a checkpoint of its own before the last iteration;
 - an in-save fault is a kill (a hang during a save is another scenario);
 - a fault placed in a replacement's setup needs an earlier fault to make the replacement (injections >= 2,
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import MODEL
+from ftqual.contract import MODEL, ModelShape
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,10 @@ def rank_outside_world(v: Vocabulary, rank: int | None, world: int) -> str | Non
     )
 
 
-def world_not_divisible(v: Vocabulary, world: int, tp: int, pp: int) -> str | None:
+def world_not_divisible(v: Vocabulary, world: int, tp: int, pp: int, shape: ModelShape = MODEL) -> str | None:
+    """`shape`: the job's model (ftqual.scenario.job): TP splits its heads and query groups, PP its layers."""
     if world % (tp * pp) == 0:
-        return MODEL.parallelism_problem(tp, pp)
+        return shape.parallelism_problem(tp, pp)
     return (
         f"World size {world} ({v.name('nnodes')}*{v.name('gpus_per_node')}) must be divisible by "
         f"{v.name('tp')}*{v.name('pp')}={tp * pp}"

@@ -24,6 +24,7 @@ from ftqual.launch import fields
 from ftqual.launch import settings as launch_settings
 from ftqual.launch.fields import RunSettings, Timeouts
 from ftqual.scenario import constraints
+from ftqual.scenario import job as jobshape
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 DEFAULT_FAULT_RANK = 1  # the walkthrough's NVRX_FAULT_RANK default
@@ -315,6 +316,21 @@ def _resume_lengths(scenarios: tuple[Scenario, ...], raw: Mapping[str, Any]) -> 
     return tuple(out)
 
 
+def _team_args(config: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
+    """megatron_args, or megatron_args_file read (its $VARs from `env`); the job they make with the model
+    checked (an owned flag, an unknown shape) in one line: ConfigError."""
+    args, path = list(config.get("megatron_args") or ()), config.get("megatron_args_file") or ""
+    try:
+        if path and args:
+            raise jobshape.JobError("give megatron_args or megatron_args_file, not both")
+        if path:
+            args = jobshape.read_args_file(os.path.expanduser(path), env)
+        jobshape.resolve_job(config.get("model", jobshape.DEFAULT_MODEL), args)
+    except jobshape.JobError as exc:
+        raise ConfigError(f"invalid config: {exc}") from exc
+    return args
+
+
 def in_config_order(cfg: WorkflowConfig, reference: list[str]) -> WorkflowConfig:
     """The scenarios in the order a reader expects, whatever order config merging left them in: the
     baseline, then those of the reference config (config/config.yaml) in its order, then the added ones in
@@ -345,6 +361,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         megatron_path, source = (env.get("MEGATRON_PATH") or None), "env MEGATRON_PATH"
         if not megatron_path:
             source = "unset"
+    config["megatron_args"] = _team_args(config, env)
     top = {key: config[key] for key in RUN_SETTINGS}
     defaults = _scenario("(top level)", top, {"fault": "none"})
     scenarios = tuple(
@@ -357,6 +374,10 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         raise ConfigError(
             "calc_ft_timeouts and timeouts_from: NVRx's calculated timeouts are no recommendation"
         )
+    if config.get("checkpoint_dir"):
+        root = os.path.abspath(os.path.expanduser(config["checkpoint_dir"]))
+        scenarios = tuple(dataclasses.replace(s, checkpoint_root=root) for s in scenarios)
+        defaults = dataclasses.replace(defaults, checkpoint_root=root)
     if config.get("calc_ft_timeouts"):
         scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
     if config.get("timeouts_from") is not None:
@@ -401,7 +422,13 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
         where = f"scenarios.{s.name}"
         shape = [
             constraints.rank_outside_world(constraints.CONFIG, s.rank, s.world_size),
-            constraints.world_not_divisible(constraints.CONFIG, s.world_size, s.tp, s.pp),
+            constraints.world_not_divisible(
+                constraints.CONFIG,
+                s.world_size,
+                s.tp,
+                s.pp,
+                jobshape.resolve_job(s.model, s.megatron_args).shape,
+            ),
         ]
         problems += [f"{where}: {p}" for p in shape if p]
         problems += [f"{where}: {p}" for p in _fault_problems(s, cfg.workload)]

@@ -65,6 +65,11 @@ try:
     out["gpu_model"] = torch.cuda.get_device_name(0) if n else None
 except Exception:  # noqa: BLE001
     out["gpu_model"] = None
+try:
+    sizes = [torch.cuda.get_device_properties(i).total_memory for i in range(n)]
+    out["gpu_memory_bytes"] = min(sizes) if sizes else None
+except Exception:  # noqa: BLE001
+    out["gpu_memory_bytes"] = None
 import torch.distributed as dist
 out["nccl_backend"] = bool(dist.is_available() and dist.is_nccl_available())
 out["gloo_backend"] = bool(dist.is_available() and dist.is_gloo_available())
@@ -92,11 +97,15 @@ class StackFacts:
     nccl_backend: bool = False
     gloo_backend: bool = False
     errors: dict[str, str] = field(default_factory=dict)
+    gpu_memory_bytes: int | None = (
+        None  # the smallest visible GPU's memory (torch); judged, not fingerprinted
+    )
 
     def fingerprint(self) -> dict:
         """The `stack` object of preflight.json (architecture.md), plus the extension flags."""
         data = asdict(self)
         data.pop("errors")
+        data.pop("gpu_memory_bytes")
         return data
 
 
@@ -246,6 +255,7 @@ def probe_stack(megatron_path: str | None = None, python: str = sys.executable) 
         nccl_backend=bool(torch_facts.get("nccl_backend")),
         gloo_backend=bool(torch_facts.get("gloo_backend")),
         errors=errors,
+        gpu_memory_bytes=torch_facts.get("gpu_memory_bytes"),
     )
 
 

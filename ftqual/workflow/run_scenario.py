@@ -446,7 +446,9 @@ def run(
     python_bin = os.path.dirname(sys.executable)
     launcher_env = scenarios.launcher_env(cfg, s)
     if s.resume_from is not None:
-        seeded = seed_checkpoint(Path(baseline), work_dir / "checkpoints" / run_id)
+        # below the config's checkpoint_dir where it names one: the run's checkpoints on the team's storage
+        root = Path(s.checkpoint_root) if s.checkpoint_root else work_dir / "checkpoints"
+        seeded = seed_checkpoint(Path(baseline), root / run_id)
         if isinstance(seeded, str):
             return not_launched(say, out_run, record, seeded)
         record["resume_from"] = seeded

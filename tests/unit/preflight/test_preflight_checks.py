@@ -409,3 +409,30 @@ def test_the_dump_probe_reads_a_real_process_here():
     assert probe_stack_dumps({"FTQUAL_DUMP_TOOL": "none"}).tool is None
     broken = probe_stack_dumps({"FTQUAL_DUMP_TOOL": "/bin/false"})
     assert broken.tool == "/bin/false" and broken.error is not None
+
+
+def test_the_jobs_checkpoints_are_judged_against_the_checkpoint_dirs_free_space(make_ctx):
+    """1.3b: 18.4 GB a checkpoint, 2 kept by each of the three runs (20 iterations, one every 10): 110 GB,
+    x2 margin: 206 GiB."""
+    job = {"model": "1.3b", "checkpoint_dir": "/team/ckpt", "train_iters": 20, "save_interval": 10}
+    roomy = replace(good_facts().work_dir, path="/team/ckpt", probe_path="/team", free_bytes=600 * GIB)
+    r = H.check_disk_space(make_ctx(job, checkpoint_dir=roomy))
+    assert r.status == "pass" and "checkpoint_dir" in r.detail and "1.3b" in r.detail
+    # the same job on a checkpoint directory with 100 GiB free: refused in one line (negative control)
+    tight = replace(roomy, free_bytes=100 * GIB)
+    r = H.check_disk_space(make_ctx(job, checkpoint_dir=tight))
+    assert r.status == "fail" and "\n" not in r.detail and "x 6 kept checkpoints over 3 runs" in r.detail
+    # the work dir's 500 GiB does not count where the checkpoints go elsewhere
+    assert good_facts().work_dir.free_bytes > 400 * GIB
+
+
+def test_the_jobs_gpu_memory_is_judged_against_the_gpus(make_ctx):
+    h200 = replace(good_facts().stack, gpu_memory_bytes=139 * GIB)
+    ok = H.check_gpu_memory(make_ctx({"model": "1.3b"}, stack=h200))
+    assert ok.status == "pass" and "1.3b" in ok.detail
+    small = replace(h200, gpu_memory_bytes=16 * GIB)
+    bad = H.check_gpu_memory(make_ctx({"model": "1.3b"}, stack=small))
+    assert bad.status == "fail" and "does not fit" in bad.detail and "\n" not in bad.detail
+    assert H.check_gpu_memory(make_ctx({"model": "8b"}, stack=h200)).status == "fail"
+    assert H.check_gpu_memory(make_ctx({"model": "tiny"}, stack=small)).status == "pass"
+    assert H.check_gpu_memory(make_ctx({"workload": "smoke"}, stack=small)).status == "skip"

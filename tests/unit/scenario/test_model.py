@@ -24,6 +24,8 @@ SHIPPED = [
     ("config.yaml", "megatron-h200.yaml", "megatron-h200-1gpu.yaml"),
     ("config.yaml", "timeouts.yaml"),
     ("config.yaml", "megatron-h200.yaml", "timeouts.yaml"),
+    ("config.yaml", "megatron-h200.yaml", "megatron-h200-1.3b.yaml"),
+    ("config.yaml", "megatron-h200.yaml", "job-example.yaml"),
 ]
 
 
@@ -220,6 +222,8 @@ def test_workflow_preflight_and_launcher_see_the_same_settings(names, tmp_path):
             s.hang_placement,
         )
         assert settings.workload == ours.workload
+        assert (settings.model, settings.megatron_args) == (s.model, s.megatron_args)
+        assert settings.checkpoint_root == s.checkpoint_root
 
 
 def test_scenarios_keep_the_configs_order_whatever_merging_does():

@@ -1,0 +1,97 @@
+"""The launcher's job settings: NVRX_MODEL, NVRX_MEGATRON_ARGS (owned flags refused, exit 2, nothing
+created) and NVRX_CHECKPOINT_ROOT (each run's own directory below it), seen in the dry run's command."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from ftqual.launch import command
+
+
+@pytest.fixture
+def megatron_env(base_env, megatron_checkout):
+    return {**base_env, "NVRX_WORKLOAD": "megatron", "MEGATRON_PATH": str(megatron_checkout)}
+
+
+def workload_args(argv: list[str]) -> list[str]:
+    return argv[argv.index("--") + 1 :]
+
+
+def test_a_preset_is_in_the_command(megatron_env, run_launch):
+    result = run_launch({**megatron_env, "NVRX_MODEL": "1.3b"})
+    assert result.rc == 0, result.err
+    args = workload_args(result.argv)
+    assert "--num-layers=24" in args and "--hidden-size=2048" in args and "--mock-data" in args
+    assert "--num-layers=4" not in args
+
+
+def test_the_teams_arguments_are_in_the_command(megatron_env, run_launch):
+    team = ["--num-layers=8", "--data-path", "/d/x_text_document", "--seed=9"]
+    result = run_launch({**megatron_env, "NVRX_MEGATRON_ARGS": shlex.join(team)})
+    assert result.rc == 0, result.err
+    args = workload_args(result.argv)
+    assert "--num-layers=8" in args and "--seed=9" in args
+    assert args[args.index("--data-path") + 1] == "/d/x_text_document"
+    assert "--mock-data" not in args
+    assert args.count("--save-interval=5") == 1  # ftqual's own flags stay
+
+
+@pytest.mark.parametrize(
+    "flag", ["--save=/x", "--train-iters=3", "--ft-num-warmup-iters=2", "--log-interval=9"]
+)
+def test_an_owned_flag_is_refused_with_exit_2_and_nothing_created(megatron_env, work, run_launch, flag):
+    result = run_launch({**megatron_env, "NVRX_MEGATRON_ARGS": f"--seed=1 {flag}"})
+    assert result.rc == 2
+    assert len(result.err.strip().splitlines()) == 1 and "is ftqual's" in result.err
+    assert "NVRX_MEGATRON_ARGS" in result.err
+    assert not (work / "runs").exists()
+
+
+def test_tp_is_bounded_by_the_jobs_heads(megatron_env, run_launch):
+    env = {**megatron_env, "GPUS_PER_NODE": "2", "TP": "2", "NVRX_MODEL": "1.3b"}
+    assert run_launch(env).rc == 0
+    bad = run_launch({**env, "GPUS_PER_NODE": "32", "TP": "32"})
+    assert bad.rc == 2 and "TP must be at most 16" in bad.err
+
+
+def test_checkpoints_go_below_the_root_in_the_runs_own_directory(megatron_env, work, tmp_path, run_launch):
+    root = tmp_path / "storage"
+    result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)})
+    assert result.rc == 0, result.err
+    assert f"Checkpoint directory: {root / 'r1'}" in result.out
+    args = workload_args(result.argv)
+    assert f"--save={root / 'r1'}" in args and f"--load={root / 'r1'}" in args
+    assert not (work / "runs" / "r1" / "checkpoints").exists()
+
+
+def test_a_used_checkpoint_directory_below_the_root_is_refused(megatron_env, tmp_path, run_launch):
+    root = tmp_path / "storage"
+    (root / "r1").mkdir(parents=True)
+    (root / "r1" / "latest_checkpointed_iteration.txt").write_text("5")
+    result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)})
+    assert result.rc == 2 and "never reused" in result.err
+
+
+def test_a_relative_root_is_refused(megatron_env, run_launch):
+    result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": "rel/ckpt"})
+    assert result.rc == 2 and "NVRX_CHECKPOINT_ROOT must be absolute" in result.err
+
+
+def test_the_default_job_keeps_the_walkthroughs_command(megatron_env, run_launch):
+    args = workload_args(run_launch(megatron_env).argv)
+    assert args[2:10] == ["--mock-data", "--tokenizer-type=NullTokenizer", *command.model_args()]
+
+
+def test_the_run_record_names_the_job(megatron_env, work, run_launch):
+    from ftqual.launch import run
+    from ftqual.launch.settings import load_settings
+    from ftqual.stack import resolve as stack
+
+    s = load_settings({**megatron_env, "NVRX_MODEL": "125m"})
+    choice = stack.resolve("local", "on", stack.probe())
+    rec = run.job_record(s, choice)
+    assert rec["model"] == "125m" and "--num-layers=12" in rec["megatron_args"]
+    smoke = load_settings({**megatron_env, "NVRX_WORKLOAD": "smoke", "NVRX_MODEL": "1.3b"})
+    assert "not run" in run.job_record(smoke, choice)["describe"]
