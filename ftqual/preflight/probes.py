@@ -19,6 +19,7 @@ from pathlib import Path
 from ftqual.preflight.dump_probe import DumpProbe
 from ftqual.preflight.megatron_args import MegatronParse
 from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.preflight.storage import StorageFloor
 from ftqual.stack.facts import StackFacts
 from ftqual.stack.resolve import module_present
 
@@ -100,6 +101,7 @@ class Facts:
     megatron_args: tuple[MegatronParse, ...] = ()  # Megatron's own parser on each scenario's arguments
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
     stack_dumps: DumpProbe | None = None  # whether the rank sentinels can dump stacks here (dump_probe)
+    storage: StorageFloor | None = None  # the checkpoint directory's measured floor (storage.py)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem
