@@ -10,8 +10,11 @@ Megatron's ft_integration uses it (sections `setup`, `step`, `checkpointing`), a
 parse are printed in Megatron core_v0.19's exact formats: iteration lines from the last rank, the rest
 from rank 0. Accepts Megatron-style arguments (unknown ones are ignored) plus --smoke-step-seconds and
 --smoke-save-seconds, which slow steps and saves down so that faults land where tests want them,
---smoke-checkpoint-mb N: rank 0 adds N MiB of random bytes (fsync'd, iter_XXXXXXX/smoke_payload.bin) to every
-save, so a checkpoint is as large, and takes as long, as a real one of that size, and
+--smoke-checkpoint-mb N: every save carries N MiB of random bytes in all, each rank its share, in its own
+torch_dist shard (`iter_XXXXXXX/__<rank>_0.distcp`, fsync'd by torch's writer, by its background thread with
+--async-save), and every load reads them back, so a checkpoint is as large, and takes as long, as a real one
+of that size (Megatron's `save-checkpoint` and `load-checkpoint` timers are printed as core_v0.19 prints
+them, from the last rank), and
 --smoke-exit-linger-seconds S: a data worker process (non-daemonic, as a DataLoader's are) that takes S s to
 finish once told to stop, so a rank that dies of an exception lingers S s while its interpreter joins the
 worker at shutdown (what held a Megatron rank after its exception on one H200), while a rank that ends its
@@ -294,24 +297,89 @@ def read_tracker(root: str) -> int | None:
     return int(path.read_text().strip())  # Megatron fails on a bad tracker too
 
 
-PAYLOAD_NAME = "smoke_payload.bin"
-PAYLOAD_CHUNK = 1 << 20  # one MiB per write
+PAYLOAD_KEY = "smoke_payload"
+MIB = 1 << 20
 
 
-def write_payload(path: Path, megabytes: int) -> None:
-    """`megabytes` MiB of random bytes (incompressible: no file system shortcut), on disk before the save
-    goes on, as a checkpoint of that size would be."""
-    with open(path, "wb") as fh:
-        for _ in range(megabytes):
-            fh.write(os.urandom(PAYLOAD_CHUNK))
-        fh.flush()
-        os.fsync(fh.fileno())
+def payload_share(megabytes: int, rank: int, world: int) -> int:
+    """This rank's bytes of a `megabytes` MiB payload split over `world` ranks (rank 0 takes the rest)."""
+    total = megabytes * MIB
+    share = total // world
+    return share + (total - share * world if rank == 0 else 0)
+
+
+class Payload:
+    """This rank's share of --smoke-checkpoint-mb: random bytes (incompressible: no file system shortcut)
+    made once, saved under a key of this rank's own (so torch's planner never deduplicates it away) into this
+    rank's `__<rank>_0.distcp`, and read back by every load."""
+
+    def __init__(self, megabytes: int, rank: int, world: int) -> None:
+        self.key = f"rank{rank}"
+        size = payload_share(megabytes, rank, world) if megabytes > 0 else 0
+        self.tensor = torch.frombuffer(bytearray(os.urandom(size)), dtype=torch.uint8) if size else None
+
+    def add_to(self, state: dict) -> None:
+        if self.tensor is not None:
+            state[PAYLOAD_KEY] = {self.key: self.tensor}
+
+    def load_into(self, state: dict, checkpoint: Path) -> None:
+        """Ask the load for this rank's payload when the checkpoint holds one (of any size)."""
+        try:
+            saved = dcp.FileSystemReader(str(checkpoint)).read_metadata().state_dict_metadata
+        except Exception:  # no readable metadata: the load itself says so
+            return
+        found = saved.get(f"{PAYLOAD_KEY}.{self.key}")
+        if found is not None and hasattr(found, "size"):
+            state[PAYLOAD_KEY] = {self.key: torch.empty(tuple(found.size), dtype=torch.uint8)}
+
+
+class Timers:
+    """Megatron's timers as core_v0.19 logs them: (min, max) across ranks in ms, from the last rank."""
+
+    def __init__(self, out: Printer) -> None:
+        self.out = out
+        self.started: dict[str, float] = {}
+
+    def start(self, name: str) -> None:
+        self.started[name] = time.perf_counter()
+
+    def log(self, name: str) -> None:
+        """Every rank calls it (a collective, as Megatron's timers.log)."""
+        ms = (time.perf_counter() - self.started.pop(name)) * 1000.0
+        low = torch.tensor([ms], dtype=torch.float64)
+        high = low.clone()
+        dist.all_reduce(low, op=dist.ReduceOp.MIN)
+        dist.all_reduce(high, op=dist.ReduceOp.MAX)
+        self.out.rank_last("INFO:megatron.core.timers:(min, max) time across ranks (ms):")
+        self.out.rank_last(f"    {(name + ' ').ljust(48, '.')}: ({low.item():.2f}, {high.item():.2f})")
+
+
+class AsyncSaves:
+    """--async-save: torch's background writer on a process group of its own (its collectives must not
+    meet the training's all-reduces on the default one); the finalize waits for the write to end."""
+
+    def __init__(self) -> None:
+        self.group = None
+        self.pending = None
+
+    def save(self, state: dict, checkpoint: Path) -> None:
+        if self.group is None:
+            self.group = dist.new_group(backend="gloo")
+        self.pending = dcp.async_save(state, checkpoint_id=str(checkpoint), process_group=self.group)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
 
 
 def save_checkpoint(
-    args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer
+    args, model, optimizer, iteration: int, consumed: int, ft: FaultTolerance, out: Printer, io
 ) -> None:
-    """Write the checkpoint of `iteration` on every rank; the tracker waits for finalize_checkpoint."""
+    """Write the checkpoint of `iteration` on every rank (in the background with --async-save); the tracker
+    waits for finalize_checkpoint. `io`: the run's Payload, Timers and AsyncSaves."""
+    payload, timers, saves = io
+    timers.start("save-checkpoint")
     ft.checkpointing_start()
     out.rank_0(
         f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {args.save} in torch_dist format"
@@ -322,21 +390,24 @@ def save_checkpoint(
         "optimizer": optim_sd,
         "progress": torch.tensor([iteration, consumed], dtype=torch.int64),
     }
-    dcp.save(state, checkpoint_id=str(checkpoint_dir(args.save, iteration)))
-    if args.smoke_checkpoint_mb > 0 and dist.get_rank() == 0:
-        write_payload(checkpoint_dir(args.save, iteration) / PAYLOAD_NAME, args.smoke_checkpoint_mb)
+    payload.add_to(state)
     if args.async_save:
+        saves.save(state, checkpoint_dir(args.save, iteration))
         out.rank_0(
             f"  [{stamp()}] scheduled an async checkpoint save at iteration {iteration:7d} to {args.save}"
         )
+    else:
+        dcp.save(state, checkpoint_id=str(checkpoint_dir(args.save, iteration)))
     if args.smoke_save_seconds > 0:
         time.sleep(args.smoke_save_seconds)
     ft.checkpointing_end()
+    timers.log("save-checkpoint")
 
 
-def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, rank: int) -> None:
+def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, rank: int, io) -> None:
     """Once every rank has written `iteration`, rank 0 advances the tracker (as Megatron's finalize does)."""
     ft.checkpointing_start()
+    io[2].wait()  # this rank's background write (and, on rank 0, torch's `.metadata`) is on disk
     dist.barrier()  # every rank has written its part before the tracker may advance
     if rank == 0:
         target = checkpoint_dir(args.save, iteration)
@@ -353,7 +424,7 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
     ft.checkpointing_end(is_async_finalization=True)
 
 
-def load_checkpoint(args, model, optimizer, out: Printer) -> tuple[int, int]:
+def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> tuple[int, int]:
     """(iteration, consumed samples) to continue from; (0, 0) for a fresh start."""
     if not args.load:
         return 0, 0
@@ -367,6 +438,7 @@ def load_checkpoint(args, model, optimizer, out: Printer) -> tuple[int, int]:
     state = {"model": get_model_state_dict(model), "progress": torch.zeros(2, dtype=torch.int64)}
     if load_optim:
         state["optimizer"] = get_optimizer_state_dict(model, optimizer)
+    payload.load_into(state, checkpoint_dir(args.load, iteration))
     dcp.load(state, checkpoint_id=str(checkpoint_dir(args.load, iteration)))
     set_model_state_dict(model, state["model"])
     if load_optim:
@@ -388,14 +460,15 @@ def checkpoint(
     out: Printer,
     rank: int,
     pending: int | None,
+    io,
 ) -> int | None:
     """Save `iteration`; returns the save still to finalize (async) or None (finalized now)."""
     if pending is not None:  # at most one save in flight
-        finalize_checkpoint(args, pending, ft, out, rank)
-    save_checkpoint(args, model, optimizer, iteration, consumed, ft, out)
+        finalize_checkpoint(args, pending, ft, out, rank, io)
+    save_checkpoint(args, model, optimizer, iteration, consumed, ft, out, io)
     if args.async_save:
         return iteration
-    finalize_checkpoint(args, iteration, ft, out, rank)
+    finalize_checkpoint(args, iteration, ft, out, rank, io)
     return None
 
 
@@ -433,13 +506,13 @@ def iteration_line(
     )
 
 
-def exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending) -> int:
+def exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending, io) -> int:
     """A rank got SIGTERM under --exit-signal-handler: save this iteration, say why, exit 0 on every rank."""
     if args.save:
-        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending, io)
     out.rank_0(f"[exiting program after receiving SIGTERM.] datetime: {stamp()} ")
     if pending is not None:
-        finalize_checkpoint(args, pending, ft, out, rank)
+        finalize_checkpoint(args, pending, ft, out, rank, io)
     ft.shutdown()
     dist.barrier()
     dist.destroy_process_group()
@@ -504,7 +577,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     model = TinyLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    iteration, consumed = load_checkpoint(args, model, optimizer, out)
+    out.rank_0(f"[after megatron is initialized] datetime: {stamp()} ")
+    io = (Payload(args.smoke_checkpoint_mb, rank, world), Timers(out), AsyncSaves())
+    if args.load:
+        io[1].start("load-checkpoint")
+    iteration, consumed = load_checkpoint(args, model, optimizer, out, io[0])
+    if args.load:
+        io[1].log("load-checkpoint")
+    out.rank_0(f"[after model, optimizer, and learning rate scheduler are built] datetime: {stamp()} ")
     if iteration:
         ft.checkpoint_loaded()
     finish_worker = (
@@ -520,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     last_log = time.monotonic()
     while iteration < args.train_iters:
         if pending is not None and iteration > pending:
-            finalize_checkpoint(args, pending, ft, out, rank)
+            finalize_checkpoint(args, pending, ft, out, rank, io)
             pending = None
         ft.step_start()
         loss, grad_norm = train_step(model, optimizer, iteration + 1, args, rank, world)
@@ -540,15 +620,15 @@ def main(argv: list[str] | None = None) -> int:
         if exit_signal.any_received():
             if finish_worker is not None:
                 finish_worker()
-            return exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+            return exit_on_signal(args, model, optimizer, iteration, consumed, ft, out, rank, pending, io)
         if args.save and args.save_interval and iteration % args.save_interval == 0:
-            pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+            pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending, io)
             last_saved = iteration
     if args.save and iteration and last_saved != iteration:
-        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending)
+        pending = checkpoint(args, model, optimizer, iteration, consumed, ft, out, rank, pending, io)
     if pending is not None:
         out.rank_0("Unfinalized async checkpoint saves. Finalizing them synchronously now.")
-        finalize_checkpoint(args, pending, ft, out, rank)
+        finalize_checkpoint(args, pending, ft, out, rank, io)
 
     out.rank_0(f"[after training is done] datetime: {stamp()} ")
     if finish_worker is not None:

@@ -15,6 +15,7 @@ from ftqual.preflight.checks_host import (
     check_log_server_port,
     check_scenarios,
     check_shared_fs,
+    check_storage_floor,
     check_tmpdir,
     check_work_dir,
 )
@@ -72,6 +73,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_shared_fs,
     check_disk_space,
     check_gpu_memory,
+    check_storage_floor,
     check_tmpdir,
     check_log_server_port,
     check_scenarios,

@@ -311,3 +311,27 @@ def check_scenarios(ctx: Context) -> list[CheckResult]:
             CheckResult("scenarios", FAIL, "no scenarios configured", "add scenarios (baseline, kill, hang)")
         ]
     return [check_scenario(s, ctx.cfg) for s in ctx.cfg.scenarios]
+
+
+def check_storage_floor(ctx: Context) -> CheckResult:
+    """The checkpoint directory's measured write and read rate (ftqual/preflight/storage.py): the floor every
+    save and load is set against. Informative: a slow disk is the team's, not a failure; a probe that could
+    not write warns, since the runs will write there too."""
+    floor = ctx.facts.storage
+    if floor is None:
+        return CheckResult("storage_floor", SKIP, "not measured")
+    if floor.method == "skipped":
+        return CheckResult("storage_floor", SKIP, f"not measured at {floor.path}: {floor.error}")
+    if floor.method == "failed":
+        return CheckResult(
+            "storage_floor",
+            WARN,
+            f"could not measure {floor.path}: {floor.error}",
+            "make the checkpoint directory writable, or set storage_probe_mb: 0 to skip the measurement",
+        )
+    return CheckResult(
+        "storage_floor",
+        PASS,
+        f"{floor.path} ({floor.filesystem or 'unknown fs'}): write {floor.write_gbps} GB/s, read "
+        f"{floor.read_gbps} GB/s over {gib(floor.bytes)} (fsync'd; read {floor.method})",
+    )

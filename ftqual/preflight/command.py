@@ -20,6 +20,7 @@ from ftqual.preflight.dump_probe import probe_stack_dumps
 from ftqual.preflight.flags import build_argv, has_entrypoint
 from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
+from ftqual.preflight.storage import StorageFloor, checkpoint_root, measure, probe_megabytes
 from ftqual.scenario.model import ConfigError, WorkflowConfig, load
 from ftqual.stack import resolve as launch_stack
 from ftqual.stack.facts import ft_launcher_executable, probe_stack, resolve_for_stack
@@ -31,6 +32,19 @@ PLACEHOLDER_LOG_PORT = 29999  # ft_launcher's parser needs a port; each run gets
 def work_dir_of(cfg: WorkflowConfig) -> str:
     """work_dir as the workflow resolves it: empty means its working directory."""
     return os.path.abspath(os.path.expanduser(cfg.work_dir)) if cfg.work_dir else os.getcwd()
+
+
+def measure_storage(cfg: WorkflowConfig, mounts: list[tuple[str, str]]) -> StorageFloor:
+    """The floor of the directory the runs checkpoint to (config `checkpoint_dir`, else work_dir/runs), as
+    config `storage_probe_mb` sizes it; a preflight leaves nothing there."""
+    root = checkpoint_root(cfg.defaults.checkpoint_root or "", work_dir_of(cfg))
+    payload = max((s.checkpoint_payload_mb for s in (cfg.defaults, *cfg.scenarios)), default=0)
+    size = probe_megabytes(cfg.storage_probe_mb, cfg.workload, payload)
+    # The preflight creates nothing: a checkpoint root not made yet is measured in its nearest existing
+    # ancestor, the filesystem it will be made on (the record's `path` says which).
+    where = probes.nearest_existing(Path(root))
+    _, fs_type = probes.mount_of(os.path.realpath(where), mounts)
+    return measure(where, size, fs_type)
 
 
 def gather(
@@ -68,6 +82,7 @@ def gather(
         mlm_parsed = tuple(mlm_f.result()) if mlm_f else ()
         dumps = dumps_f.result()
     mounts = probes.read_mounts()
+    storage = measure_storage(cfg, mounts)  # alone, after the probes: its figures are the disk's
     return probes.Facts(
         stack=stack,
         python_executable=python,
@@ -92,6 +107,7 @@ def gather(
             if cfg.defaults.checkpoint_root
             else None
         ),
+        storage=storage,
     )
 
 
@@ -103,7 +119,7 @@ def build_report(ctx: Context, results: list[CheckResult]) -> dict:
         "checks": [r.to_json() for r in results],
         "stack": ctx.facts.stack.fingerprint(),
         "resolved": resolved_json(ctx),
-    }
+    } | ({"storage": ctx.facts.storage.to_json()} if ctx.facts.storage is not None else {})
 
 
 def resolved_json(ctx: Context) -> dict:

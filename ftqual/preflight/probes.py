@@ -19,6 +19,7 @@ from pathlib import Path
 from ftqual.preflight.dump_probe import DumpProbe
 from ftqual.preflight.megatron_args import MegatronParse
 from ftqual.preflight.nvrx_args import ParseResult
+from ftqual.preflight.storage import StorageFloor
 from ftqual.stack.facts import StackFacts
 from ftqual.stack.resolve import module_present
 
@@ -101,6 +102,7 @@ class Facts:
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
     stack_dumps: DumpProbe | None = None  # whether the rank sentinels can dump stacks here (dump_probe)
     checkpoint_dir: DirFacts | None = None  # the config's checkpoint_dir (None: checkpoints go in work_dir)
+    storage: StorageFloor | None = None  # the checkpoint directory's measured floor (storage.py)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem

@@ -32,6 +32,27 @@ def problems(doc: object) -> list[str]:
     for field in ("stack", "resolved"):
         if field in doc and not isinstance(doc[field], Mapping):
             out.append(f"{field} is not an object")
+    if "storage" in doc:
+        out.extend(storage_problems(doc["storage"]))
+    return out
+
+
+STORAGE_NUMBERS = ("write_gbps", "read_gbps", "write_s", "read_s")
+
+
+def storage_problems(storage: object) -> list[str]:
+    """The optional `storage` (ftqual/preflight/storage.py): the checkpoint directory's measured floor."""
+    if not isinstance(storage, Mapping):
+        return ["storage is not an object"]
+    out = []
+    if not isinstance(storage.get("path"), str) or not isinstance(storage.get("method"), str):
+        out.append("storage has no string path or method")
+    if not isinstance(storage.get("bytes"), int) or isinstance(storage.get("bytes"), bool):
+        out.append("storage.bytes is not an integer")
+    for key in STORAGE_NUMBERS:
+        value = storage.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            out.append(f"storage.{key} is neither a number nor null")
     return out
 
 

@@ -137,6 +137,8 @@ def write_report(
     plot_paths["loss_comparison"] = "plots/loss_comparison.png"
     campaigns = [i.name for i in inputs if isinstance((i.doc or {}).get("campaign"), dict)]
     plot_paths.update({f"campaign_{name}": f"plots/campaign_{name}.png" for name in campaigns})
+    if any(isinstance((i.doc or {}).get("checkpoint_account"), dict) for i in inputs):
+        plot_paths["checkpoints"] = "plots/checkpoints.png"
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     options = replace(options, plots=plot_paths)
     summary = build_summary(inputs, load_preflight(preflight_path), options, created)
@@ -152,6 +154,8 @@ def write_report(
         else:
             plots.render_timeline(item.doc, target, item.name, sc["verdict"])
     plots.render_losses(plots.loss_series(docs), out / plot_paths["loss_comparison"], summary["baseline"])
+    if "checkpoints" in plot_paths:
+        plots.render_checkpoints(summary["checkpoints"], out / plot_paths["checkpoints"])
     for name, entry in summary["campaigns"].items():
         plots.render_campaign(entry, out / plot_paths[f"campaign_{name}"], name, by_name[name]["verdict"])
     (out / "summary.json").write_text(

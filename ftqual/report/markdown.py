@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ftqual.contract import RANK_FAULTS
 from ftqual.report.campaign import summary_markdown as campaign_part
+from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
 from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 
@@ -569,6 +570,10 @@ def render_markdown(summary: dict) -> str:
         "## Recovery latency against budgets",
         "",
         *latency_section(summary),
+        "## Checkpoints and restarts",
+        "",
+        *checkpoints_lines(summary.get("checkpoints"), summary["plots"].get("checkpoints")),
+        "",
         "## Timeouts",
         "",
         *timeouts_section(summary),

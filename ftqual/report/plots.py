@@ -324,3 +324,61 @@ def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+
+
+PHASE_COLOURS = ("#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#2ca02c")
+
+
+def render_checkpoints(section: dict, path: Path) -> None:
+    """Left: one stacked bar per restart of its measured phases (a missing phase adds nothing); right: every
+    save's and load's GB/s with the storage floor's write and read lines."""
+    from ftqual.report.checkpoints import PHASES
+
+    plt = _pyplot()
+    fig, (bars, rates) = plt.subplots(1, 2, figsize=FIGSIZE, dpi=DPI)
+    labels, save_points, load_points = [], [], []
+    for name, entry in (section.get("by_scenario") or {}).items():
+        for r in entry.get("restarts") or []:
+            x = len(labels)
+            labels.append(f"{name}\ncycle {r.get('cycle')}")
+            bottom = 0.0
+            for (key, label), colour in zip(PHASES, PHASE_COLOURS, strict=True):
+                value = r.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                    bars.bar(x, value, bottom=bottom, color=colour, label=label if x == 0 else None)
+                    bottom += value
+            if isinstance(r.get("load_gbps"), int | float):
+                load_points.append((f"{name} c{r.get('cycle')}", r["load_gbps"]))
+        for s in entry.get("saves") or []:
+            if isinstance(s.get("gbps"), int | float):
+                save_points.append((f"{name} {s.get('iteration')}", s["gbps"]))
+    if labels:
+        bars.set_xticks(range(len(labels)), labels)
+        bars.legend(fontsize=8)
+    else:
+        bars.text(0.5, 0.5, "no restart", ha="center", va="center", transform=bars.transAxes)
+    bars.set_ylabel("seconds")
+    bars.set_title("Restart phases")
+    points = [*save_points, *load_points]
+    rates.scatter(range(len(save_points)), [v for _, v in save_points], color="#1f77b4", label="save")
+    rates.scatter(
+        range(len(save_points), len(points)), [v for _, v in load_points], color="#2ca02c", label="load"
+    )
+    floor = section.get("floor") or {}
+    for key, label, colour in (
+        ("write_gbps", "write floor", "#1f77b4"),
+        ("read_gbps", "read floor", "#2ca02c"),
+    ):
+        if isinstance(floor.get(key), int | float):
+            rates.axhline(floor[key], color=colour, linestyle="--", label=label)
+    if points:
+        rates.set_xticks(range(len(points)), [p for p, _ in points], rotation=60, fontsize=7)
+    else:
+        rates.text(
+            0.5, 0.5, "no save or load of known size", ha="center", va="center", transform=rates.transAxes
+        )
+    rates.set_ylabel("GB/s")
+    rates.set_title("Save and load rate against the storage floor")
+    rates.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)

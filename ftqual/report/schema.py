@@ -324,6 +324,24 @@ SUMMARY_SCHEMA = {
             },
         },
         "campaigns": {"type": "object", "additionalProperties": _CAMPAIGN},
+        "checkpoints": {
+            "type": "object",
+            "required": ["floor", "by_scenario"],
+            "properties": {
+                "floor": {"type": ["object", "null"]},
+                "by_scenario": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "required": ["saves", "restarts"],
+                        "properties": {
+                            "saves": {"type": "array", "items": {"type": "object"}},
+                            "restarts": {"type": "array", "items": {"type": "object"}},
+                        },
+                    },
+                },
+            },
+        },
         "timeouts": {
             "type": "object",
             "required": ["rows", "margins", "rule", "recommended", "flags", "config"],

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.report import budgets as budgets_mod
 from ftqual.report.campaign import build_campaign
+from ftqual.report.checkpoints import build_checkpoints
 from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
@@ -505,6 +506,7 @@ def build_summary(
         "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
         "faults": build_fault_table(scenarios, campaigns),
         "campaigns": campaigns,
+        "checkpoints": build_checkpoints(inputs, pf),
     }
 
 

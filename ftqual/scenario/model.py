@@ -128,6 +128,7 @@ class WorkflowConfig:
     rerun_failed_verification: bool
     defaults: Scenario  # the top-level settings, as a scenario named "(top level)"
     scenarios: tuple[Scenario, ...] = field(default_factory=tuple)
+    storage_probe_mb: int | str = "auto"  # the preflight's storage floor (ftqual/preflight/storage.py)
 
     @property
     def by_name(self) -> dict[str, Scenario]:
@@ -180,6 +181,7 @@ class WorkflowConfig:
             "baseline_scenario": self.baseline_scenario,
             "preflight_on_node": self.preflight_on_node,
             "rerun_failed_verification": self.rerun_failed_verification,
+            "storage_probe_mb": self.storage_probe_mb,
             "defaults": self.defaults.to_json(),
             "scenarios": {
                 s.name: {**s.to_json(), "fingerprint": self.fingerprint(s)} for s in self.scenarios
@@ -399,6 +401,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         rerun_failed_verification=bool(config["rerun_failed_verification"]),
         defaults=defaults,
         scenarios=scenarios,
+        storage_probe_mb=config["storage_probe_mb"],
     )
     problems = cross_field_problems(cfg)
     if problems:
@@ -553,6 +556,7 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             rerun_failed_verification=data["rerun_failed_verification"],
             defaults=scenario(data["defaults"]),
             scenarios=tuple(scenario(s) for s in data["scenarios"].values()),
+            storage_probe_mb=data.get("storage_probe_mb", "auto"),  # absent from older resolved configs
         )
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"resolved config is incomplete or malformed: {exc}") from exc

@@ -130,14 +130,14 @@ def _wall(snap: RunSnapshot) -> float | None:
     return None
 
 
-def _load_s(log: TrainLog | None) -> float | None:
+def load_s(log: TrainLog | None) -> float | None:
     if log is None:
         return None
     timers = [t for t in log.timers if t.name == "load-checkpoint"]
     return round(timers[0].max_ms / 1000.0, 3) if timers else None
 
 
-def _teardown(snap: RunSnapshot, detected: datetime | None, replacement: int) -> float | None:
+def teardown_s(snap: RunSnapshot, detected: datetime | None, replacement: int) -> float | None:
     launcher = snap.launcher
     if launcher is None or detected is None:
         return None
@@ -153,7 +153,7 @@ def _teardown(snap: RunSnapshot, detected: datetime | None, replacement: int) ->
     return _round((new.start - detected).total_seconds() - (rdzv_done.t - rdzv_start.t).total_seconds())
 
 
-def _failed_cycle_end(old, new, detected):
+def failed_cycle_end(old, new, detected):
     """When the failed cycle ended. NVRx 0.7 writes its cycle_end_time as it handles the failure; NVRx 0.6
     writes it as the next cycle starts (the two times agree to the microsecond, seen on H200), which would
     make every restart 0 s: there the detection stands in."""
@@ -190,9 +190,9 @@ def fault_metrics(snap: RunSnapshot) -> dict[str, object]:
         "detection_source": found.ref.path if found and found.ref else None,
         "detected_local_rank": found.local_rank if found else None,
         "detection_s": seconds(injected, detected),
-        "teardown_s": _teardown(snap, detected, replacement),
-        "restart_s": seconds(_failed_cycle_end(old, new, detected), new.start if new else None),
-        "checkpoint_load_s": _load_s(replay_log),
+        "teardown_s": teardown_s(snap, detected, replacement),
+        "restart_s": seconds(failed_cycle_end(old, new, detected), new.start if new else None),
+        "checkpoint_load_s": load_s(replay_log),
         "replacement_startup_s": seconds(new.start if new else None, first.t if first else None),
         "failure_to_first_step_s": seconds(injected, first.t if first else None),
         "first_step_iteration": first.iteration if first else None,
@@ -231,7 +231,7 @@ def _one_fault(snap: RunSnapshot, marker) -> dict[str, object]:
         "restored_iteration": restored.iteration if restored else None,
         "detected_by": found.detected_by if found else None,
         "detection_s": seconds(marker.injected_at, detected),
-        "restart_s": seconds(_failed_cycle_end(old, new, detected), new.start if new else None),
+        "restart_s": seconds(failed_cycle_end(old, new, detected), new.start if new else None),
     }
 
 

@@ -41,7 +41,7 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
-    "baseline", "cause_evidence", "verifier", "sections", "campaign", "excerpts",
+    "baseline", "cause_evidence", "verifier", "sections", "campaign", "excerpts", "checkpoint_account",
 )  # fmt: skip
 LIST_FIELDS = ("notes",)
 TEXT_FIELDS = ("run_id", "scenario", "cause")
@@ -95,6 +95,8 @@ def problems(doc: object) -> list[str]:
         out.append("campaign is missing from a campaign report that says pass")
     if fault == "campaign" and isinstance(doc.get("checks"), list):
         out += per_fault_problems(doc["checks"])
+    if isinstance(doc.get("checkpoint_account"), Mapping):
+        out += account_problems(doc["checkpoint_account"])
     return out
 
 
@@ -184,6 +186,47 @@ def _rows(where: str, rows: object, kinds: dict[str, str], key: str) -> list[str
             out.append(f"{where}[{i}].{key} is not an integer")
         else:
             out += _fields(f"{where}[{i}]", row, kinds)
+    return out
+
+
+# The checkpoint and restart account (ftqual.verification.checkpoint_account): each row's fields, every one
+# may be null (evidence missing) but never of another kind; the report renders and plots them.
+SAVE_FIELDS = {
+    "iteration": _INT,
+    "cycle": _INT,
+    "bytes": _INT,
+    "blocked_s": _NUMBER,
+    "durable_s": _NUMBER,
+    "gbps": _NUMBER,
+}
+RESTART_FIELDS = {
+    "cycle": _INT,
+    "detection_s": _NUMBER,
+    "worker_stop_s": _NUMBER,
+    "gpu_reclaim_s": _NUMBER,
+    "process_start_s": _NUMBER,
+    "init_s": _NUMBER,
+    "load_s": _NUMBER,
+    "load_bytes": _INT,
+    "load_gbps": _NUMBER,
+    "first_step_s": _NUMBER,
+    "restart_s": _NUMBER,
+}
+
+
+def account_problems(section: Mapping) -> list[str]:
+    """What makes verify.json's optional `checkpoint_account` unusable by a reader, each naming its field."""
+    out = []
+    for key, kinds in (("saves", SAVE_FIELDS), ("restarts", RESTART_FIELDS)):
+        rows = section.get(key)
+        if not isinstance(rows, list):
+            out.append(f"checkpoint_account.{key} is not a list")
+            continue
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                out.append(f"checkpoint_account.{key}[{i}] is not an object")
+            else:
+                out += _fields(f"checkpoint_account.{key}[{i}]", row, kinds)
     return out
 
 

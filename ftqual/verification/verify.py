@@ -24,6 +24,7 @@ from ftqual.verification import fastjson
 from ftqual.verification import verdict as verdict_mod
 from ftqual.verification.campaign.text import campaign_markdown
 from ftqual.verification.causes import root_cause
+from ftqual.verification.checkpoint_account import account
 from ftqual.verification.checks import run_checks, run_plan_from
 from ftqual.verification.checks.held import dumps_listing, held_metrics, what_held_the_rank
 from ftqual.verification.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
@@ -109,6 +110,7 @@ def build_report(
         "checks": checks,
         "metrics": {**compute_metrics(snap), **held},
         "sections": run_sections(snap).as_dict(),
+        "checkpoint_account": account(snap),
         "timeline": timeline(snap),
         "expected": exp.as_dict(),
         "sources": {name: status.as_dict() for name, status in snap.sources.items()},

@@ -6,6 +6,12 @@ finalize step) is a non-empty regular file; `metadata.json` follows. A name alon
 `.metadata`, a directory of that name, a dangling link or a link leaving the run directory is "not
 finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies.
 
+A folder's `bytes` (the checkpoint and restart account's size of a save) is the sum of its regular files'
+sizes, where `checkpoints/payloads_dropped.json` ({"files": [{"path", "bytes"}]}, written when a verified
+run's payloads are dropped) gives the size of each file it lists instead; a complete folder with no payload
+file that the manifest does not account for was trimmed, and its bytes are unknown (None), never the few
+KiB of metadata left.
+
 The checkpoint directory is relative to the run directory, or an absolute path run.json names; links below
 it must stay inside the run directory or that named directory.
 """
@@ -23,6 +29,8 @@ from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
 
 TRACKER = "latest_checkpointed_iteration.txt"
+DROPPED_MANIFEST = "payloads_dropped.json"
+MAX_MANIFEST_BYTES = 64 * 2**20
 FT_STATE = "ft_state.json"
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")
 _PAYLOAD_SUFFIXES = (".distcp", ".pt")
@@ -47,6 +55,8 @@ class CheckpointDir:
     payload_files: int
     ref: Ref
     why_incomplete: str = ""  # what is wrong with `.metadata` when has_metadata is False
+    bytes: int | None = None  # on disk, or as the dropped-payload manifest recorded; None: unknown
+    bytes_from: str = ""  # "disk" | "manifest" (every payload listed there) | "" (unknown)
 
     @property
     def complete(self) -> bool:
@@ -120,10 +130,61 @@ def _metadata(folder: Path, roots: tuple[Path, ...]) -> str:
     return ""
 
 
-def _iter_dir(path: Path, shown: str, iteration: int, roots: tuple[Path, ...]) -> CheckpointDir:
+def read_dropped(root: Path, roots: tuple[Path, ...]) -> dict[str, dict[str, int]]:
+    """The dropped-payload manifest: {iter folder name: {file name: bytes}}; {} when absent or unusable
+    (a manifest that cannot be read leaves the bytes to the files on disk, and trimmed folders unknown)."""
+    import json
+
+    path = root / DROPPED_MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        with open_regular(path, *roots, limit=MAX_MANIFEST_BYTES) as handle:
+            doc = json.loads(handle.read(MAX_MANIFEST_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    files = doc.get("files") if isinstance(doc, dict) else None
+    out: dict[str, dict[str, int]] = {}
+    for item in files if isinstance(files, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+            continue
+        size = item.get("bytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            continue
+        parts = Path(item["path"]).parts  # relative to the checkpoint root or the run dir: keyed from iter_
+        at = next((n for n, part in enumerate(parts) if _ITER_DIR.match(part)), None)
+        if at is not None and at + 1 < len(parts):
+            out.setdefault(parts[at], {})["/".join(parts[at + 1 :])] = size
+    return out
+
+
+def _folder_bytes(path: Path, names: list[str], dropped: dict[str, int]) -> tuple[int | None, str]:
+    """(bytes, where they came from) of one iteration folder (its own files; torch_dist's are flat)."""
+    total, payload_seen = 0, False
+    for name in names:
+        if name in dropped:
+            continue
+        try:
+            info = os.lstat(path / name)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            total += info.st_size
+            payload_seen |= name.endswith(_PAYLOAD_SUFFIXES)
+    if dropped:
+        return total + sum(dropped.values()), "manifest"
+    if not payload_seen:
+        return None, ""  # trimmed: what is left is metadata, not the checkpoint
+    return total, "disk"
+
+
+def _iter_dir(
+    path: Path, shown: str, iteration: int, roots: tuple[Path, ...], dropped: dict[str, int] | None = None
+) -> CheckpointDir:
     names = os.listdir(path)
     payload = sum(1 for name in names if name.endswith(_PAYLOAD_SUFFIXES))
     why = _metadata(path, roots)
+    size, size_from = _folder_bytes(path, names, dropped or {})
     return CheckpointDir(
         iteration=iteration,
         has_metadata=not why,
@@ -131,6 +192,8 @@ def _iter_dir(path: Path, shown: str, iteration: int, roots: tuple[Path, ...]) -
         payload_files=payload,
         ref=Ref(f"{shown}/{path.name}"),
         why_incomplete=f".metadata {why}" if why else "",
+        bytes=size,
+        bytes_from=size_from,
     )
 
 
@@ -149,11 +212,12 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
         names = os.listdir(root)
         if len(names) > MAX_ITER_DIRS:
             return None, missing("checkpoints", f"checkpoint directory {shown} holds {len(names)} entries")
+        dropped = read_dropped(root, roots)
         for name in sorted(names):
             match = _ITER_DIR.match(name)
             folder = root / name
             if match and len(match[1]) <= 12 and folder.is_dir() and inside(folder, *roots):
-                dirs.append(_iter_dir(folder, shown, int(match[1]), roots))
+                dirs.append(_iter_dir(folder, shown, int(match[1]), roots, dropped.get(name)))
     except OSError as exc:
         return None, missing("checkpoints", f"checkpoint directory {shown} unreadable: {exc}")
     ft_state_path = root / FT_STATE
