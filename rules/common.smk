@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock
+from ftqual.launch import payloads as checkpoint_payloads
 
 
 def _say(line):
@@ -163,6 +164,13 @@ def expectation_param(wildcards):
     """What the scenario expects of its verdict (ftqual.verification.expectation): pass, or fail with the checks."""
     s = SCENARIOS[wildcards.scenario]
     return {"expect": s.expect, "failing": list(s.expect_failing)}
+
+
+def payloads_param(wildcards):
+    """What verify does with the run's checkpoint payloads once verified (ftqual.launch.payloads)."""
+    return checkpoint_payloads.rule_param(
+        config, SCENARIOS, wildcards.scenario, BASELINE
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ The tracker (`latest_checkpointed_iteration.txt`) is truncated then written by M
 means "unknown", not zero. A torch_dist checkpoint folder is complete when its `.metadata` (written by the
 finalize step) is a non-empty regular file; `metadata.json` follows. A name alone proves nothing: an empty
 `.metadata`, a directory of that name, a dangling link or a link leaving the run directory is "not
-finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies.
+finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies, or dropped after
+verification (`ftqual.launch.payloads`): the folder's payload then counts the files its
+`payloads_dropped.json` lists, never `.metadata` or `metadata.json`, which a manifest cannot stand in for.
 
 The checkpoint directory is relative to the run directory, or an absolute path run.json names; links below
 it must stay inside the run directory or that named directory.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ftqual.launch.payloads import listed_files, read_manifest
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
 
@@ -44,9 +47,10 @@ class CheckpointDir:
         bool  # `.metadata` (torch_dist global metadata, written at finalize): non-empty regular file
     )
     has_metadata_json: bool
-    payload_files: int
+    payload_files: int  # on disk, plus those payloads_dropped.json lists as dropped after verification
     ref: Ref
     why_incomplete: str = ""  # what is wrong with `.metadata` when has_metadata is False
+    payload_files_dropped: int = 0  # of payload_files, those only the manifest lists
 
     @property
     def complete(self) -> bool:
@@ -120,17 +124,32 @@ def _metadata(folder: Path, roots: tuple[Path, ...]) -> str:
     return ""
 
 
-def _iter_dir(path: Path, shown: str, iteration: int, roots: tuple[Path, ...]) -> CheckpointDir:
+def _dropped(root: Path) -> dict[str, set[str]]:
+    """Per iter_* folder, the payload names (as `_iter_dir` counts them: direct children) the checkpoint
+    directory's manifest lists as dropped after verification."""
+    out: dict[str, set[str]] = {}
+    for entry in listed_files(read_manifest(root)):
+        parts = entry["path"].split("/")
+        if len(parts) == 2 and parts[1].endswith(_PAYLOAD_SUFFIXES):
+            out.setdefault(parts[0], set()).add(parts[1])
+    return out
+
+
+def _iter_dir(
+    path: Path, shown: str, iteration: int, roots: tuple[Path, ...], dropped: frozenset[str] = frozenset()
+) -> CheckpointDir:
     names = os.listdir(path)
-    payload = sum(1 for name in names if name.endswith(_PAYLOAD_SUFFIXES))
+    payload = {name for name in names if name.endswith(_PAYLOAD_SUFFIXES)}
+    gone = dropped - payload
     why = _metadata(path, roots)
     return CheckpointDir(
         iteration=iteration,
         has_metadata=not why,
         has_metadata_json="metadata.json" in names,
-        payload_files=payload,
+        payload_files=len(payload) + len(gone),
         ref=Ref(f"{shown}/{path.name}"),
         why_incomplete=f".metadata {why}" if why else "",
+        payload_files_dropped=len(gone),
     )
 
 
@@ -147,13 +166,14 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
     try:
         dirs = []
         names = os.listdir(root)
+        dropped = _dropped(root) if inside(root, *roots) else {}
         if len(names) > MAX_ITER_DIRS:
             return None, missing("checkpoints", f"checkpoint directory {shown} holds {len(names)} entries")
         for name in sorted(names):
             match = _ITER_DIR.match(name)
             folder = root / name
             if match and len(match[1]) <= 12 and folder.is_dir() and inside(folder, *roots):
-                dirs.append(_iter_dir(folder, shown, int(match[1]), roots))
+                dirs.append(_iter_dir(folder, shown, int(match[1]), roots, frozenset(dropped.get(name, ()))))
     except OSError as exc:
         return None, missing("checkpoints", f"checkpoint directory {shown} unreadable: {exc}")
     ft_state_path = root / FT_STATE
