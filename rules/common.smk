@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock
 from ftqual.launch import payloads as checkpoint_payloads
+from ftqual.report import scope as timeouts_scope
 
 
 def _say(line):
@@ -196,4 +197,5 @@ def summary_command(wildcards, input, output):
     verify_reports = {name: input[name] for name in SCENARIOS}
     out = Path(output.json).parent
     argv = PLAN.summary_argv(input.preflight, verify_reports, out)
+    argv += timeouts_scope.report_argv(config)  # what the timeouts were recommended for
     return f"{workflow_plan.ftqual_cli(workflow.basedir, sys.executable)} {shlex.join(argv)}"
