@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ftqual.report.recommend",
         "recommended timeouts of a passed summary: flags, config snippet",
     ),
+    "drop-payloads": (
+        "ftqual.launch.payloads",
+        "drop a verified run's checkpoint payloads, keep sizes, metadata and evidence",
+    ),
     "status": ("ftqual.workflow.progress", "the state of every scenario of a workflow, once or --follow"),
     "stack": ("ftqual.stack.identity", "the identity of the stack under test (what a verdict is earned on)"),
     "install-profiles": (

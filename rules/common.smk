@@ -116,6 +116,11 @@ def expectation_param(wildcards):
     return rule_inputs.expectation(PLAN, wildcards.scenario)
 
 
+def payloads_param(wildcards):
+    """What verify does with the run's checkpoint payloads once verified."""
+    return rule_inputs.payloads(PLAN, config, wildcards.scenario)
+
+
 def summary_input(wildcards):
     return {"preflight": preflight_report(), **PLAN.current_verify_reports()}
 

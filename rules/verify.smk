@@ -17,5 +17,6 @@ rule verify:
         "../envs/ftqual.yaml"
     params:
         expectation=expectation_param,
+        payloads=payloads_param,
     script:
         "../scripts/rule_verify.py"

@@ -87,12 +87,29 @@ def _parser() -> argparse.ArgumentParser:
         help="checkpoint interval for the projection (default: Young's optimum per MTBF)",
     )
     p.add_argument(
+        "--timeouts-for",
+        metavar="JSON",
+        help="what the timeouts the runs ran under were recommended for (the config's timeouts_for)",
+    )
+    p.add_argument(
         "--ckpt-blocking-s",
         type=float,
         metavar="S",
         help="training time one checkpoint save blocks (default: measured from the timeline)",
     )
     return p
+
+
+def _timeouts_for(raw: str | None) -> dict | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise UsageError(f"--timeouts-for must be a JSON object (job, stack, storage), got {raw[:60]!r}")
+    return value
 
 
 def _mtbf(hours: list[float], gpus: list[int]) -> tuple[MtbfPoint, ...]:
@@ -192,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             if value is not None and value < 0 or (flag == "--ckpt-interval-s" and value == 0):
                 raise UsageError(f"{flag} must be positive")
+        timeouts_for = _timeouts_for(args.timeouts_for)
     except UsageError as exc:
         print(f"ftqual report: {exc}", file=sys.stderr)
         return 2
@@ -206,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         ckpt_blocking_s=args.ckpt_blocking_s,
         baseline=args.baseline,
         attempts=attempts,
+        timeouts_for=timeouts_for,
     )
     summary = write_report(inputs, preflight, out, options)
     print(f"{summary['headline']}\nwrote {out}/summary.md, summary.json, junit.xml, plots/")

@@ -238,10 +238,23 @@ def timeouts_section(summary: dict) -> list[str]:
     return fixed_timeouts_lines(table) + calculated_lines(table.get("calculated"))
 
 
+def scope_lines(scope: object) -> list[str]:
+    """What the timeouts the runs ran under were recommended for (ftqual.report.scope), first."""
+    if not isinstance(scope, dict):
+        return []
+    mark = (
+        "**Timeouts recommended for another job shape**: "
+        if scope.get("status") == "recommended for another job shape"
+        else ""
+    )
+    return [f"{mark}{cell(scope.get('line') or '')}.", ""]
+
+
 def fixed_timeouts_lines(table: dict) -> list[str]:
     """The timeouts table, its proof and the recommendation."""
     margins = table["margins"]
-    out = [
+    out = scope_lines(table.get("scope"))
+    out += [
         f"The runs ran under the **{table.get('ran_under', 'configured')}** timeouts. Configured: the set the"
         " config gave (under a recommendation, the set it was recommended from); ran under: what ft_launcher"
         " was given; recommended: what these runs recommend.",
@@ -274,6 +287,15 @@ def fixed_timeouts_lines(table: dict) -> list[str]:
         f"    {table['flags']}",
         f"    {table['config']}",
     ]
+    floored = [row["section"] for row in table["rows"] if row.get("recommended_basis") == "floor"]
+    if floored:
+        out += [
+            "",
+            f"**Rests on ftqual's floor, not the measurement**: {', '.join(floored)} (5 x observed is"
+            " below the floor). The floor is a lower bound for a job too small to measure, not a figure"
+            " for a larger one: qualify the job itself and recommend from its runs"
+            ' (docs/checks.md, "Why the floors").',
+        ]
     for row in table["rows"]:
         for ev in row.get("evidence", [])[:2]:
             out.append(f"- {row['section']} ({cell(row.get('observed_in'))}): {evidence_line(ev, False)}")

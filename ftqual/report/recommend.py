@@ -5,6 +5,12 @@ It reads the summary the workflow's gate published (`RESULTS/summary.json`, or t
 its measured sections and the timeouts they ran under. It refuses, in one line and exit 2, a summary that is
 missing, malformed or not a PASS (a recommendation is made only from runs that qualified), or one in which no
 section was measured. The rule is `ftqual.report.timeouts`' (NVRx's safety factor, ftqual's floors).
+
+A recommendation holds for the job shape, stack and storage it was measured on: the snippet records them as
+`timeouts_for: {job, stack, storage}` (summary.json's `job.digest`, `stack_identity.digest`, `storage`;
+null where the summary has none: "job shape unknown"), so that a run of another job shape under them is
+refused before launch, or marked by the report (`ftqual.report.scope`). Each section says whether it rests on
+the measurement or on ftqual's floor: a floor is no measurement of a larger job.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ class Recommendation:
     source: str  # the summary it was made from
     created_at: str | None
     stack: str | None
+    job: str | None = None  # the job shape's digest (summary `job.digest`), None: unknown
+    job_describe: str | None = None
+    storage: str | None = None  # the storage floor measured, in words
+    basis: dict[str, str] | None = None  # per section: measured | floor | configured
 
 
 def _summary_path(target: Path) -> Path:
@@ -70,6 +80,7 @@ def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendat
         raise RecommendError(f"{path}: the timeouts the runs ran under are unknown for {', '.join(unknown)}")
     recommended = {name: tt.recommend(observed[name], under[name], name, floors) for name in tt.SECTIONS}
     identity = doc.get("stack_identity") if isinstance(doc.get("stack_identity"), Mapping) else {}
+    job = doc.get("job") if isinstance(doc.get("job"), Mapping) else {}
     return Recommendation(
         recommended={k: float(v) for k, v in recommended.items() if v is not None},
         measured_under={k: float(v) for k, v in under.items() if v is not None},
@@ -78,11 +89,39 @@ def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendat
         source=str(path),
         created_at=doc.get("created_at") if isinstance(doc.get("created_at"), str) else None,
         stack=identity.get("digest") if isinstance(identity.get("digest"), str) else None,  # type: ignore[union-attr]
+        job=job.get("digest") if isinstance(job.get("digest"), str) else None,  # type: ignore[union-attr]
+        job_describe=job.get("describe") if isinstance(job.get("describe"), str) else None,  # type: ignore[union-attr]
+        storage=storage_words(doc.get("storage")),
+        basis={name: tt.basis(observed[name], name, floors) for name in tt.SECTIONS},
     )
+
+
+def storage_words(storage: object) -> str | None:
+    """The preflight's storage floor in one phrase (path, filesystem, bandwidths), None without one."""
+    if not isinstance(storage, Mapping):
+        return None
+    parts = [str(storage[k]) for k in ("path", "filesystem") if isinstance(storage.get(k), str)]
+    for key, label in (("write_gbps", "write"), ("read_gbps", "read")):
+        value = tt._num(storage.get(key))
+        if value is not None:
+            parts.append(f"{label} {value:g} GB/s")
+    return ", ".join(parts) or None
 
 
 def _mapping(values: Mapping[str, float]) -> str:
     return "{" + ", ".join(f"{k}: {values[k]:g}" for k in tt.SECTIONS) + "}"
+
+
+def _for(rec: Recommendation) -> str:
+    """The snippet's `timeouts_for` as a YAML flow mapping (JSON strings are valid YAML)."""
+    return (
+        "{"
+        + ", ".join(
+            f"{k}: {json.dumps(v)}"
+            for k, v in (("job", rec.job), ("stack", rec.stack), ("storage", rec.storage))
+        )
+        + "}"
+    )
 
 
 def snippet(rec: Recommendation) -> str:
@@ -93,16 +132,39 @@ def snippet(rec: Recommendation) -> str:
     )
     made = f"made {rec.created_at}" if rec.created_at else "no creation time"
     stack = f", stack {rec.stack}" if rec.stack else ""
+    job = (
+        f"job shape {rec.job}" + (f" ({rec.job_describe})" if rec.job_describe else "")
+        if rec.job
+        else "job shape unknown (the runs' reports carry no job: a recommendation for no job in particular)"
+    )
+    basis = rec.basis or {}
+    floored = [name for name in tt.SECTIONS if basis.get(name) == "floor"]
+    floor_lines = (
+        [
+            f"# Rests on ftqual's floor, not the measurement: {', '.join(floored)} (5 x observed is",
+            "# below the floor). A floor is a lower bound for a job too small to measure, not a figure",
+            "# for a larger one: a job whose save or load takes longer must be qualified itself",
+            "# (docs/checks.md, Why the floors).",
+        ]
+        if floored
+        else []
+    )
     return "\n".join(
         [
             f"# Timeouts recommended by `ftqual recommend-timeouts` from {rec.source} ({made}{stack}).",
             f"# Rule: {rec.rule}.",
             f"# Largest observed: {seen}.",
+            f"# Holds for: {job}; stack {rec.stack or 'unknown'}; storage {rec.storage or 'not measured'}.",
+            "# A run of another job shape under them is refused before launch unless",
+            "# allow_timeouts_for_other_job: true (the report then marks them 'recommended for another",
+            "# job shape').",
+            *floor_lines,
             "# Rerun the scenarios under them: add this file last to the --configfile list. The report's",
             "# Timeouts section then proves them (no healthy section reaches one, each hang is caught",
             "# within its section's timeout + the rank monitor interval) or shows the run disproving them.",
             f"timeouts: {_mapping(rec.recommended)}",
             f"timeouts_from: {_mapping(rec.measured_under)}",
+            f"timeouts_for: {_for(rec)}",
             "",
         ]
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ftqual.contract import FAULTS, RANK_FAULTS
 from ftqual.report import budgets as budgets_mod
+from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
 from ftqual.report.checkpoints import build_checkpoints
 from ftqual.report.faults_table import build_fault_table, held_sections
@@ -100,6 +101,8 @@ class ReportOptions:
     baseline: str | None = None  # scenario name whose losses the others are compared with
     plots: dict[str, str] = field(default_factory=dict)  # plot name -> path relative to the summary
     attempts: dict[str, str] = field(default_factory=dict)  # scenario -> the workflow's attempt slot
+    # what the timeouts the runs ran under were recommended for (the config's timeouts_for), or None
+    timeouts_for: dict | None = None
 
 
 worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verification.verdict)
@@ -479,14 +482,19 @@ def build_summary(
     if verdict == "pass" and not any(sc["fault"] in FAULTS[1:] for sc in scenarios):
         verdict = "inconclusive"  # a baseline alone qualifies no recovery
     items = attention(scenarios, pf)
-    return {
+    docs = [(i.name, i.doc) for i in inputs if i.doc is not None]
+    stack_identity = build_stack_identity(scenarios)
+    job = scope_mod.jobs_of(docs)
+    timeouts = build_timeouts(docs)
+    timeouts["scope"] = scope_mod.scope(options.timeouts_for, job, stack_identity.get("digest"))
+    summary = {
         "schema": SCHEMA,
         "created_at": created_at,
         "verdict": verdict,
         "headline": headline(verdict, scenarios, items),
         "scenario_counts": {v: sum(sc["verdict"] == v for sc in scenarios) for v in VERDICTS},
         "stack": build_stack(preflight),
-        "stack_identity": build_stack_identity(scenarios),
+        "stack_identity": stack_identity,
         "preflight": {"source": preflight.path, "verdict": pf.get("verdict"), "error": preflight.error},
         "resolved": pf.get("resolved") if isinstance(pf.get("resolved"), dict) else {},
         "baseline": baseline_name,
@@ -503,11 +511,16 @@ def build_summary(
         },
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
         "plots": dict(options.plots),
-        "timeouts": build_timeouts([(i.name, i.doc) for i in inputs if i.doc is not None]),
+        "timeouts": timeouts,
         "faults": build_fault_table(scenarios, campaigns),
         "campaigns": campaigns,
         "checkpoints": build_checkpoints(inputs, pf),
     }
+    if job is not None:  # the job shape the runs ran (run.json `job`, through the verify reports)
+        summary["job"] = job
+    if isinstance(pf.get("storage"), dict):  # the storage floor the preflight measured
+        summary["storage"] = pf["storage"]
+    return summary
 
 
 def _campaigns(inputs: list[ScenarioInput]) -> dict[str, dict]:

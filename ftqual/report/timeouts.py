@@ -53,9 +53,12 @@ TOO_TIGHT_HEADROOM = 3.0  # timeout / observed below this: a false alarm is like
 LOOSE_MULTIPLE = 20.0  # detection / observed above this: a hang costs far more than the section needs
 SAFETY_FACTOR = 5.0  # NVRx's FaultToleranceConfig.safety_factor default (TimeoutsCalc)
 ROUND_S = 10.0
-# The least timeout ftqual recommends per section, whatever a tiny model measured: setup holds imports,
-# NCCL initialization and the replacement's checkpoint load on a cold file system; a step and an
-# out-of-section stretch can meet a collective's straggler or a GC pause; a save a busy file system.
+# The least timeout ftqual recommends per section, whatever a tiny model measured (docs/checks.md, "Why the
+# floors"): setup holds imports, NCCL initialization and the replacement's checkpoint load on a cold file
+# system; a step and an out-of-section stretch can meet a collective's straggler or a GC pause; a save a
+# busy file system. A floor is a lower bound for a job too small to measure, never a figure for a large one:
+# where it decides a section (`basis` "floor") the recommendation says so, and a larger job's measurement,
+# not the floor, must make its timeouts.
 FLOOR_S = {"setup": 300.0, "step": 60.0, "checkpointing": 120.0, "out_of_section": 120.0}
 RULE = (
     f"max({SAFETY_FACTOR:g} x largest observed over every cycle of every scenario, floor), rounded up to "
@@ -124,6 +127,14 @@ def recommend(
         return configured
     value = max(SAFETY_FACTOR * observed, FLOOR_S[name] if floors else 0.0)
     return math.ceil(value / ROUND_S - 1e-9) * ROUND_S
+
+
+def basis(observed: float | None, name: str, floors: bool = True) -> str:
+    """What decides a section's recommendation: `measured` (safety factor x observed), `floor` (ftqual's
+    floor is larger: the measurement is too small to recommend from) or `configured` (not measured)."""
+    if observed is None:
+        return "configured"
+    return "floor" if floors and FLOOR_S[name] > SAFETY_FACTOR * observed else "measured"
 
 
 def _expected(doc: Mapping) -> Mapping:
@@ -216,6 +227,7 @@ def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict
                 "detection_s": detection,
                 "verdict": verdict(timeout, observed, detection),
                 "recommended_s": rec,
+                "recommended_basis": basis(observed, name, floors),
                 "recommended_detection_s": None if rec is None else rec + interval,
             }
         )

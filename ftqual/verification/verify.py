@@ -121,6 +121,8 @@ def build_report(
     }
     if campaign_report is not None:
         report["campaign"] = campaign_report
+    if snap.meta.job is not None:  # the job shape that ran: the report says which one its timeouts hold for
+        report["job"] = snap.meta.job
     if snap.meta.dumps_recorded:
         report["stack_dumps"] = dumps_listing(snap)
     report = verdict_mod.apply(report, decision)

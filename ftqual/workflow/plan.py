@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack import current as stack_current
 from ftqual.stack.identity import StackIdentity
@@ -268,6 +269,8 @@ class Plan:
     # new file, which Snakemake builds (it never rebuilds an existing output whose inputs merely went
     # missing).
     report_dir: str
+    # `ftqual report`'s --timeouts-for (the config's timeouts_for): what the timeouts were recommended for
+    timeouts_for_argv: tuple[str, ...] = ()
 
     @property
     def scenarios(self) -> dict:
@@ -303,7 +306,7 @@ class Plan:
         for name in self.scenarios:
             argv += ["--verify", f"{name}={verify_reports[name]}"]
             argv += ["--attempt", f"{name}={self.slots[name].name}"]
-        return [*argv, "--out", str(out)]
+        return [*argv, *self.timeouts_for_argv, "--out", str(out)]
 
 
 def make(
@@ -346,7 +349,9 @@ def make(
     preflight_key = attempts.attempt_key(cfg.preflight_fingerprint(), stack.digest)
     preflight = attempts.preflight_slot(workdir, preflight_key)
     folder = attempts.report_dir(preflight.name, {n: s.name for n, s in slots.items()}, cfg.baseline_scenario)
-    found = Plan(cfg, workdir, invocation, stack, slots, preflight, folder)
+    found = Plan(
+        cfg, workdir, invocation, stack, slots, preflight, folder, tuple(timeouts_scope.report_argv(config))
+    )
     for line in found.lines():
         say(line)
     return found

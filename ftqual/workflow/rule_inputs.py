@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ftqual.launch import payloads as checkpoint_payloads
 from ftqual.workflow import plan as workflow_plan
 
 Ancient = Callable[[str], Any]
@@ -59,6 +60,11 @@ def expectation(plan: workflow_plan.Plan, scenario: str) -> dict[str, Any]:
     checks that must fail."""
     s = plan.scenarios[scenario]
     return {"expect": s.expect, "failing": list(s.expect_failing)}
+
+
+def payloads(plan: workflow_plan.Plan, config: Mapping[str, Any], scenario: str) -> dict[str, Any]:
+    """What verify does with the run's checkpoint payloads once verified (ftqual.launch.payloads)."""
+    return checkpoint_payloads.rule_param(config, plan.scenarios, scenario, plan.baseline)
 
 
 def summary_plots(plan: workflow_plan.Plan) -> list[str]:

@@ -46,6 +46,7 @@ from ftqual.launch import gpu_turn, logport, procs
 from ftqual.launch.runstate import read_tracker
 from ftqual.launch.settings import SettingsError
 from ftqual.preflight import report_schema as preflight_schema
+from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack.identity import probe_machine
 from ftqual.workflow import attempts, progress
@@ -428,7 +429,9 @@ def run(
         },  # fmt: skip
     }
 
-    refused = refusal(cfg, scenario, preflight, baseline)
+    refused = refusal(cfg, scenario, preflight, baseline) or timeouts_scope.launch_problem(
+        config, preflight, baseline if scenario != cfg.baseline_scenario else None
+    )
     if refused:
         return not_launched(say, out_run, record, refused)
     invalidate_summary(say)

@@ -126,6 +126,11 @@ def _iter_dir(snap: RunSnapshot, f: Findings | Scoped, k: int) -> None:
         f.fact(f"{folder.ref.path}/.metadata present", folder.ref)
         if folder.payload_files == 0:
             f.note(f"{folder.ref.path} holds no payload files (*.distcp, *.pt): payload not verified")
+        elif folder.payload_files_dropped:
+            f.fact(
+                f"{folder.payload_files_dropped} payload files dropped after verification "
+                "(payloads_dropped.json lists them)"
+            )
 
 
 def _tracker_progress(snap: RunSnapshot, f: Findings | Scoped, k: int, cycle: int) -> None:

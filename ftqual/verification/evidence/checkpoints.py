@@ -4,7 +4,9 @@ The tracker (`latest_checkpointed_iteration.txt`) is truncated then written by M
 means "unknown", not zero. A torch_dist checkpoint folder is complete when its `.metadata` (written by the
 finalize step) is a non-empty regular file; `metadata.json` follows. A name alone proves nothing: an empty
 `.metadata`, a directory of that name, a dangling link or a link leaving the run directory is "not
-finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies.
+finalized". Payload files (`*.distcp`, `*.pt`) may have been trimmed from copies, or dropped after
+verification (`ftqual.launch.payloads`): the folder's payload then counts the files its
+`payloads_dropped.json` lists, never `.metadata` or `metadata.json`, which a manifest cannot stand in for.
 
 A folder's `bytes` (the checkpoint and restart account's size of a save) is the sum of its regular files'
 sizes, where `checkpoints/payloads_dropped.json` ({"files": [{"path", "bytes"}]}, written when a verified
@@ -25,12 +27,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ftqual.launch.payloads import listed_files, read_manifest
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
 
 TRACKER = "latest_checkpointed_iteration.txt"
-DROPPED_MANIFEST = "payloads_dropped.json"
-MAX_MANIFEST_BYTES = 64 * 2**20
 FT_STATE = "ft_state.json"
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")
 _PAYLOAD_SUFFIXES = (".distcp", ".pt")
@@ -52,11 +53,12 @@ class CheckpointDir:
         bool  # `.metadata` (torch_dist global metadata, written at finalize): non-empty regular file
     )
     has_metadata_json: bool
-    payload_files: int
+    payload_files: int  # on disk, plus those payloads_dropped.json lists as dropped after verification
     ref: Ref
     why_incomplete: str = ""  # what is wrong with `.metadata` when has_metadata is False
     bytes: int | None = None  # on disk, or as the dropped-payload manifest recorded; None: unknown
     bytes_from: str = ""  # "disk" | "manifest" (every payload listed there) | "" (unknown)
+    payload_files_dropped: int = 0  # of payload_files, those only the manifest lists
 
     @property
     def complete(self) -> bool:
@@ -130,31 +132,15 @@ def _metadata(folder: Path, roots: tuple[Path, ...]) -> str:
     return ""
 
 
-def read_dropped(root: Path, roots: tuple[Path, ...]) -> dict[str, dict[str, int]]:
-    """The dropped-payload manifest: {iter folder name: {file name: bytes}}; {} when absent or unusable
-    (a manifest that cannot be read leaves the bytes to the files on disk, and trimmed folders unknown)."""
-    import json
-
-    path = root / DROPPED_MANIFEST
-    if not path.exists():
-        return {}
-    try:
-        with open_regular(path, *roots, limit=MAX_MANIFEST_BYTES) as handle:
-            doc = json.loads(handle.read(MAX_MANIFEST_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    files = doc.get("files") if isinstance(doc, dict) else None
+def read_dropped(root: Path) -> dict[str, dict[str, int]]:
+    """The dropped-payload manifest (ftqual.launch.payloads' reader: its schema, paths inside an iter_*
+    folder, sizes >= 0): {iter folder name: {payload file name: bytes}}; {} when absent or unusable (a
+    manifest that cannot be read leaves the bytes to the files on disk, and trimmed folders unknown)."""
     out: dict[str, dict[str, int]] = {}
-    for item in files if isinstance(files, list) else ():
-        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
-            continue
-        size = item.get("bytes")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            continue
-        parts = Path(item["path"]).parts  # relative to the checkpoint root or the run dir: keyed from iter_
-        at = next((n for n, part in enumerate(parts) if _ITER_DIR.match(part)), None)
-        if at is not None and at + 1 < len(parts):
-            out.setdefault(parts[at], {})["/".join(parts[at + 1 :])] = size
+    for entry in listed_files(read_manifest(root)):
+        parts = entry["path"].split("/")
+        if len(parts) == 2 and parts[1].endswith(_PAYLOAD_SUFFIXES):  # torch_dist's folders are flat
+            out.setdefault(parts[0], {})[parts[1]] = entry["bytes"]
     return out
 
 
@@ -182,18 +168,21 @@ def _iter_dir(
     path: Path, shown: str, iteration: int, roots: tuple[Path, ...], dropped: dict[str, int] | None = None
 ) -> CheckpointDir:
     names = os.listdir(path)
-    payload = sum(1 for name in names if name.endswith(_PAYLOAD_SUFFIXES))
+    dropped = dropped or {}
+    payload = {name for name in names if name.endswith(_PAYLOAD_SUFFIXES)}
+    gone = set(dropped) - payload
     why = _metadata(path, roots)
-    size, size_from = _folder_bytes(path, names, dropped or {})
+    size, size_from = _folder_bytes(path, names, dropped)
     return CheckpointDir(
         iteration=iteration,
         has_metadata=not why,
         has_metadata_json="metadata.json" in names,
-        payload_files=payload,
+        payload_files=len(payload) + len(gone),
         ref=Ref(f"{shown}/{path.name}"),
         why_incomplete=f".metadata {why}" if why else "",
         bytes=size,
         bytes_from=size_from,
+        payload_files_dropped=len(gone),
     )
 
 
@@ -210,9 +199,9 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
     try:
         dirs = []
         names = os.listdir(root)
+        dropped = read_dropped(root) if inside(root, *roots) else {}
         if len(names) > MAX_ITER_DIRS:
             return None, missing("checkpoints", f"checkpoint directory {shown} holds {len(names)} entries")
-        dropped = read_dropped(root, roots)
         for name in sorted(names):
             match = _ITER_DIR.match(name)
             folder = root / name

@@ -83,6 +83,8 @@ class RunMeta:
     # run.json's timeouts_from: the configured timeouts `timeouts` were recommended from (None: configured)
     timeouts_from: dict[str, float] | None = None
     calc_ft_timeouts: bool = False  # run.json's: NVRx calculated the timeouts (`timeouts` the initial ones)
+    # run.json's `job`: the job shape that ran (model preset, digest, estimates); carried to verify.json
+    job: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         spare_nodes=_int(data.get("spare_nodes")) or 0,
         interrupted_by=data.get("interrupted_by"),
         calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
+        job=dict(data["job"]) if isinstance(data.get("job"), dict) else None,
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}
             if isinstance(data.get("timeouts_from"), dict)
