@@ -105,8 +105,7 @@ def test_measure_storage_uses_the_config_and_the_report_records_it(tmp_path, mak
 def test_config_zero_skips_and_checkpoint_dir_is_where_it_measures(tmp_path):
     cfg = resolve({"work_dir": str(tmp_path), "storage_probe_mb": 0}, env={})
     assert measure_storage(cfg, []).method == "skipped"
-    cfg = dataclasses.replace(resolve({"storage_probe_mb": 8}, env={}))
-    object.__setattr__(cfg, "checkpoint_dir", str(tmp_path / "team"))  # the jobshape branch's key
+    cfg = resolve({"storage_probe_mb": 8, "checkpoint_dir": str(tmp_path / "team")}, env={})
     (tmp_path / "team").mkdir()
     assert measure_storage(cfg, []).path == str(tmp_path / "team")
 

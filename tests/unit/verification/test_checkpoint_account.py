@@ -91,10 +91,12 @@ def test_bytes_from_the_folders_and_their_rate(kill_copy):
 
 
 def test_bytes_from_the_dropped_payload_manifest(kill_copy):
-    manifest = {
+    manifest = {  # as ftqual.launch.payloads writes it: paths relative to the checkpoint directory
+        "schema": "ftqual.payloads/v1",
         "files": [
             {"path": "iter_0000005/__0_0.distcp", "bytes": 10**10},
-            {"path": "checkpoints/iter_0000010/__0_0.distcp", "bytes": 2 * 10**9},
+            {"path": "iter_0000010/__0_0.distcp", "bytes": 2 * 10**9},
+            {"path": "checkpoints/iter_0000012/__0_0.distcp", "bytes": 7},  # not relative to it: ignored
             {"path": "iter_0000015/bad.distcp", "bytes": -1},  # ignored
             {"path": "elsewhere.bin", "bytes": 5},  # names no iteration folder: ignored
         ]
