@@ -45,7 +45,9 @@ LOCAL_FS = {
     "squashfs",
 }
 SMOKE_CHECKPOINT_BYTES = 8 * 2**20  # the CPU smoke model is a few hundred KiB; generous on purpose
-DISK_MARGIN = 2.0
+# The estimate counts every byte of a checkpoint with its optimizer state (ftqual.scenario.job); the margin
+# covers what it does not: the logs, the filesystem's own overhead, a save whose files are rewritten.
+DISK_MARGIN = 1.25
 
 
 def check_work_dir(ctx: Context) -> CheckResult:
@@ -120,7 +122,7 @@ def megatron_params(model: ModelShape = MODEL, tp: int = 1) -> int:
 
 
 def checkpoints_per_run(s: Scenario) -> int:
-    return jobshape.checkpoints_kept(s.train_iters, s.save_interval)
+    return jobshape.checkpoints_written(s.train_iters, s.save_interval)
 
 
 def run_checkpoint_bytes(s: Scenario, workload: str) -> tuple[int, str]:
@@ -138,15 +140,18 @@ def run_checkpoint_bytes(s: Scenario, workload: str) -> tuple[int, str]:
 
 
 def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
-    """(bytes all scenarios' checkpoints need, how that was estimated): every checkpoint a run writes
-    (train_iters // save_interval), summed over the scenarios, whose runs all stay on the disk."""
+    """(bytes the runs' checkpoints need at once, how that was estimated). Megatron keeps every checkpoint it
+    writes (train_iters // save_interval a run); once a run is verified its payloads are dropped or kept
+    (config checkpoint_payloads, ftqual.launch.jobshape.peak_checkpoints): dropped, only the run in flight
+    holds its checkpoints (runs on one box take turns on its GPUs); kept, every run's stay."""
     runs = cfg.scenarios or (cfg.defaults,)
-    need, kept, how = 0, 0, ""
-    for s in runs:
-        per, how = run_checkpoint_bytes(s, cfg.workload)
-        need += per * checkpoints_per_run(s)
-        kept += checkpoints_per_run(s)
-    return need, f"{how} x {kept} kept checkpoints over {len(runs)} runs"
+    sized = [run_checkpoint_bytes(s, cfg.workload) for s in runs]
+    per, how = max(sized, key=lambda item: item[0])
+    large = any(p * checkpoints_per_run(s) >= jobshape.AUTO_DROP_BYTES for (p, _), s in zip(sized, runs))
+    peak = jobshape.peak_checkpoints(runs, cfg.checkpoint_payloads, parallel=1, large=large)
+    dropped = cfg.checkpoint_payloads == "drop" or (cfg.checkpoint_payloads == "auto" and large)
+    when = "payloads dropped once each run is verified" if dropped else "every run's kept"
+    return peak * per, f"{how} x {peak} checkpoints on the disk at once ({len(runs)} runs, {when})"
 
 
 def check_disk_space(ctx: Context) -> CheckResult:

@@ -484,10 +484,44 @@ def record(
     }
 
 
-def checkpoints_kept(train_iters: int, save_interval: int) -> int:
-    """The checkpoints a run writes and keeps: one every save_interval (Megatron rotates none; a replay
-    overwrites its iter_* folders)."""
-    return max(1, train_iters // max(1, save_interval))
+# checkpoint_payloads `auto` (ftqual.launch.payloads) drops a run whose payloads total at least this: the walkthrough's GPT (4 layers, hidden 512) writes
+# ~190 MB per checkpoint, ~1.1 GB per 30-iteration run, and the smoke workload KBs (or
+# checkpoint_payload_mb x saves): they stay, as recorded. A ~125M model's checkpoint with its optimizer state
+# is ~1.5-2 GB, an 8B one ~100 GB: every real job's run is dropped.
+AUTO_DROP_BYTES = 2 << 30
+
+
+def checkpoints_written(train_iters: int, save_interval: int, start_iteration: int = 0) -> int:
+    """How many checkpoints a run writes and Megatron keeps: one every `save_interval` iterations after
+    `start_iteration`, plus the final save at `train_iters` when it is not on the interval (Megatron saves on
+    exit); a replayed iteration overwrites its folder, so faults add none."""
+    if train_iters <= start_iteration:
+        return 0
+    periodic = train_iters // save_interval - start_iteration // save_interval
+    return periodic + (1 if train_iters % save_interval else 0)
+
+
+def peak_checkpoints(scenarios, mode: str = "auto", parallel: int = 1, large: bool = True) -> int:
+    """The most checkpoints of the workflow's runs on the disk at once (multiply by one checkpoint's bytes
+    for the disk estimate). `keep`: every run's, summed. `drop` (and `auto` when `large`, i.e. the job's
+    checkpoints total at least AUTO_DROP_BYTES per run): only the runs in flight, at most `parallel` at once,
+    the largest ones; plus the baseline's last checkpoint when a resume_from scenario copies it (kept) and
+    each resumed run's seeded copy."""
+    counts = []
+    resumed = False
+    for s in scenarios:
+        start = 0
+        if getattr(s, "resume_from", None):
+            resumed = True
+            source = next((o for o in scenarios if o.name == s.resume_from), None)
+            start = source.train_iters if source is not None else 0
+        counts.append(checkpoints_written(s.train_iters, s.save_interval, start) + (1 if start else 0))
+    if not counts:
+        return 0
+    if mode == "keep" or (mode == "auto" and not large):
+        return sum(counts)
+    in_flight = sum(sorted(counts, reverse=True)[: max(1, parallel)])
+    return in_flight + (1 if resumed else 0)
 
 
 def args_from_env(raw: str) -> list[str]:

@@ -129,6 +129,7 @@ class WorkflowConfig:
     defaults: Scenario  # the top-level settings, as a scenario named "(top level)"
     scenarios: tuple[Scenario, ...] = field(default_factory=tuple)
     storage_probe_mb: int | str = "auto"  # the preflight's storage floor (ftqual/preflight/storage.py)
+    checkpoint_payloads: str = "auto"  # keep | drop | auto, once a run is verified (ftqual/launch/payloads.py)
 
     @property
     def by_name(self) -> dict[str, Scenario]:
@@ -182,6 +183,7 @@ class WorkflowConfig:
             "preflight_on_node": self.preflight_on_node,
             "rerun_failed_verification": self.rerun_failed_verification,
             "storage_probe_mb": self.storage_probe_mb,
+            "checkpoint_payloads": self.checkpoint_payloads,
             "defaults": self.defaults.to_json(),
             "scenarios": {
                 s.name: {**s.to_json(), "fingerprint": self.fingerprint(s)} for s in self.scenarios
@@ -402,6 +404,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         defaults=defaults,
         scenarios=scenarios,
         storage_probe_mb=config["storage_probe_mb"],
+        checkpoint_payloads=config["checkpoint_payloads"],
     )
     problems = cross_field_problems(cfg)
     if problems:
@@ -557,6 +560,7 @@ def from_resolved(data: Mapping[str, Any]) -> WorkflowConfig:
             defaults=scenario(data["defaults"]),
             scenarios=tuple(scenario(s) for s in data["scenarios"].values()),
             storage_probe_mb=data.get("storage_probe_mb", "auto"),  # absent from older resolved configs
+            checkpoint_payloads=data.get("checkpoint_payloads", "auto"),
         )
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"resolved config is incomplete or malformed: {exc}") from exc

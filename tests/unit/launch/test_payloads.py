@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ftqual.launch import payloads
+from ftqual.scenario import job as jobshape
 from ftqual.scenario import model
 from ftqual.verification.verify import build_report
 
@@ -340,7 +341,7 @@ def test_the_cli_knows_the_command():
     [(30, 5, 0, 6), (32, 5, 0, 7), (4, 5, 0, 1), (45, 5, 30, 3), (30, 5, 30, 0)],
 )
 def test_checkpoints_written(iters, interval, start, written):
-    assert payloads.checkpoints_written(iters, interval, start) == written
+    assert jobshape.checkpoints_written(iters, interval, start) == written
 
 
 def test_peak_checkpoints_counts_what_coexists():
@@ -356,12 +357,12 @@ def test_peak_checkpoints_counts_what_coexists():
         },
         env={},
     )
-    assert payloads.peak_checkpoints(cfg.scenarios, "keep") == 18
-    assert payloads.peak_checkpoints(cfg.scenarios, "drop") == 6
-    assert payloads.peak_checkpoints(cfg.scenarios, "drop", parallel=2) == 12
-    assert payloads.peak_checkpoints(cfg.scenarios, "auto", large=False) == 18
-    assert payloads.peak_checkpoints(cfg.scenarios, "auto", large=True) == 6
-    assert payloads.peak_checkpoints((), "drop") == 0
+    assert jobshape.peak_checkpoints(cfg.scenarios, "keep") == 18
+    assert jobshape.peak_checkpoints(cfg.scenarios, "drop") == 6
+    assert jobshape.peak_checkpoints(cfg.scenarios, "drop", parallel=2) == 12
+    assert jobshape.peak_checkpoints(cfg.scenarios, "auto", large=False) == 18
+    assert jobshape.peak_checkpoints(cfg.scenarios, "auto", large=True) == 6
+    assert jobshape.peak_checkpoints((), "drop") == 0
 
 
 def test_peak_checkpoints_holds_the_baselines_last_for_a_resume():
@@ -377,8 +378,8 @@ def test_peak_checkpoints_holds_the_baselines_last_for_a_resume():
         env={},
     )
     resume = cfg.by_name["resume"]
-    written = payloads.checkpoints_written(resume.train_iters, resume.save_interval, 30) + 1  # + its seed
-    assert payloads.peak_checkpoints(cfg.scenarios, "drop") == max(6, written) + 1
+    written = jobshape.checkpoints_written(resume.train_iters, resume.save_interval, 30) + 1  # + its seed
+    assert jobshape.peak_checkpoints(cfg.scenarios, "drop") == max(6, written) + 1
 
 
 def test_os_unlink_is_what_deletes():
