@@ -71,8 +71,11 @@ def _s(value: object) -> str:
 
 
 def _gb(value: object) -> str:
+    """Bytes in decimal units (GB/s are 10^9 bytes per second too): GB from 1 GB, else MB."""
     number = _num(value)
-    return "—" if number is None else f"{number / 1e9:.3f} GB"
+    if number is None:
+        return "—"
+    return f"{number / 1e9:.3f} GB" if number >= 1e9 else f"{number / 1e6:.3f} MB"
 
 
 def _rate(value: object, share: object) -> str:

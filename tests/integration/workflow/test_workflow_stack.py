@@ -105,6 +105,11 @@ def test_1_pass_names_the_stack_and_a_rerun_on_it_runs_only_the_gate(project):
     md = (project / "results" / "summary.md").read_text()
     assert f"Every verdict above was earned on stack `{ident['digest']}`" in md
     assert "| nvidia-resiliency-ext | 0.7.0 |" in md
+    # the storage floor the preflight measured, and each scenario's checkpoint and restart account next to it
+    floor = summary["checkpoints"]["floor"]
+    assert floor is not None and floor["write_gbps"] > 0 and floor["read_gbps"] > 0
+    assert summary["checkpoints"]["by_scenario"]["kill"]["restarts"][0]["load_s"] is not None
+    assert "## Checkpoints and restarts" in md and "Storage floor (preflight" in md
     props = junit_properties(project)
     assert props["kill"]["stack"] == ident["digest"] and props["kill"]["stack.nvrx"] == "0.7.0"
     record = read_json(next((project / "results" / "kill").glob("*-1/attempt.json")))
