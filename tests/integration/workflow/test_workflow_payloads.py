@@ -15,7 +15,7 @@ SMALL = {
     "checkpoint_payloads": "drop",
     "checkpoint_payload_mb": 1,
     "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
-    "scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill"}},
+    "scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill"}, "hang": {"enabled": False}},
 }
 
 
