@@ -21,6 +21,7 @@ from ftqual.preflight.flags import build_argv, has_entrypoint
 from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
 from ftqual.preflight.nvrx_args import parse_with_nvrx
 from ftqual.preflight.storage import StorageFloor, checkpoint_root, measure, probe_megabytes
+from ftqual.scenario import job as jobshape
 from ftqual.scenario.model import ConfigError, WorkflowConfig, load
 from ftqual.stack import resolve as launch_stack
 from ftqual.stack.facts import ft_launcher_executable, probe_stack, resolve_for_stack
@@ -119,7 +120,19 @@ def build_report(ctx: Context, results: list[CheckResult]) -> dict:
         "checks": [r.to_json() for r in results],
         "stack": ctx.facts.stack.fingerprint(),
         "resolved": resolved_json(ctx),
+        "job": job_json(ctx.cfg),
     } | ({"storage": ctx.facts.storage.to_json()} if ctx.facts.storage is not None else {})
+
+
+def job_json(cfg: WorkflowConfig) -> dict:
+    """preflight.json's `job`: the shape the runs will train (the top-level settings'), so that timeouts
+    recommended for another shape are refused before the baseline launches (ftqual.report.scope)."""
+    job = jobshape.resolve_job(cfg.defaults.model, cfg.defaults.megatron_args)
+    return {
+        "model": job.model,
+        "describe": jobshape.describe(job, cfg.defaults.tp),
+        "digest": jobshape.shape_digest(job.shape, job.null_tokenizer, job.bytes_per_weight),
+    }
 
 
 def resolved_json(ctx: Context) -> dict:
