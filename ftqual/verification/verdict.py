@@ -7,8 +7,9 @@ expectation (pass, or fail for a negative control, ftqual.verification.expectati
 composes the verdict and cause of a run directory from its own run.json; the workflow's verify rule has the
 same verification compose it with the attempt's record as well (`build_report(..., attempt=...)`), so that
 `decide` runs once per verify report. The attempt rules (ftqual.workflow.attempts) and the report
-(ftqual.report.summary) read a written verify report through `judged`, a reader's check that never trusts a
-verdict better than its checks, so that what the summary says is what decided whether an attempt is kept.
+(ftqual.report.summary) read a written verify report through ftqual.verification.schema.judged, a reader's
+check that never trusts a verdict better than its checks, so that what the summary says is what decided
+whether an attempt is kept.
 
 The cause of a run that did not pass is, in order: the launcher's own finding; the root cause its logs name
 (ftqual.verification.causes: a fault that never came outranks whatever NVRx did next, exit 93 included); the
