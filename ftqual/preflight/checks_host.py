@@ -147,7 +147,8 @@ def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
     runs = cfg.scenarios or (cfg.defaults,)
     sized = [run_checkpoint_bytes(s, cfg.workload) for s in runs]
     per, how = max(sized, key=lambda item: item[0])
-    large = any(p * checkpoints_per_run(s) >= jobshape.AUTO_DROP_BYTES for (p, _), s in zip(sized, runs))
+    written = [per_run * checkpoints_per_run(s) for (per_run, _), s in zip(sized, runs, strict=True)]
+    large = any(total >= jobshape.AUTO_DROP_BYTES for total in written)
     peak = jobshape.peak_checkpoints(runs, cfg.checkpoint_payloads, parallel=1, large=large)
     dropped = cfg.checkpoint_payloads == "drop" or (cfg.checkpoint_payloads == "auto" and large)
     when = "payloads dropped once each run is verified" if dropped else "every run's kept"

@@ -129,7 +129,7 @@ class WorkflowConfig:
     defaults: Scenario  # the top-level settings, as a scenario named "(top level)"
     scenarios: tuple[Scenario, ...] = field(default_factory=tuple)
     storage_probe_mb: int | str = "auto"  # the preflight's storage floor (ftqual/preflight/storage.py)
-    checkpoint_payloads: str = "auto"  # keep | drop | auto, once a run is verified (ftqual/launch/payloads.py)
+    checkpoint_payloads: str = "auto"  # keep, drop or auto once a run is verified (launch/payloads.py)
 
     @property
     def by_name(self) -> dict[str, Scenario]:

@@ -99,7 +99,7 @@ def test_bytes_from_the_dropped_payload_manifest(kill_copy):
             {"path": "checkpoints/iter_0000012/__0_0.distcp", "bytes": 7},  # not relative to it: ignored
             {"path": "iter_0000015/bad.distcp", "bytes": -1},  # ignored
             {"path": "elsewhere.bin", "bytes": 5},  # names no iteration folder: ignored
-        ]
+        ],
     }
     (kill_copy / "checkpoints/payloads_dropped.json").write_text(json.dumps(manifest))
     snap = build_snapshot(kill_copy)
