@@ -486,8 +486,8 @@ def record(
 
 # checkpoint_payloads `auto` (ftqual.launch.payloads) drops a run whose payloads total at least this: the
 # walkthrough's GPT (4 layers, hidden 512) writes ~190 MB per checkpoint, ~1.1 GB per 30-iteration run, and
-# the smoke workload KBs (or checkpoint_payload_mb x saves): they stay, as recorded. A ~125M model's checkpoint with its optimizer state
-# is ~1.5-2 GB, an 8B one ~100 GB: every real job's run is dropped.
+# the smoke workload KBs (or checkpoint_payload_mb x saves): they stay, as recorded. A ~125M model's
+# checkpoint with its optimizer state is ~1.5-2 GB, an 8B one ~100 GB: every real job's run is dropped.
 AUTO_DROP_BYTES = 2 << 30
 
 
