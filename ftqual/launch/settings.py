@@ -10,7 +10,7 @@ its digits before `int()` sees it (Python refuses more than 4,300 digits with a 
 then proves that every directory the run needs can be created and written, and refuses to reuse
 evidence or to resume a checkpoint that is not ours.
 
-The run settings that a scenario also has are ftqual.launch.fields' table (`RunSettings`, which `Settings`
+The run settings that a scenario also has are ftqual.scenario.fields' table (`RunSettings`, which `Settings`
 extends): their variables, parsing, formatting and defaults live there; this module reads them in the
 walkthrough's order with the rules that tie them together, and the settings only the launcher has.
 
@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.contract import FAULTS, TRACKER_NAME, gpu_only_problem
-from ftqual.launch import fields
-from ftqual.launch.fields import (
+from ftqual.scenario import campaign_setup, constraints, fields
+from ftqual.scenario import job as jobshape
+from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
+from ftqual.scenario.fields import (
     DEFAULT_SECTION_TIMEOUTS,
     FAULT_TIMINGS,
     HANG_PLACEMENTS,
@@ -49,9 +51,6 @@ from ftqual.launch.fields import (
     plain_number,
     shown,
 )
-from ftqual.scenario import campaign_setup, constraints
-from ftqual.scenario import job as jobshape
-from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
 
 __all__ = [
     "DEFAULT_SECTION_TIMEOUTS",
@@ -87,26 +86,11 @@ PATH_MAX = 1024
 NAME_MAX = 255
 VALUE_MAX = 256
 
-PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "NVRX_CHECKPOINT_ROOT", "MEGATRON_PATH")
-# A team's Megatron arguments, shell-quoted into one value: a launch script's worth (Linux takes 128 KiB).
-LONG_VARIABLES = {"NVRX_MEGATRON_ARGS": 65536}
-# Every variable this module reads; each is checked for length and printable characters first.
-VARIABLES = (
-    *PATH_VARIABLES,
-    "NVRX_WORKLOAD",
-    "NVRX_RUN_ID",
-    "SLURM_JOB_ID",
-    "RDZV_ENDPOINT",
-    "NVRX_FAULT_RANK",
-    "NVRX_DRY_RUN",
-    "NVRX_SCENARIO",
-    "NVRX_WORKERS_STOP_TIMEOUT",
-    "NVRX_LOG_SERVER_PORT",
-    "NVRX_NODE_RANK",
-    "SLURM_NODEID",
-    "NVRX_SETTINGS_FINGERPRINT",
-    *fields.VARIABLES,
-    *campaign_setup.VARIABLES,
+# The launcher's whole environment interface (ftqual.scenario.fields, where the scenario model reads it too).
+PATH_VARIABLES, LONG_VARIABLES, VARIABLES = (
+    fields.PATH_VARIABLES,
+    fields.LONG_VARIABLES,
+    fields.INTERFACE_VARIABLES,
 )
 
 
@@ -268,7 +252,7 @@ def parse_endpoint(raw: str, multi_node: bool) -> str:
 
 
 def parse_timeouts_from(raw: str) -> dict[str, float]:
-    """NVRX_TIMEOUTS_FROM as a map (ftqual.launch.fields.parse_full_timeouts, for the recommendation's
+    """NVRX_TIMEOUTS_FROM as a map (ftqual.scenario.fields.parse_full_timeouts, for the recommendation's
     callers)."""
     return fields.parse_full_timeouts(raw).as_dict()
 
@@ -290,7 +274,7 @@ def _workload(env: Mapping[str, str]) -> tuple[str, Path | None]:
 
 
 def _read(values: dict[str, Any], env: Mapping[str, str], name: str, default: str | None = None) -> Any:
-    """The table's setting `name` (ftqual.launch.fields), read now: the launcher checks in the walkthrough's
+    """The table's setting `name` (ftqual.scenario.fields), read now: the launcher checks in the walkthrough's
     order and stops at the first problem."""
     values[name] = fields.SPECS[name].read(env, default)
     return values[name]

@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.contract import gpu_only_problem
-from ftqual.launch import fields
-from ftqual.launch import settings as launch_settings
-from ftqual.launch.fields import RunSettings, Timeouts
-from ftqual.scenario import constraints
+from ftqual.scenario import constraints, fields
 from ftqual.scenario import job as jobshape
+from ftqual.scenario.fields import RunSettings, Timeouts
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 DEFAULT_FAULT_RANK = 1  # the walkthrough's NVRX_FAULT_RANK default
@@ -32,7 +30,7 @@ SECTIONS = ("setup", "step", "checkpointing")
 # Every variable the launcher reads (ftqual/launch/settings.py) but Slurm's own. The workflow sets those it
 # needs and removes the rest from the environment it inherits, so a stray NVRX_CHECKPOINT_DIR in a user's
 # shell can never make two scenarios share checkpoints.
-LAUNCHER_VARIABLES = tuple(name for name in launch_settings.VARIABLES if not name.startswith("SLURM_"))
+LAUNCHER_VARIABLES = tuple(name for name in fields.INTERFACE_VARIABLES if not name.startswith("SLURM_"))
 
 
 class ConfigError(ValueError):
@@ -48,7 +46,7 @@ class SmokeOptions:
 @dataclass(frozen=True, kw_only=True)
 class Scenario(RunSettings):
     """One scenario with every run setting resolved (its overrides over the top level): the table's
-    (ftqual.launch.fields.RunSettings) and those only the workflow has."""
+    (ftqual.scenario.fields.RunSettings) and those only the workflow has."""
 
     name: str
     rank: int | None  # None for fault "none"
@@ -605,8 +603,8 @@ def workload_args(cfg: WorkflowConfig, s: Scenario) -> list[str]:
     if cfg.workload != "smoke":
         return []
     return [
-        f"--smoke-save-seconds={launch_settings.plain_number(s.smoke.save_seconds)}",
-        f"--smoke-step-seconds={launch_settings.plain_number(s.smoke.step_seconds)}",
+        f"--smoke-save-seconds={fields.plain_number(s.smoke.save_seconds)}",
+        f"--smoke-step-seconds={fields.plain_number(s.smoke.step_seconds)}",
     ]
 
 

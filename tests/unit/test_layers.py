@@ -49,14 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ftqual.preflight.flags", "ftqual.launch.command"): _ARGV,
     ("ftqual.preflight.flags", "ftqual.launch.compat"): _ARGV,
     ("ftqual.preflight.flags", "ftqual.launch.settings"): _ARGV,
-    # Pending, in modules other work owns (each entry goes when its import does):
-    ("ftqual.scenario.model", "ftqual.launch.fields"): (
-        "pending: the scenario model reads the launcher's settings fields; they are to move below the "
-        "scenario"
-    ),
-    ("ftqual.scenario.model", "ftqual.launch.settings"): (
-        "pending: the scenario model validates through the launcher's settings; to move below the scenario"
-    ),
 }
 
 

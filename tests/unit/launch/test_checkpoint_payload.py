@@ -1,4 +1,4 @@
-"""checkpoint_payload_mb, the setting added through the table (ftqual.launch.fields): from the config to
+"""checkpoint_payload_mb, the setting added through the table (ftqual.scenario.fields): from the config to
 NVRX_SMOKE_CHECKPOINT_MB, the launcher's Settings and the smoke workload's --smoke-checkpoint-mb, which writes
 that many MiB of random bytes into every checkpoint it saves."""
 

@@ -23,6 +23,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from ftqual.contract import FAULTS
+from ftqual.scenario import campaign_setup
 from ftqual.scenario import job as jobshape
 from ftqual.stack import resolve as stack
 
@@ -408,6 +409,30 @@ SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(RunSettings
 # Each field's default where a scenario (or the resolved JSON) may leave it out; absent: it is required.
 DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RunSettings) if f.default is not MISSING}
 VARIABLES: tuple[str, ...] = tuple(name for spec in SPECS.values() for name in spec.env)
+
+# The launcher's whole environment interface (ftqual.launch.settings reads it; the scenario model writes it):
+# the walkthrough's paths and names, the table's variables and the campaign's.
+PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "NVRX_CHECKPOINT_ROOT", "MEGATRON_PATH")
+# A team's Megatron arguments, shell-quoted into one value: a launch script's worth (Linux takes 128 KiB).
+LONG_VARIABLES = {"NVRX_MEGATRON_ARGS": 65536}
+# Every variable the launcher reads; each is checked for length and printable characters first.
+INTERFACE_VARIABLES = (
+    *PATH_VARIABLES,
+    "NVRX_WORKLOAD",
+    "NVRX_RUN_ID",
+    "SLURM_JOB_ID",
+    "RDZV_ENDPOINT",
+    "NVRX_FAULT_RANK",
+    "NVRX_DRY_RUN",
+    "NVRX_SCENARIO",
+    "NVRX_WORKERS_STOP_TIMEOUT",
+    "NVRX_LOG_SERVER_PORT",
+    "NVRX_NODE_RANK",
+    "SLURM_NODEID",
+    "NVRX_SETTINGS_FINGERPRINT",
+    *VARIABLES,
+    *campaign_setup.VARIABLES,
+)
 
 
 def read_all(env: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, Any]:
