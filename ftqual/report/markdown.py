@@ -12,6 +12,7 @@ from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
 from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
+from ftqual.verification.campaign.text import human_bytes
 
 STATUS_CELL = {"pass": "✅ pass", "fail": "❌ FAIL", "inconclusive": "⚠️ inconclusive", "skip": "⏭ skip"}
 ATTENTION_EVIDENCE = 2  # evidence lines per item in the first screen, at most; all of them are in the details
@@ -152,6 +153,38 @@ def identity_section(summary: dict) -> list[str]:
     for name, reason in (ident.get("requalified") or {}).items():
         out += ["", f"Requalified **{cell(name)}**: {cell(reason)}."]
     return out
+
+
+def job_section(summary: dict) -> list[str]:
+    """The job the runs trained (summary.json `job`, from run.json's through the verify reports): its shape,
+    the estimates the preflight judged, and every Megatron argument of the model, data and training that ran
+    (the flags ftqual owns are in each run's command.txt)."""
+    job = summary.get("job")
+    if not isinstance(job, dict):
+        return ["The verify reports carry no job record (runs of an ftqual before run.json's `job`)."]
+    digest = job.get("digest")
+    lines = [f"**{cell(job.get('describe') or job.get('model'))}**, job shape `{digest or 'differs'}`."]
+    estimates = [
+        f"{label} {human_bytes(value)}"
+        for label, value in (
+            ("checkpoint (with its optimizer state)", job.get("checkpoint_bytes_estimate")),
+            ("GPU memory per GPU", job.get("gpu_memory_bytes_estimate")),
+        )
+        if isinstance(value, int)
+    ]
+    if estimates:
+        lines += ["", "Estimated from the arguments: " + "; ".join(estimates) + "."]
+    by_scenario = job.get("by_scenario") or {}
+    if digest is None and by_scenario:
+        lines += [
+            "",
+            "Job shape by scenario: " + ", ".join(f"{k} `{v}`" for k, v in sorted(by_scenario.items())),
+        ]
+    args = job.get("megatron_args")
+    if isinstance(args, list):
+        shown = " ".join(str(a) for a in args) or "(none: the workload runs no Megatron model)"
+        lines += ["", "The model, data and training arguments that ran:", "", "```", shown, "```"]
+    return lines
 
 
 def check_table(summary: dict) -> list[str]:
@@ -579,6 +612,10 @@ def render_markdown(summary: dict) -> str:
         "### Stack identity",
         "",
         *identity_section(summary),
+        "",
+        "## Job",
+        "",
+        *job_section(summary),
         "",
         "## Checks",
         "",

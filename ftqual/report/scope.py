@@ -48,7 +48,15 @@ def jobs_of(docs: Iterable[tuple[str, Mapping]]) -> dict | None:
         return None
     digests = set(by_scenario.values())
     shared = next(iter(digests)) if len(digests) == 1 else None
-    out = {key: first.get(key) for key in ("model", "describe", "params", "checkpoint_bytes_estimate")}
+    keys = (
+        "model",
+        "describe",
+        "params",
+        "checkpoint_bytes_estimate",
+        "gpu_memory_bytes_estimate",
+        "megatron_args",
+    )
+    out = {key: first.get(key) for key in keys}
     return {"digest": shared, **out, "by_scenario": by_scenario}
 
 

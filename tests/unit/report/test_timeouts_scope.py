@@ -149,3 +149,29 @@ def test_verify_carries_the_runs_job(tmp_path):
     record = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**record, "job": JOB}))
     assert build_report(run)["job"] == JOB
+
+
+def test_the_report_shows_the_job_and_every_argument_that_ran():
+    """summary.md's Job section: the shape, the estimates and the arguments of run.json's `job`, carried
+    through the verify reports (here the 1.3b fixture's), and a plain line where no report carries one."""
+    import glob
+    from pathlib import Path
+
+    from ftqual.report.markdown import job_section
+
+    data = Path(__file__).resolve().parents[2] / "data" / "megatron-h200-1.3b-1gpu" / "results"
+    docs = [
+        (Path(p).parts[-3], json.loads(Path(p).read_text())) for p in glob.glob(f"{data}/*/*/verify.json")
+    ]
+    job = scope.jobs_of(docs)
+    text = "\n".join(job_section({"job": job}))
+    assert "1.32B params" in text and "`4f7df2631416`" in text and "17.2 GiB" in text
+    assert "--num-layers=24 --hidden-size=2048" in text and "--mock-data" in text
+    # two shapes: the digest is not shared, each scenario's is named
+    changed = [
+        (name, {**doc, "job": {**doc["job"], "digest": "0123456789ab"}} if name == "kill" else doc)
+        for name, doc in docs
+    ]
+    mixed = scope.jobs_of(changed)
+    assert mixed["digest"] is None and "Job shape by scenario" in "\n".join(job_section({"job": mixed}))
+    assert "carry no job record" in "\n".join(job_section({}))
