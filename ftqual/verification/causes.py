@@ -49,7 +49,8 @@ MAX_TEXT = 200
 
 @dataclass(frozen=True)
 class Cause:
-    # silent_end | restarted_from_scratch | no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
+    # silent_end | restarted_from_scratch |
+    # no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
     # not_injected | evidence_missing | unknown
     kind: str
     text: str
