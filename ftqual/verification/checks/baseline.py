@@ -72,8 +72,8 @@ def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         last = derive.max_iteration(tables)
         if stopped:
             f.unknown(f"final iteration {total} not reached (last seen: {last}): {stopped}")
-        elif (end := endings.silent_end(snap)) is not None:  # exit 0 proves the end, cut log or not
-            f.problem(end.text, *end.refs)
+        elif (end := endings.silent_end(snap)) is not None:  # exit 0 with whole logs proves the end
+            f.problem(f"{end.text}: final iteration {total} not reached (last seen: {last})", *end.refs)
         else:
             f.missing_fact(f"final iteration {total} not reached (last seen: {last})", complete)
     _all_saves(snap, f, logs, complete and not stopped, total, exp.save_interval)

@@ -342,8 +342,8 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
             f.unknown(
                 f"final iteration {total} not reached (last seen: {reached}): {stopped_from_outside(snap)}"
             )
-        elif (end := endings.silent_end(snap)) is not None:  # exit 0 proves the end, cut log or not
-            f.problem(end.text, *end.refs)
+        elif (end := endings.silent_end(snap)) is not None:  # exit 0 with whole logs proves the end
+            f.problem(f"{end.text}: final iteration {total} not reached (last seen: {reached})", *end.refs)
         else:
             f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
     tracker_matches(snap, f, total)

@@ -103,8 +103,11 @@ def _last_row(snap: RunSnapshot, reached: int | None):
 
 def silent_end(snap: RunSnapshot) -> SilentEnd | None:
     """The run exited 0 (run.json) before its last iteration; None when it reached it, exited otherwise,
-    was stopped from outside, or its length is unknown."""
+    was stopped from outside, its length is unknown or a training log looks cut short (then the missing
+    iterations may be the cut's: the checks call that inconclusive)."""
     if snap.meta.exit_code != 0 or snap.meta.interrupted_by:
+        return None
+    if not snap.ok("train_logs") or any(not log.complete for log in snap.train_logs):
         return None
     total = derive.train_iters(snap)
     if total is None:
