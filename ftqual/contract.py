@@ -148,3 +148,32 @@ MODEL = ModelShape()
 # workload_check_interval, 0.7.0's default, which the launcher leaves alone): a live fault is detected at most
 # this long after its timeout has passed.
 RANK_MONITOR_INTERVAL_S = 5.0
+
+# What a final exit code means to a scheduler (the report's exit-code table, ftqual.report.exit_codes):
+# code -> (meaning, requeue). ft_launcher's own codes (0, 1, 93) and the ranks' deaths by signal (torch's
+# elastic agent prints -N; a shell between makes it 128+N). An exit 0 that did not reach the last iteration
+# is a silent end (ftqual.verification.evidence.endings), whatever this table says of 0.
+EXIT_MEANINGS: dict[int, tuple[str, str]] = {
+    0: ("finished", "no"),
+    1: ("restarts exhausted (ft_launcher) or an uncaught error (a rank)", "yes, after looking"),
+    93: ("NVRx no-progress stop: cycles without progress", "no: a loop"),
+    -9: ("killed (SIGKILL)", "yes"),
+    137: ("killed (SIGKILL)", "yes"),
+    -6: ("aborted (SIGABRT)", "yes, after looking"),
+    134: ("aborted (SIGABRT)", "yes, after looking"),
+    -11: ("segmentation fault (SIGSEGV)", "yes, after looking"),
+    139: ("segmentation fault (SIGSEGV)", "yes, after looking"),
+    -15: ("terminated (SIGTERM)", "yes"),
+    143: ("terminated (SIGTERM)", "yes"),
+}
+SILENT_END_MEANING = (
+    "silent end: exit 0 before the last iteration",
+    "no: investigate, training did not finish",
+)
+
+
+def exit_meaning(code: int | None) -> tuple[str, str]:
+    """(meaning, requeue) of a final exit code; an unlisted code is Megatron's or the workload's own."""
+    if code is None:
+        return ("not recorded", "unknown")
+    return EXIT_MEANINGS.get(code, (f"exit {code}: the workload's own code", "after looking"))

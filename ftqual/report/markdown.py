@@ -10,6 +10,7 @@ from __future__ import annotations
 from ftqual.contract import RANK_FAULTS
 from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
+from ftqual.report.exit_codes import markdown_lines as exit_code_lines
 from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 from ftqual.verification.campaign.text import human_bytes
@@ -592,6 +593,13 @@ def legend_section(summary: dict) -> list[str]:
     return out
 
 
+def exit_codes_section(rows: object) -> list[str]:
+    """The exit-code table where summary.json has one (an optional key: older summaries have none)."""
+    if not isinstance(rows, list) or not rows:
+        return []
+    return ["## Exit codes", "", *exit_code_lines(rows), ""]
+
+
 def render_markdown(summary: dict) -> str:
     counts = summary["scenario_counts"]
     total = sum(counts.values())
@@ -625,6 +633,7 @@ def render_markdown(summary: dict) -> str:
         "",
         *fault_table_section(summary.get("faults") or []),
         "",
+        *exit_codes_section(summary.get("exit_codes")),
         *campaign_section(summary),
         "## Recovery latency against budgets",
         "",

@@ -324,6 +324,13 @@ SUMMARY_SCHEMA = {
             },
         },
         "campaigns": {"type": "object", "additionalProperties": _CAMPAIGN},
+        "exit_codes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["scenario", "launcher_exit_code", "rank_exit_codes", "meaning", "requeue"],
+            },
+        },
         "checkpoints": {
             "type": "object",
             "required": ["floor", "by_scenario"],

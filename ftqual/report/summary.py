@@ -17,6 +17,7 @@ from ftqual.report import budgets as budgets_mod
 from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
 from ftqual.report.checkpoints import build_checkpoints
+from ftqual.report.exit_codes import build_exit_codes
 from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
@@ -516,6 +517,8 @@ def build_summary(
         "campaigns": campaigns,
         "checkpoints": build_checkpoints(inputs, pf),
     }
+    if exit_codes := build_exit_codes(inputs):  # verify reports that record their exits
+        summary["exit_codes"] = exit_codes
     if job is not None:  # the job shape the runs ran (run.json `job`, through the verify reports)
         summary["job"] = job
     if isinstance(pf.get("storage"), dict):  # the storage floor the preflight measured

@@ -6,7 +6,10 @@ parser, `evidence.launcher_log`), reads the per-cycle training logs' lines once 
 no fact keeps; regular files inside the run only, bounded lines), and names the first cause that fits, most
 specific first:
 
-- NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles;
+- the run exited 0 before its last iteration (a silent end), or a replacement cycle trained from iteration 0
+  while a checkpoint existed (ftqual.verification.evidence.endings): named even where the exit was 0;
+- NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles
+  and the restarts without progress with the GPU-seconds they burned (likewise restarts exhausted, exit 1);
 - a section timeout fired in every cycle (with the measured iteration time against the timeout);
 - the workload rejected its arguments (argparse's `error:` line), in every cycle;
 - every cycle crashed with the same error line;
@@ -26,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ftqual.contract import FAULTS
-from ftqual.verification.evidence import safeio
+from ftqual.verification.evidence import endings, safeio
 from ftqual.verification.evidence.clock import Clock
 from ftqual.verification.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
 from ftqual.verification.evidence.patterns import common, launcher, train
@@ -46,6 +49,7 @@ MAX_TEXT = 200
 
 @dataclass(frozen=True)
 class Cause:
+    # silent_end | restarted_from_scratch |
     # no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
     # not_injected | evidence_missing | unknown
     kind: str
@@ -115,12 +119,38 @@ def root_cause(
     """The cause the logs name for a run that did not pass (`classify`, as JSON), or None where the failed
     check says it better: the launcher ended cleanly after its fault (or the run had none). `snapshot`: the
     run's evidence where the caller has read it already (`classify`)."""
+    if snapshot is not None and (ended := ending_cause(snapshot)) is not None:
+        return ended.to_json()
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     if launcher_exit in (0, None) and (
         fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
     ):
         return None
     return classify(Path(run_dir), run, launcher_exit, snapshot).to_json()
+
+
+def ending_cause(snap: RunSnapshot) -> Cause | None:
+    """A run that exited 0 before its last iteration (a silent end), or whose replacement cycle trained
+    from iteration 0 while a checkpoint existed: the stack's finding, named before anything it caused."""
+    if (end := endings.silent_end(snap)) is not None:
+        said = f" (the launcher's exit: {end.exit_line.path}:{end.exit_line.line})" if end.exit_line else ""
+        where = end.last_line
+        return Cause(
+            "silent_end", end.text + said, where.path if where else None, where.line if where else None
+        )
+    if scratch := endings.scratch_restarts(snap):
+        first = scratch[0]
+        where = first.first_line
+        return Cause(
+            "restarted_from_scratch", first.text, where.path if where else None, where.line if where else None
+        )
+    return None
+
+
+def _burned(snapshot: RunSnapshot | None) -> str:
+    """'; <the restarts without progress and the GPU-seconds they burned>' for a stop's cause, or ''."""
+    burned = endings.burned_cycles(snapshot) if snapshot is not None else None
+    return f"; {burned.text}" if burned is not None else ""
 
 
 _ANY_YEAR = 2000  # the causes use no timestamp; a leap year takes every glog date
@@ -225,13 +255,20 @@ def classify(
         why = (
             f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
         )
-        text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}"
+        text = f"NVRx stopped restarting: no progress across restarts (exit 93){why}{_burned(snapshot)}"
         return Cause("no_progress", text, LAUNCHER_LOG, number)
 
     last_exit = launcher_log.last_exit_line()
     gave_up = _injections_exhausted(run, launcher_exit, cycles, last_exit)
     if gave_up is not None:
         return gave_up
+    if (burned := _burned(snapshot)) and launcher_exit == endings.RESTARTS_EXHAUSTED_EXIT:
+        # restarts that made no progress until ft_launcher ran out of them (a corrupt checkpoint's loop)
+        why = (
+            f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
+        )
+        text = f"restarts exhausted (exit 1){why}{burned}"
+        return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
     timeouts = launcher_log.timeouts()
     if cycles and timeouts and len(timeouts) >= len(cycles):

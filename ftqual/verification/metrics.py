@@ -21,7 +21,7 @@ import numpy as np
 
 from ftqual.contract import UNWINDING_FAULTS
 from ftqual.verification.checks import linger
-from ftqual.verification.evidence import derive
+from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.clock import iso_z, seconds
 from ftqual.verification.evidence.iterations import HAS_LOSS, HAS_T, IterationTable, from_micros, micros
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -250,8 +250,45 @@ def baseline_metrics(snap: RunSnapshot) -> dict[str, object]:
     return metrics
 
 
+# verify.json's optional metrics of how a run ended (the report's exit-code table, ftqual.report.exit_codes)
+ENDING_METRICS = (
+    "launcher_exit_code",
+    "rank_exit_codes",
+    "silent_end",
+    "scratch_restarts",
+    "no_progress_cycles",
+)
+
+
 def compute_metrics(snap: RunSnapshot) -> dict[str, object]:
-    return fault_metrics(snap) if snap.meta.fault != "none" else baseline_metrics(snap)
+    metrics = fault_metrics(snap) if snap.meta.fault != "none" else baseline_metrics(snap)
+    # how the run ended where its exit code misleads (optional keys, present only with a finding)
+    metrics.update(endings.ending_metrics(snap))
+    metrics.update(exit_metrics(snap))
+    return metrics
+
+
+def exit_metrics(snap: RunSnapshot) -> dict[str, object]:
+    """The final exit codes a scheduler sees (the report's exit-code table): the launcher's (run.json) and
+    the ranks' in the last cycle (launcher.log's `failed (exitcode: N)` lines from that cycle's start in
+    cycle_infos; [0] where the launcher said the worker group finished and no rank of that cycle failed;
+    absent where neither says)."""
+    out: dict[str, object] = {"launcher_exit_code": snap.meta.exit_code}
+    if snap.launcher is None:
+        return out
+    numbers = snap.cycles.cycle_numbers if snap.cycles is not None else ()
+    info = snap.cycles.by_cycle(numbers[-1]) if snap.cycles is not None and numbers else None
+    start = info.start if info is not None else None
+    exits = snap.launcher.exits
+    if start is not None:
+        final = [e.exit_code for e in exits if e.t is not None and e.t >= start]
+    else:  # no cycle records: only the last reported exit is surely the final cycle's
+        final = [max(exits, key=lambda e: e.ref.line).exit_code] if exits else []
+    if final:
+        out["rank_exit_codes"] = sorted(set(final))
+    elif snap.launcher.successes:
+        out["rank_exit_codes"] = [0]
+    return out
 
 
 # The timeline's iteration points are bounded: up to ALL_POINTS every line is a point (every recorded run);

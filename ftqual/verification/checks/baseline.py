@@ -7,11 +7,12 @@ from ftqual.verification.checks.resume import (
     cycles,
     exit_code,
     launcher_outcome,
+    scratch_restarts,
     stopped_from_outside,
     tracker_matches,
 )
 from ftqual.verification.checks.run_plan import RunPlan
-from ftqual.verification.evidence import derive
+from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 UNINTERRUPTED = "uninterrupted_completion"
@@ -43,6 +44,7 @@ def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     for item in snap.injections[:2]:
         f.problem("an injection line in a no-fault run", item.ref)
     cycles(snap, f, 1)
+    scratch_restarts(snap, f)
     launcher_outcome(snap, f)
     stopped = stopped_from_outside(snap)
     if snap.launcher is not None:
@@ -70,6 +72,8 @@ def uninterrupted_completion(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         last = derive.max_iteration(tables)
         if stopped:
             f.unknown(f"final iteration {total} not reached (last seen: {last}): {stopped}")
+        elif (end := endings.silent_end(snap)) is not None:  # exit 0 with whole logs proves the end
+            f.problem(f"{end.text}: final iteration {total} not reached (last seen: {last})", *end.refs)
         else:
             f.missing_fact(f"final iteration {total} not reached (last seen: {last})", complete)
     _all_saves(snap, f, logs, complete and not stopped, total, exp.save_interval)

@@ -16,7 +16,7 @@ from ftqual.verification.checks.result import (
     unready,
 )
 from ftqual.verification.checks.run_plan import RunPlan
-from ftqual.verification.evidence import derive
+from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.iterations import HAS_GBS, INT64_MAX
 from ftqual.verification.evidence.run_meta import FaultMarker
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -179,6 +179,7 @@ def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     if (early := unready(cid, snap, exp, "train_logs")) is not None:
         return early
     f = Findings(cid)
+    scratch_restarts(snap, f)
     cycle = derive.replacement_cycle(snap)
     later_logs = [log for log in snap.train_logs if log.cycle >= cycle]
     if not later_logs:
@@ -341,9 +342,18 @@ def _final(snap: RunSnapshot, f: Findings, logs, total: int | None, complete: bo
             f.unknown(
                 f"final iteration {total} not reached (last seen: {reached}): {stopped_from_outside(snap)}"
             )
+        elif (end := endings.silent_end(snap)) is not None:  # exit 0 with whole logs proves the end
+            f.problem(f"{end.text}: final iteration {total} not reached (last seen: {reached})", *end.refs)
         else:
             f.missing_fact(f"final iteration {total} not reached (last seen: {reached})", complete)
     tracker_matches(snap, f, total)
+
+
+def scratch_restarts(snap: RunSnapshot, f: Findings) -> None:
+    """A replacement cycle that trained from iteration 0 while a completed checkpoint existed (Megatron
+    starts from random without a tracker) is named, with its first iteration and the save it ignored."""
+    for item in endings.scratch_restarts(snap):
+        f.problem(f"{item.text} (its first iteration: {item.first_iteration})", *item.refs)
 
 
 def tracker_matches(snap: RunSnapshot, f: Findings, total: int) -> None:

@@ -1,0 +1,58 @@
+"""The exit-code table (issue 45): for every scenario, the launcher's and the ranks' final exit codes (verify
+reports' metrics `launcher_exit_code`, `rank_exit_codes`, `silent_end`: ftqual.verification.metrics) and what
+each means for a scheduler (ftqual.contract.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
+is a silent end. summary.json's `exit_codes` (pure) and its summary.md section."""
+
+from __future__ import annotations
+
+from ftqual.contract import SILENT_END_MEANING, exit_meaning
+from ftqual.report.inputs import ScenarioInput
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _rank_meaning(code: int, silent: bool) -> str:
+    # a rank's exit 0 in a silent end is Megatron's `sys.exit()` before the last iteration, not a finish
+    return "exited before the last iteration" if silent and code == 0 else exit_meaning(code)[0]
+
+
+def build_exit_codes(inputs: list[ScenarioInput]) -> list[dict]:
+    """One row per scenario whose verify report records its launcher's exit (older reports: left out)."""
+    rows = []
+    for item in inputs:
+        metrics = (item.doc or {}).get("metrics")
+        if not isinstance(metrics, dict) or "launcher_exit_code" not in metrics:
+            continue
+        code = _int(metrics.get("launcher_exit_code"))
+        ranks = [c for c in metrics.get("rank_exit_codes") or [] if _int(c) is not None]
+        silent = metrics.get("silent_end") if isinstance(metrics.get("silent_end"), dict) else None
+        meaning, requeue = SILENT_END_MEANING if silent is not None and code == 0 else exit_meaning(code)
+        if silent is not None and code == 0:
+            meaning = f"{meaning} (iteration {silent.get('iteration')} of {silent.get('train_iters')})"
+        rows.append({
+            "scenario": item.name,
+            "launcher_exit_code": code,
+            "rank_exit_codes": ranks,
+            "meaning": meaning,
+            "requeue": requeue,
+            "ranks_meaning": [f"{c}: {_rank_meaning(c, silent is not None)}" for c in ranks],
+            "silent_end": silent is not None,
+        })  # fmt: skip
+    return rows
+
+
+def markdown_lines(rows: list[dict]) -> list[str]:
+    if not rows:
+        return ["No verify report records its exit codes."]
+    out = ["| scenario | launcher exit | ranks' final exits | meaning | requeue |", "|---|---:|---|---|---|"]
+    for r in rows:
+        code = "—" if r["launcher_exit_code"] is None else str(r["launcher_exit_code"])
+        ranks = "; ".join(r["ranks_meaning"]) or "—"
+        out.append(f"| {r['scenario']} | {code} | {ranks} | {r['meaning']} | {r['requeue']} |")
+    out += [
+        "",
+        "requeue: what a scheduler should do with the job; 93 is a loop NVRx stopped, a rerun repeats it.",
+    ]
+    return out

@@ -1,0 +1,189 @@
+"""How a run ended, where the exit code alone misleads: a silent end, a restart from scratch, restarts that
+made no progress (issue 45).
+
+- A *silent end*: ft_launcher exited 0 but training never reached `train_iters`. Megatron's `read_metadata`
+  calls `sys.exit()` without a code on a tracker that is not an integer (and so does
+  `--exit-on-missing-checkpoint`): the rank exits 0, which ft_launcher takes for a finished worker.
+- A *restart from scratch*: a replacement cycle restored nothing (or iteration 0) while an earlier cycle had
+  completed a checkpoint (Megatron "will start from random" when the tracker is missing).
+- *Burned cycles*: replacement cycles that completed no checkpoint beyond the one they restored, in a run
+  that NVRx stopped (no progress, exit 93) or that ran out of restarts (exit 1); their GPU-seconds are the
+  world size times their wall time (cycle_infos).
+
+Pure functions of a `RunSnapshot`; the checks name these findings, the causes and the metrics report them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ftqual.verification.evidence import derive
+from ftqual.verification.evidence.model import Ref
+from ftqual.verification.evidence.snapshot import RunSnapshot
+
+NO_PROGRESS_EXIT = 93  # NVRx's progress tracker stops a job after cycles without progress
+RESTARTS_EXHAUSTED_EXIT = 1  # ft_launcher out of --max-restarts
+
+
+@dataclass(frozen=True)
+class SilentEnd:
+    iteration: int | None  # the last iteration logged (None: none at all)
+    train_iters: int
+    last_line: Ref | None  # the last iteration's line
+    exit_line: Ref | None  # the launcher's line that says the workers finished (else run.json)
+
+    @property
+    def text(self) -> str:
+        reached = self.iteration if self.iteration is not None else 0
+        return f"silent end: exit 0 at iteration {reached} of {self.train_iters}"
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        return tuple(r for r in (self.last_line, self.exit_line) if r is not None)
+
+
+@dataclass(frozen=True)
+class ScratchRestart:
+    cycle: int
+    first_iteration: int | None  # the cycle's first logged iteration
+    checkpoint: int  # the newest checkpoint completed before the cycle
+    first_line: Ref | None
+    saved_line: Ref | None
+
+    @property
+    def text(self) -> str:
+        return f"cycle {self.cycle} restarted from scratch while checkpoint {self.checkpoint} existed"
+
+    @property
+    def refs(self) -> tuple[Ref, ...]:
+        return tuple(r for r in (self.first_line, self.saved_line) if r is not None)
+
+
+@dataclass(frozen=True)
+class BurnedCycles:
+    cycles: tuple[int, ...]  # replacement cycles that left the job no further than they found it
+    restored: tuple[int, ...]  # the iteration each restored (0: none)
+    exit_code: int
+    wall_s: float | None  # their wall time together (None: a cycle's times unknown)
+    world_size: int | None
+
+    @property
+    def gpu_s(self) -> float | None:
+        if self.wall_s is None or not self.world_size:
+            return None
+        return round(self.wall_s * self.world_size, 1)
+
+    @property
+    def text(self) -> str:
+        stop = "NVRx's no-progress stop" if self.exit_code == NO_PROGRESS_EXIT else "restarts exhausted"
+        burned = f", {self.gpu_s:g} GPU-s burned" if self.gpu_s is not None else ", GPU-s unknown"
+        at = sorted(set(self.restored))
+        return (
+            f"{len(self.cycles)} restart(s) without progress (cycles {list(self.cycles)}, restored iteration "
+            f"{at[0] if len(at) == 1 else at}) until {stop} (exit {self.exit_code}){burned}"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cycles": list(self.cycles),
+            "restored": list(self.restored),
+            "exit_code": self.exit_code,
+            "wall_s": None if self.wall_s is None else round(self.wall_s, 3),
+            "world_size": self.world_size,
+            "gpu_s": self.gpu_s,
+        }
+
+
+def _last_row(snap: RunSnapshot, reached: int | None):
+    if reached is None:
+        return None
+    tables = [log.iterations for log in reversed(snap.train_logs)]
+    return derive.first_row(tables, lambda rows: rows["iteration"] == reached, low=reached, high=reached + 1)
+
+
+def silent_end(snap: RunSnapshot) -> SilentEnd | None:
+    """The run exited 0 (run.json) before its last iteration; None when it reached it, exited otherwise,
+    was stopped from outside, its length is unknown or a training log looks cut short (then the missing
+    iterations may be the cut's: the checks call that inconclusive)."""
+    if snap.meta.exit_code != 0 or snap.meta.interrupted_by:
+        return None
+    if not snap.ok("train_logs") or any(not log.complete for log in snap.train_logs):
+        return None
+    total = derive.train_iters(snap)
+    if total is None:
+        return None
+    reached = derive.max_iteration([log.iterations for log in snap.train_logs])
+    if reached is not None and reached >= total:
+        return None
+    row = _last_row(snap, reached)
+    exit_line = snap.meta.ref
+    if snap.launcher is not None and snap.launcher.successes:
+        exit_line = snap.launcher.successes[-1].ref
+    return SilentEnd(reached, total, row.ref if row else None, exit_line)
+
+
+def restored_iteration(log) -> int:
+    """The iteration a cycle's log says it loaded (0: it loaded none)."""
+    done = log.loads_of("done") if log is not None else ()
+    return done[0].iteration if done else 0
+
+
+def scratch_restarts(snap: RunSnapshot) -> list[ScratchRestart]:
+    """Replacement cycles that restored nothing while a completed checkpoint existed: one saved by an
+    earlier cycle ('successfully saved', its folder still complete where the checkpoints are readable) or
+    the one the run started from (run.json's initial checkpoint)."""
+    found: list[ScratchRestart] = []
+    newest, saved_line = snap.meta.initial_checkpoint_iteration, None
+    for log in snap.train_logs:
+        if log.cycle > 0 and newest > 0 and restored_iteration(log) == 0:
+            first = derive.first_step_after(log)
+            if first is not None and first.iteration <= newest:
+                found.append(ScratchRestart(log.cycle, first.iteration, newest, first.ref, saved_line))
+        for event in log.saves_of("done"):
+            folder = snap.checkpoints.dir_for(event.iteration) if snap.checkpoints is not None else None
+            complete = snap.checkpoints is None or (folder is not None and folder.has_metadata)
+            if complete and event.iteration > newest:
+                newest, saved_line = event.iteration, event.ref
+    return found
+
+
+def burned_cycles(snap: RunSnapshot) -> BurnedCycles | None:
+    """The replacement cycles that completed no checkpoint beyond the one they restored, in a run that
+    ended with NVRx's no-progress stop (exit 93) or with its restarts exhausted (exit 1); None otherwise."""
+    code = snap.meta.exit_code
+    stopped = snap.launcher is not None and bool(snap.launcher.no_progress_stops)
+    if code not in (NO_PROGRESS_EXIT, RESTARTS_EXHAUSTED_EXIT) and not stopped:
+        return None
+    if code is None or snap.meta.interrupted_by:
+        return None
+    cycles, restored = [], []
+    for log in snap.train_logs:
+        if log.cycle == 0:
+            continue
+        start = restored_iteration(log)
+        if not any(e.iteration > start for e in log.saves_of("done")):
+            cycles.append(log.cycle)
+            restored.append(start)
+    if not cycles:
+        return None
+    wall: float | None = 0.0
+    for cycle in cycles:
+        info = snap.cycles.by_cycle(cycle) if snap.cycles is not None else None
+        if info is None or info.start is None or info.end is None or wall is None:
+            wall = None
+            continue
+        wall += max(0.0, (info.end - info.start).total_seconds())
+    world = snap.meta.world_size
+    return BurnedCycles(tuple(cycles), tuple(restored), code, wall, world)
+
+
+def ending_metrics(snap: RunSnapshot) -> dict[str, object]:
+    """verify.json's optional metrics of these findings (keys present only where a finding is)."""
+    out: dict[str, object] = {}
+    if (end := silent_end(snap)) is not None:
+        out["silent_end"] = {"iteration": end.iteration, "train_iters": end.train_iters}
+    if scratch := scratch_restarts(snap):
+        out["scratch_restarts"] = [{"cycle": s.cycle, "checkpoint": s.checkpoint} for s in scratch]
+    if (burned := burned_cycles(snap)) is not None:
+        out["no_progress_cycles"] = burned.as_dict()
+    return out
