@@ -1,5 +1,5 @@
 """How a run ended, where the exit code alone misleads: a silent end, a restart from scratch, restarts that
-made no progress (issue 45).
+made no progress.
 
 - A *silent end*: ft_launcher exited 0 but training never reached `train_iters`. Megatron's `read_metadata`
   calls `sys.exit()` without a code on a tracker that is not an integer (and so does

@@ -1,4 +1,4 @@
-"""How a run ended where its exit code misleads (ftqual.verification.evidence.endings, issue 45): a silent end
+"""How a run ended where its exit code misleads (ftqual.verification.evidence.endings): a silent end
 (exit 0 before the last iteration), a restart from scratch while a checkpoint existed, restarts without
 progress with the GPU-seconds they burned; and the final exit codes verify.json's metrics carry."""
 
