@@ -9,7 +9,8 @@ specific first:
 - the run exited 0 before its last iteration (a silent end), or a replacement cycle trained from iteration 0
   while a checkpoint existed (ftqual.verification.evidence.endings): named even where the exit was 0;
 - NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles
-  and the restarts without progress with the GPU-seconds they burned (likewise restarts exhausted, exit 1);
+  and the restarts without progress with the GPU-seconds they burned (which a timeout's or a crash's cause
+  below adds too, and restarts exhausted, exit 1, where nothing more specific names the end);
 - a section timeout fired in every cycle (with the measured iteration time against the timeout);
 - the workload rejected its arguments (argparse's `error:` line), in every cycle;
 - every cycle crashed with the same error line;
@@ -262,13 +263,6 @@ def classify(
     gave_up = _injections_exhausted(run, launcher_exit, cycles, last_exit)
     if gave_up is not None:
         return gave_up
-    if (burned := _burned(snapshot)) and launcher_exit == endings.RESTARTS_EXHAUSTED_EXIT:
-        # restarts that made no progress until ft_launcher ran out of them (a corrupt checkpoint's loop)
-        why = (
-            f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
-        )
-        text = f"restarts exhausted (exit 1){why}{burned}"
-        return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
     timeouts = launcher_log.timeouts()
     if cycles and timeouts and len(timeouts) >= len(cycles):
@@ -278,7 +272,7 @@ def classify(
         text = (
             f"the '{section}' timeout ({seconds:g} s) fired in every cycle ({len(timeouts)} of {len(cycles)})"
         )
-        return Cause("section_timeout", text + pace, LAUNCHER_LOG, number)
+        return Cause("section_timeout", text + pace + _burned(snapshot), LAUNCHER_LOG, number)
 
     arg_errors = [(rel, s.arg_error) for rel, s in scans.items() if s.arg_error]
     if cycles and len(arg_errors) == len(cycles):
@@ -288,13 +282,23 @@ def classify(
 
     if crash:
         rel, number, text = crash
-        return Cause("crash", f"every cycle ({len(cycles)}) crashed with: {_short(text)}", rel, number)
+        text = f"every cycle ({len(cycles)}) crashed with: {_short(text)}{_burned(snapshot)}"
+        return Cause("crash", text, rel, number)
 
     for number, text in launcher_log.lines():
         if launcher.ANY_RENDEZVOUS_TIMEOUT.search(text):
             return Cause(
                 "rendezvous_timeout", f"the rendezvous timed out: {_short(text)}", LAUNCHER_LOG, number
             )
+
+    if (burned := _burned(snapshot)) and launcher_exit == endings.RESTARTS_EXHAUSTED_EXIT:
+        # restarts that made no progress until ft_launcher ran out of them (a corrupt checkpoint's loop),
+        # where no more specific cause (a timeout or the same crash in every cycle) names what ended them
+        why = (
+            f"; every restart ended with {restarted[2]} ({restarted[0]}:{restarted[1]})" if restarted else ""
+        )
+        text = f"restarts exhausted (exit 1){why}{burned}"
+        return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
     max_restarts = run.get("max_restarts")
     if (
