@@ -11,7 +11,8 @@ reader (`ftqual.verification.evidence.checkpoints`) counts the listed files as t
 re-verification gives the same verdict and check statuses.
 
 What is a payload: a regular file below an `iter_XXXXXXX` folder named `*.distcp`, `*.pt` or `*.bin` (the
-smoke workload's `smoke_payload.bin`) of at least `SMALL_FILE_BYTES`. Kept always: `.metadata` and
+smoke workload's payload is each rank's `__<rank>_0.distcp`, as Megatron's) of at least `SMALL_FILE_BYTES`.
+Kept always: `.metadata` and
 `metadata.json` (a checkpoint's completion), every file smaller than the bound (e.g. Megatron's `common.pt`),
 the tracker, `ft_state.json` and everything outside `iter_*` folders.
 
