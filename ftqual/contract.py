@@ -109,6 +109,27 @@ def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: 
 
 TRACKER_NAME = "latest_checkpointed_iteration.txt"
 
+# What the fault rank does to the checkpoint it just completed, right before it kills itself, so that the
+# replacement meets a broken checkpoint (config/checkpoint_faults.yaml): the tracker overwritten with NUL
+# bytes (a write cut short: not a number), the directory the tracker names moved aside (renamed, never
+# deleted), the tracker moved aside, or the largest shard file of that checkpoint cut to half its size.
+CHECKPOINT_DAMAGES = (
+    "tracker_not_a_number",
+    "tracker_missing_iteration",
+    "tracker_removed",
+    "shard_truncated",
+)
+DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
+
+# Kills at a phase of a save, seen on disk by the fault rank's poller while a save S newer than the tracker is
+# under way (kill only): the save begun and no shard file yet (the state being staged to host memory), some
+# shard files (`*.distcp`) without the global `.metadata`, shard files whose sizes stopped changing still
+# without `.metadata` (every shard written), `.metadata` written while the tracker still names an older
+# iteration (finalised, not yet tracked). `in_save` is the older timing: at the end of a checkpointing
+# section with a save in flight.
+SAVE_PHASES = ("save_staged", "save_shards_partial", "save_shards_complete", "save_finalized")
+IN_SAVE_TIMINGS = ("in_save", *SAVE_PHASES)
+
 
 @dataclass(frozen=True)
 class ModelShape:

@@ -4,7 +4,11 @@
     megatron_gpt_worker.py --entrypoint FILE --checkpoint-dir DIR --fault-marker FILE
         --fault none|kill|hang|node_loss|segfault|abort|exception|sigterm|sigint|gil_lock|gpu_error|gpu_hang
         [--fault-rank N] [--run-id ID] [--hang-placement step|immediate|checkpointing|out_of_section|setup]
-        [--injections N] [--fault-timing checkpoint|in_save] [--pid-dir DIR] [--leftovers-dir DIR]
+        [--injections N] [--pid-dir DIR] [--leftovers-dir DIR]
+        [--fault-timing checkpoint|in_save|save_staged|save_shards_partial|save_shards_complete|
+                        save_finalized]
+        [--checkpoint-damage none|tracker_not_a_number|tracker_missing_iteration|tracker_removed|
+                             shard_truncated]
         -- <workload args>
     (--megatron-path DIR is accepted as --entrypoint DIR/pretrain_gpt.py)
 
@@ -37,6 +41,36 @@ Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on 
 tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
 was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself.
 
+Save phases (kill only; the timings are ftqual/contract.py's SAVE_PHASES): a SIGKILL timed to a phase of a
+save S newer than the tracker, as the fault rank sees it on disk. A torch_dist save of S makes iter_S at its
+start, then the shard files `__<rank>_<n>.distcp` (the async writer, or the training thread for a sync save),
+then the coordinator's `iter_S/.metadata`; Megatron's finalize then writes metadata.json and the tracker.
+`save_staged`: iter_S exists and holds no shard yet; `save_shards_partial`: >= 1 shard, no `.metadata`;
+`save_shards_complete`: >= 1 shard, no `.metadata`, the shard files and their total size unchanged over
+STABLE_POLLS polls and each shard of the completed checkpoint C (the tracker's) there at (nearly) its size
+in C (a `.metadata` seen first means the window was missed: the next save is awaited); `save_finalized`:
+`.metadata` a non-empty file while the tracker still names C < S. A poller thread of its own reads the
+tracker, the newest iter dir and iter_S's entries every PHASE_POLL_SECONDS; armed only once the tracker is
+past the cycle's baseline (the replacement has a checkpoint of this cycle to resume from). On the phase it
+injects at once from that thread; the marker gets `save_iteration` (S), `checkpoint_iteration` (C) and
+`on_disk` ({shards, bytes, metadata, metadata_json} of iter_S at that poll), placement = the timing. NVRx's
+section hooks are not needed. What the disk shows is what the poll saw: the save goes on while the marker is
+made durable (milliseconds), so a phase shorter than that (`.metadata` to the tracker in one finalize) can
+be passed before the kill lands; the tracker then names S, which the replacement's resume shows.
+
+Checkpoint damage (--checkpoint-damage, kill with timing `checkpoint` only; the kinds are ftqual/contract.py's
+CHECKPOINT_DAMAGES): what a replacement meets when the dying rank left its checkpoint broken. Once the fault
+is prepared and before the marker is claimed, the fault rank damages the checkpoint whose tracker armed the
+injection (iteration X): `tracker_not_a_number` overwrites the tracker in place with NUL bytes of its length
+(a write cut short by a crash), `tracker_missing_iteration` renames iter_X to iter_X + DAMAGE_SUFFIX (the
+tracker still names X), `tracker_removed` renames the tracker to its name + DAMAGE_SUFFIX, `shard_truncated`
+cuts the largest *.distcp shard of iter_X to half its size; each fsynced, nothing deleted. The marker's
+`damage` records it (kind, iteration, path and moved_to relative to the checkpoint directory, size_before,
+size_after, tracker_before, tracker_after escaped, at). A damage that cannot be made (no shard, a rename that
+fails, the tracker no longer naming X) is logged and the fault is not injected, so the run fails with exit 3.
+A replacement refuses an untrustworthy tracker (exit 2) unless the run's first marker records a damage: then
+the workload meets the tracker as it is (the question under test), with baseline 0.
+
 A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
 cannot pass as a recovery. On local rank 0 of every cycle >= 1, before the workload starts, the wrapper
 writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
@@ -65,6 +99,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 CONTRACT_PATH = Path(__file__).resolve().parents[1] / "ftqual" / "contract.py"
 CONTRACT_MODULE = "_ftqual_contract"
@@ -87,6 +122,9 @@ contract = load_contract()
 TRACKER_NAME = contract.TRACKER_NAME
 FAULTS = contract.FAULTS
 GPU_ONLY_FAULTS = contract.GPU_ONLY_FAULTS
+CHECKPOINT_DAMAGES = contract.CHECKPOINT_DAMAGES
+DAMAGE_SUFFIX = contract.DAMAGE_SUFFIX
+TRACKER_RECORD_CHARS = 40  # a damage record keeps this much of the tracker's text, escaped
 MARKER_SCHEMA = "ftqual.fault/v1"
 SMOKE_ENTRYPOINT = "smoke_train.py"
 # Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
@@ -101,7 +139,24 @@ EXIT_BAD_TRACKER = 2
 EXIT_FAULT_NEVER_INJECTED = 3
 EXIT_BAD_PLAN = 4
 CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
-TIMINGS = ("checkpoint", "in_save")
+SAVE_PHASES = contract.SAVE_PHASES
+IN_SAVE_TIMINGS = contract.IN_SAVE_TIMINGS
+TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
+# A save phase is seen by polling the disk: a tiny model's save on a GPU lasts tenths of a second, its
+# phases milliseconds (a shard's write, the wait for `.metadata`), so a poll every 0.2 s would miss most.
+PHASE_POLL_SECONDS = 0.002
+# From outside, "every shard written" is "no shard grows any more": the shard files and their total size
+# unchanged over this many consecutive polls (about 10 ms at PHASE_POLL_SECONDS), `.metadata` still absent.
+STABLE_POLLS = 5
+# Stability alone is fooled by a writer that pauses mid-shard (seen: torch's writer paused 15 ms between a
+# shard's small tensors and its large one, longer than STABLE_POLLS polls) or by a rank whose shard file is
+# not opened yet. So every shard file of the completed checkpoint C (the tracker's) must also be there in
+# iter_S, each at least this fraction of its size in C: the same model saves the same tensors, and only
+# pickled objects may differ by a few bytes from one save to the next.
+COMPLETE_SIZE_FRACTION = 0.99
+SHARD_SUFFIX = ".distcp"
+DCP_METADATA = ".metadata"  # torch's global metadata, written by the coordinator after every shard
+MEGATRON_METADATA = "metadata.json"  # Megatron's, written at finalize (before the tracker)
 LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
 SHM_DIR = Path("/dev/shm")
 SHM_MAX_ENTRIES = 100_000  # entries listed with their sizes; the totals count every one
@@ -112,6 +167,10 @@ ITER_DIR_RE = re.compile(r"iter_([0-9]{7,12})")
 
 class TrackerError(Exception):
     """The tracker exists but cannot be trusted (empty, not an integer, unreadable)."""
+
+
+class DamageError(Exception):
+    """The checkpoint damage asked for cannot be made here (nothing to damage, a rename that fails)."""
 
 
 def log(message: str) -> None:
@@ -204,6 +263,295 @@ def newest_checkpoint_iteration(checkpoint_dir: Path) -> int | None:
         except OSError:
             continue
     return max(found, default=None)
+
+
+# --- save phases (--fault-timing save_*): a save's state as the disk shows it -----------------------------
+
+
+class SaveOnDisk(NamedTuple):  # not a dataclass: tests load this file without registering it as a module
+    """What iter_S holds at one look: its shard files (name -> size), whether torch's `.metadata` is a
+    non-empty file, and whether Megatron's metadata.json exists."""
+
+    shards: dict[str, int]
+    metadata: bool
+    metadata_json: bool
+
+    def signature(self) -> tuple:
+        """What "no shard grows any more" compares between polls: the shard files' names and total size."""
+        return tuple(sorted(self.shards)), sum(self.shards.values())
+
+    def record(self) -> dict:
+        """The marker's `on_disk`."""
+        return {
+            "shards": len(self.shards),
+            "bytes": sum(self.shards.values()),
+            "metadata": self.metadata,
+            "metadata_json": self.metadata_json,
+        }
+
+
+def look_at_save(iter_dir: Path) -> SaveOnDisk | None:
+    """iter_S's shards, `.metadata` and metadata.json now; None when it cannot be listed (gone, renamed).
+    A file that vanishes between the listing and its stat is left out (the next poll sees the truth)."""
+    shards, metadata, metadata_json = {}, False, False
+    try:
+        entries = list(os.scandir(iter_dir))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            if entry.name.endswith(SHARD_SUFFIX) and entry.is_file():
+                shards[entry.name] = entry.stat().st_size
+            elif entry.name == DCP_METADATA and entry.is_file():
+                metadata = entry.stat().st_size > 0
+            elif entry.name == MEGATRON_METADATA:
+                metadata_json = True
+        except OSError:
+            continue
+    return SaveOnDisk(shards, metadata, metadata_json)
+
+
+def as_large_as(shards: dict[str, int], reference: dict[str, int]) -> bool:
+    """Every shard file of `reference` (the completed checkpoint's, name -> size) is in `shards`, each at
+    least COMPLETE_SIZE_FRACTION of its reference size."""
+    return all(shards.get(name, -1) >= size * COMPLETE_SIZE_FRACTION for name, size in reference.items())
+
+
+def phase_reached(phase: str, on_disk: SaveOnDisk, stable: int, reference: dict[str, int]) -> bool:
+    """Whether a save S newer than the tracker is in `phase` (one of SAVE_PHASES), seen as `on_disk` after
+    `stable` consecutive polls with the same shard signature (1: first seen like this); `reference`: the
+    shard sizes of the completed checkpoint the tracker names (empty when it has none: stability alone)."""
+    shards, total = len(on_disk.shards), sum(on_disk.shards.values())
+    if phase == "save_staged":
+        return shards == 0 and not on_disk.metadata
+    if phase == "save_shards_partial":
+        return shards >= 1 and not on_disk.metadata
+    if phase == "save_shards_complete":
+        # empty shard files only were opened: nothing is written yet, however long they stay empty
+        written = shards >= 1 and total > 0 and not on_disk.metadata and stable >= STABLE_POLLS
+        return written and as_large_as(on_disk.shards, reference)
+    if phase == "save_finalized":
+        return on_disk.metadata
+    raise ValueError(f"unknown save phase {phase!r}")
+
+
+class PhaseWatch:
+    """Polls of one rank's checkpoint directory for a save phase: each `look` says, for the tracker's value
+    now, the save S > tracker under way (the newest iter dir) and what the disk shows, whether `phase` is
+    reached; it counts how many consecutive polls showed S's shards unchanged (save_shards_complete)."""
+
+    def __init__(self, phase: str, checkpoint_dir: Path) -> None:
+        if phase not in SAVE_PHASES:
+            raise ValueError(f"unknown save phase {phase!r}")
+        self.phase = phase
+        self.checkpoint_dir = checkpoint_dir
+        self.last: tuple[int, tuple] | None = None  # (S, shard signature) of the previous poll
+        self.stable = 0
+        self.reference: tuple[int, dict[str, int]] = (-1, {})  # (C, its shard sizes), read once per C
+
+    def reference_shards(self, tracker: int) -> dict[str, int]:
+        """The shard sizes of the completed checkpoint `tracker` names (only save_shards_complete needs
+        them); empty when it cannot be read."""
+        if self.phase != "save_shards_complete":
+            return {}
+        if self.reference[0] != tracker:
+            found = look_at_save(self.checkpoint_dir / iteration_dir_name(tracker))
+            self.reference = (tracker, found.shards if found is not None else {})
+        return self.reference[1]
+
+    def look(self, tracker: int) -> tuple[int, SaveOnDisk] | None:
+        """(S, what iter_S holds) when the phase is reached now, else None."""
+        newest = newest_checkpoint_iteration(self.checkpoint_dir)
+        if newest is None or newest <= tracker:
+            self.last, self.stable = None, 0  # no save in flight: a later one starts its count afresh
+            return None
+        on_disk = look_at_save(self.checkpoint_dir / iteration_dir_name(newest))
+        if on_disk is None:
+            self.last, self.stable = None, 0
+            return None
+        now = (newest, on_disk.signature())
+        self.stable = self.stable + 1 if now == self.last else 1
+        self.last = now
+        reached = phase_reached(self.phase, on_disk, self.stable, self.reference_shards(tracker))
+        return (newest, on_disk) if reached else None
+
+
+# --- checkpoint damage (--checkpoint-damage): what a replacement meets ------------------------------------
+
+
+def iteration_dir_name(iteration: int) -> str:
+    return f"iter_{iteration:07d}"
+
+
+def tracker_text(path: Path) -> str | None:
+    """The tracker's first characters as a record keeps them (escaped: NULs readable), None when absent."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    text = raw.decode("utf-8", errors="replace")[:TRACKER_RECORD_CHARS]
+    return text.encode("unicode_escape").decode()
+
+
+def fsync_path(path: Path) -> None:
+    """Make `path`'s data (a file) or entries (a directory) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename `path` to its name + DAMAGE_SUFFIX (never deleted, never over another); fsync its directory."""
+    if not os.path.lexists(path):
+        raise DamageError(f"{path} does not exist")
+    target = path.with_name(path.name + DAMAGE_SUFFIX)
+    if os.path.lexists(target):
+        # a rename would replace it (a file) or fail late (a directory): an earlier damage is kept as it is
+        raise DamageError(f"{target} already exists")
+    try:
+        os.rename(path, target)
+    except OSError as exc:
+        raise DamageError(f"cannot rename {path} to {target.name}: {exc.strerror or exc}") from exc
+    fsync_path(path.parent)
+    return target
+
+
+def damage_record(kind: str, iteration: int, root: Path, path: Path, **found) -> dict:
+    record = {
+        "kind": kind,
+        "iteration": iteration,
+        "path": str(path.relative_to(root)),
+        "moved_to": None,
+        "size_before": None,
+        "size_after": None,
+        "tracker_before": None,
+        "tracker_after": None,
+    }
+    record.update(found)
+    record["at"] = utc_now()
+    return record
+
+
+def damage_tracker_not_a_number(tracker: Path, iteration: int) -> dict:
+    """Overwrite the tracker in place with NUL bytes of its length (at least one), fsynced: what a write cut
+    short by a crash leaves on many filesystems (the size was set, the data never came)."""
+    before = tracker_text(tracker)
+    try:
+        size = tracker.stat().st_size
+        fd = os.open(tracker, os.O_WRONLY)
+    except OSError as exc:
+        raise DamageError(f"cannot open the tracker {tracker}: {exc.strerror or exc}") from exc
+    try:
+        os.write(fd, b"\0" * max(size, 1))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return damage_record(
+        "tracker_not_a_number",
+        iteration,
+        tracker.parent,
+        tracker,
+        size_before=size,
+        size_after=tracker.stat().st_size,
+        tracker_before=before,
+        tracker_after=tracker_text(tracker),
+    )
+
+
+def damage_tracker_missing_iteration(tracker: Path, iteration: int) -> dict:
+    """Move the directory of the iteration the tracker names aside; the tracker still names it."""
+    root = tracker.parent
+    before = tracker_text(tracker)
+    moved = move_aside(root / iteration_dir_name(iteration))
+    return damage_record(
+        "tracker_missing_iteration",
+        iteration,
+        root,
+        root / iteration_dir_name(iteration),
+        moved_to=str(moved.relative_to(root)),
+        tracker_before=before,
+        tracker_after=tracker_text(tracker),
+    )
+
+
+def damage_tracker_removed(tracker: Path, iteration: int) -> dict:
+    """Move the tracker aside: the checkpoint directories stay, nothing names them."""
+    before = tracker_text(tracker)
+    moved = move_aside(tracker)
+    return damage_record(
+        "tracker_removed",
+        iteration,
+        tracker.parent,
+        tracker,
+        moved_to=str(moved.relative_to(tracker.parent)),
+        tracker_before=before,
+        tracker_after=tracker_text(tracker),
+    )
+
+
+def damage_shard_truncated(tracker: Path, iteration: int) -> dict:
+    """Cut the largest torch_dist shard (*.distcp) of the iteration to half its size (floor), fsynced."""
+    root = tracker.parent
+    directory = root / iteration_dir_name(iteration)
+    try:
+        shards = [(p.stat().st_size, p.name, p) for p in directory.glob("*.distcp") if p.is_file()]
+    except OSError as exc:
+        raise DamageError(f"cannot list {directory}: {exc.strerror or exc}") from exc
+    if not shards:
+        raise DamageError(f"{directory} holds no *.distcp shard")
+    size, _, shard = max(shards)
+    try:
+        os.truncate(shard, size // 2)
+        fsync_path(shard)
+        after = shard.stat().st_size
+    except OSError as exc:
+        raise DamageError(f"cannot truncate {shard}: {exc.strerror or exc}") from exc
+    return damage_record(
+        "shard_truncated",
+        iteration,
+        root,
+        shard,
+        size_before=size,
+        size_after=after,
+        tracker_before=tracker_text(tracker),
+        tracker_after=tracker_text(tracker),
+    )
+
+
+DAMAGE_FUNCTIONS = {
+    "tracker_not_a_number": damage_tracker_not_a_number,
+    "tracker_missing_iteration": damage_tracker_missing_iteration,
+    "tracker_removed": damage_tracker_removed,
+    "shard_truncated": damage_shard_truncated,
+}
+
+
+def damage_checkpoint(kind: str, tracker: Path, iteration: int) -> dict:
+    """Damage the checkpoint of `iteration` (the one whose tracker triggered the injection) as `kind` says;
+    its record, or DamageError with the reason when it cannot be made. The damages that act on that
+    iteration's directory need the tracker to still name it: otherwise the replacement would load another
+    checkpoint and never meet the damage."""
+    if kind not in DAMAGE_FUNCTIONS:
+        raise DamageError(f"unknown checkpoint damage {kind!r}")
+    if kind in ("tracker_missing_iteration", "shard_truncated"):
+        named = poll_tracker(tracker)
+        if named != iteration:
+            raise DamageError(f"the tracker names {named}, not iteration {iteration}, which armed the fault")
+    return DAMAGE_FUNCTIONS[kind](tracker, iteration)
+
+
+def marker_damage(marker: Path) -> dict | None:
+    """The `damage` a run's marker records (this run broke its checkpoint on purpose), None without one."""
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    damage = record.get("damage") if isinstance(record, dict) else None
+    if isinstance(damage, dict) and damage.get("kind") in CHECKPOINT_DAMAGES:
+        return damage
+    return None
 
 
 def read_campaign_plan(path: Path) -> list[dict]:
@@ -684,7 +1032,8 @@ def gpu_present() -> bool:
 
 class Injector:
     """Once-only injection k of a run on the fault rank, triggered by the tracker advancing past its baseline
-    (timing `checkpoint`) or by the end of a checkpointing section with a save in flight (`in_save`)."""
+    (timing `checkpoint`), by the end of a checkpointing section with a save in flight (`in_save`), or by a
+    phase of a save newer than the tracker seen on disk (SAVE_PHASES)."""
 
     def __init__(
         self,
@@ -697,21 +1046,24 @@ class Injector:
         identity: dict,
         watch: SectionWatch | None,
         kill=os.kill,
-        poll_seconds: float = POLL_SECONDS,
+        poll_seconds: float | None = None,
         injection: int = 1,
         injections: int = 1,
         timing: str = "checkpoint",
         pid_dir: Path | None = None,
         arm_iteration: int | None = None,
         plan_index: int | None = None,
+        damage: str | None = None,
     ) -> None:
         self.fault = fault
+        self.damage = damage  # a CHECKPOINT_DAMAGES kind made to the triggering checkpoint before the fault
         self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
         self.plan_index = plan_index  # a campaign's entry this injection follows
         self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
         self.timing = timing
-        if timing == "in_save":
-            self.placement = "in_save"  # needs the section hooks: without them it never fires
+        if timing in IN_SAVE_TIMINGS:
+            # in_save needs the section hooks (without them it never fires); a save phase is seen on disk
+            self.placement = timing
         else:
             self.placement = placement if watch is not None else "immediate"
         self.tracker = tracker
@@ -720,12 +1072,15 @@ class Injector:
         self.identity = identity  # run_id, rank, local_rank, host, cycle
         self.watch = watch
         self.kill = kill
+        if poll_seconds is None:
+            poll_seconds = PHASE_POLL_SECONDS if timing in SAVE_PHASES else POLL_SECONDS
         self.poll_seconds = poll_seconds
         self.injection = injection
         self.injections = injections
         self.lock = threading.Lock()
         self.armed_at: int | None = None  # the tracker value that triggered us
-        self.save_iteration: int | None = None  # in_save: the iteration of the save in flight
+        self.save_iteration: int | None = None  # in_save and save phases: the iteration of the save in flight
+        self.on_disk: dict | None = None  # a save phase: what iter_S held at the poll that saw the phase
         self.finished = False  # injected, gave up, or the workload ended
         self.claimed = False  # this process created the marker
         self.stop = threading.Event()
@@ -754,8 +1109,10 @@ class Injector:
             "injections": self.injections,
             "timing": self.timing,
         }
-        if self.timing == "in_save":
+        if self.timing in IN_SAVE_TIMINGS:
             record["save_iteration"] = self.save_iteration
+        if self.timing in SAVE_PHASES:
+            record["on_disk"] = self.on_disk
         if self.plan_index is not None:
             record["plan_index"] = self.plan_index
             record["arm_iteration"] = self.arm_iteration
@@ -853,6 +1210,11 @@ class Injector:
             if node is None:
                 return False
             record["node"] = node
+        if self.damage is not None:
+            damage = self.make_damage()
+            if damage is None:
+                return False  # never claimed: the wrapper's exit 3 says the fault never came
+            record["damage"] = damage
         if not claim_marker(self.marker, record):
             log(f"marker {self.marker} already exists; not injecting")
             if node is not None:
@@ -870,6 +1232,22 @@ class Injector:
             self._signal(node["launcher_pid"], signal.SIGKILL)
         act()
         return True
+
+    def make_damage(self) -> dict | None:
+        """Damage the checkpoint whose tracker armed this injection (--checkpoint-damage); its record, or
+        None with the reason logged: a run whose damage was not made must not pass as one that met it."""
+        if self.marker.exists():
+            # another process claimed this injection: the checkpoint stays whole
+            log(f"marker {self.marker} already exists; not damaging the checkpoint, not injecting")
+            return None
+        try:
+            return damage_checkpoint(self.damage, self.tracker, self.armed_at)
+        except (DamageError, OSError) as exc:
+            log(
+                f"checkpoint damage {self.damage} of iteration {self.armed_at} cannot be made: {exc}; "
+                "not injecting"
+            )
+            return None
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
         try:
@@ -978,11 +1356,45 @@ class Injector:
                 return
             self.stop.wait(self.poll_seconds)
 
+    def on_phase_poll(self, phases: PhaseWatch) -> bool:
+        """One poll of a save phase; True once injected or given up (the poller can stop). Armed only once
+        the tracker is past the baseline (a checkpoint completed in this cycle: the replacement has one to
+        resume from) and a save S newer than it shows the phase on disk."""
+        value = poll_tracker(self.tracker)
+        if value is None or value <= self.baseline:
+            return False
+        if self.arm_iteration is not None and value < self.arm_iteration:
+            return False
+        seen = phases.look(value)
+        if seen is None:
+            return False
+        with self.lock:
+            if self.finished:
+                return True
+            self.armed_at, self.save_iteration = value, seen[0]
+            self.on_disk = seen[1].record()
+        # From this thread, at once: the phase lasts milliseconds, while the training thread may be inside
+        # the save's own calls (a sync save) with no section boundary to wait for.
+        self.inject(self.watch.current() if self.watch else None)
+        return True
+
+    def poll_phases(self) -> None:
+        phases = PhaseWatch(self.timing, self.tracker.parent)
+        while not self.stop.is_set():
+            if self.on_phase_poll(phases):
+                return
+            self.stop.wait(self.poll_seconds)
+
     def start(self) -> threading.Thread | None:
-        """Start the tracker poller (timing checkpoint); in_save and placement setup need none."""
-        if self.timing != "checkpoint" or self.placement == "setup":
+        """Start the poller: the tracker's (timing checkpoint) or the save phases' (its own, polling every
+        PHASE_POLL_SECONDS); in_save and placement setup need none."""
+        if self.timing in SAVE_PHASES:
+            target = self.poll_phases
+        elif self.timing != "checkpoint" or self.placement == "setup":
             return None
-        thread = threading.Thread(target=self.poll_forever, name="ftqual-injector", daemon=True)
+        else:
+            target = self.poll_forever
+        thread = threading.Thread(target=target, name="ftqual-injector", daemon=True)
         thread.start()
         return thread
 
@@ -1013,6 +1425,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--injections", type=positive_int, default=1, help="faults in the run, one per cycle")
     parser.add_argument("--fault-timing", choices=TIMINGS, default="checkpoint")
     parser.add_argument("--leftovers-dir", type=Path, default=None)
+    parser.add_argument(
+        "--checkpoint-damage",
+        choices=("none", *CHECKPOINT_DAMAGES),
+        default="none",
+        help="with --fault kill: damage the checkpoint that armed the fault before the kill",
+    )
     parser.add_argument("--campaign-plan", type=Path, default=None, help="with --fault campaign: the plan")
     parser.add_argument("--dump-dir", type=Path, default=None, help="stack dumps of this rank (its sentinel)")
     parser.add_argument("--dump-tool", default=None, help="py-spy's path; without it, faulthandler only")
@@ -1026,8 +1444,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("--fault campaign needs --campaign-plan")
     if args.fault not in ("none", "campaign") and args.fault_rank is None:
         parser.error(f"--fault-rank is required with --fault {args.fault}")
-    if args.fault_timing == "in_save" and args.fault not in ("kill", "none"):
-        parser.error("--fault-timing in_save needs --fault kill")
+    if args.fault_timing in IN_SAVE_TIMINGS and args.fault not in ("kill", "none"):
+        parser.error(f"--fault-timing {args.fault_timing} needs --fault kill")
+    if args.checkpoint_damage != "none" and args.fault != "kill":
+        parser.error("--checkpoint-damage needs --fault kill")
+    if args.checkpoint_damage != "none" and args.fault_timing != "checkpoint":
+        parser.error("--checkpoint-damage needs --fault-timing checkpoint")
     if args.fault in GPU_ONLY_FAULTS and args.entrypoint.name == SMOKE_ENTRYPOINT:
         parser.error(f"--fault {args.fault} is GPU-only: the smoke workload runs on CPU and has no GPU")
     return args, workload
@@ -1074,8 +1496,16 @@ def main(argv: list[str]) -> int:
     try:
         baseline = read_tracker_baseline(tracker)
     except TrackerError as exc:
-        log(f"{exc}; refusing to start the workload (fix or archive the tracker)")
-        return EXIT_BAD_TRACKER
+        damage = marker_damage(args.fault_marker)
+        if damage is None:
+            log(f"{exc}; refusing to start the workload (fix or archive the tracker)")
+            return EXIT_BAD_TRACKER
+        # This run broke the tracker on purpose: what the workload (Megatron) does with it is under test.
+        log(
+            f"the tracker was damaged by this run's injection ({damage['kind']}); "
+            "the workload meets it as it is"
+        )
+        baseline = 0
 
     sentinel = None
     if args.dump_dir is not None:
@@ -1113,6 +1543,8 @@ def main(argv: list[str]) -> int:
         if not hooked:
             if args.fault_timing == "in_save":
                 log("NVRx is not importable here: sections are unknown, an in_save injection cannot happen")
+            elif args.fault_timing in SAVE_PHASES:
+                log(f"NVRx is not importable here: no sections known; {args.fault_timing} watches the disk")
             else:
                 log(
                     "NVRx is not importable here: sections are unknown, "
@@ -1139,12 +1571,14 @@ def main(argv: list[str]) -> int:
             pid_dir=args.pid_dir,
             arm_iteration=entry["arm_iteration"] if entry else None,
             plan_index=entry["index"] if entry else None,
+            damage=None if args.checkpoint_damage == "none" else args.checkpoint_damage,
         )
         injector.sentinel = sentinel
         log(
             f"fault {fault} injection {injection} of {args.injections} armed on rank {rank} "
             f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "
             f"placement {injector.placement}"
+            + (f", checkpoint damage {injector.damage}" if injector.damage else "")
         )
         injector.start()
 
@@ -1155,7 +1589,8 @@ def main(argv: list[str]) -> int:
             log(
                 f"the requested {fault} fault (injection {injector.injection} of {args.injections}) "
                 f"was never injected (tracker stayed at or below {baseline} while a step could follow, or "
-                "no save was in flight at a checkpointing section's end); failing so an uninterrupted "
+                "no save was in flight at a checkpointing section's end, or no save newer than the tracker "
+                "showed the save phase on disk); failing so an uninterrupted "
                 "run cannot pass as recovery"
             )
             return EXIT_FAULT_NEVER_INJECTED

@@ -25,6 +25,13 @@ default action ends the rank, -15; SIGINT raises KeyboardInterrupt, -2); with it
 and after each iteration every rank learns whether any rank got it; then all save a checkpoint, rank 0 prints
 `[exiting program after receiving SIGTERM.] datetime: ...` and every rank exits 0, as Megatron's
 checkpoint_and_decide_exit and train() do.
+
+A broken checkpoint as Megatron core_v0.19's load meets it: a tracker that is not a number (NULs, empty,
+any text but `release`) prints `ERROR: Invalid metadata file <path>. Exiting` (rank 0) and every rank exits
+0 (read_metadata's sys.exit()); no tracker starts from random, or with --exit-on-missing-checkpoint prints
+`>> '--exit-on-missing-checkpoint' set ... exiting. <<` and exits 0 after a barrier; a tracker naming a
+directory that is missing raises FileNotFoundError (the directory is listed before any load) and a truncated
+shard makes torch's load raise, both uncaught: the rank exits non-zero.
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--eval-iters", type=int, default=100)
     add("--eval-interval", type=int, default=None)
     add("--exit-signal-handler", action="store_true", default=False)
+    add("--exit-on-missing-checkpoint", action="store_true", default=False)
     add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
@@ -113,7 +121,7 @@ class Printer:
 
 # Arguments added after runs were recorded: printed only when given, so the block of every earlier kind of run
 # stays line for line what it was.
-PRINTED_ONLY_WHEN_SET = ("exit_signal_handler", "calc_ft_timeouts")
+PRINTED_ONLY_WHEN_SET = ("exit_signal_handler", "calc_ft_timeouts", "exit_on_missing_checkpoint")
 # Megatron core_v0.19's ft_integration: the step timeout is calculated only after this many iterations.
 MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE = 16
 
@@ -290,11 +298,26 @@ def checkpoint_dir(root: str, iteration: int) -> Path:
     return Path(root) / f"iter_{iteration:07d}"
 
 
-def read_tracker(root: str) -> int | None:
+def read_tracker(root: str, out: Printer) -> int | None:
+    """The tracker's iteration (None without a tracker), as Megatron core_v0.19's read_metadata reads it:
+    stripped text through int(); `release` is 0; any other text (NULs and empty included) ends every rank
+    with exit status 0 after rank 0's ERROR line, which ft_launcher takes for a finished worker."""
     path = Path(root) / TRACKER_NAME
     if not path.exists():
         return None
-    return int(path.read_text().strip())  # Megatron fails on a bad tracker too
+    try:
+        text = path.read_text().strip()
+    except UnicodeDecodeError:
+        text = None  # not text at all: as invalid as any other garbage
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        if text == "release":
+            return 0
+    out.rank_0(f"ERROR: Invalid metadata file {path}. Exiting")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit()
 
 
 PAYLOAD_KEY = "smoke_payload"
@@ -428,11 +451,18 @@ def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> t
     """(iteration, consumed samples) to continue from; (0, 0) for a fresh start."""
     if not args.load:
         return 0, 0
-    iteration = read_tracker(args.load)
+    iteration = read_tracker(args.load, out)
     if iteration is None:
         out.rank_0(f"WARNING: could not find the metadata file {Path(args.load) / TRACKER_NAME}")
         out.rank_0("    will not load any checkpoints and will start from random")
+        if args.exit_on_missing_checkpoint:
+            out.rank_0(">> '--exit-on-missing-checkpoint' set ... exiting. <<")
+            dist.barrier()
+            sys.exit()
         return 0, 0
+    # Megatron's _get_checkpoint_format lists the directory first: a tracker naming a directory that is not
+    # there raises FileNotFoundError, uncaught (the rank exits non-zero), before any load.
+    list(checkpoint_dir(args.load, iteration).iterdir())
     out.rank_0(f" loading distributed checkpoint from {args.load} at iteration {iteration}")
     load_optim = not (args.no_load_optim or args.finetune)
     state = {"model": get_model_state_dict(model), "progress": torch.zeros(2, dtype=torch.int64)}

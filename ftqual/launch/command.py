@@ -100,6 +100,8 @@ def wrapper_args(s: Settings, dump_tool: str | None = None) -> list[str]:
         "--leftovers-dir",
         str(s.leftovers_dir),
     ]
+    if s.checkpoint_damage != "none":
+        args += ["--checkpoint-damage", s.checkpoint_damage]
     if s.campaign is not None:
         args += ["--campaign-plan", str(s.campaign_plan_path)]
     # every rank's sentinel dumps its stacks before a timeout's kill or while a fault keeps it alive
@@ -142,8 +144,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         f"--save={ckpt}",
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
-        "--async-save",
-        "--use-persistent-ckpt-worker",
+        *(["--async-save", "--use-persistent-ckpt-worker"] if s.async_save else []),
         "--eval-iters=0",
         f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}",
         "--log-interval=1",
@@ -167,7 +168,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         f"--save={ckpt}",
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
-        "--async-save",
+        *(["--async-save"] if s.async_save else []),
         "--eval-iters=0",
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),

@@ -147,6 +147,8 @@ def run_record(
         "settings_fingerprint": s.settings_fingerprint,
         "injections": s.injections,
         "fault_timing": s.fault_timing,
+        "checkpoint_damage": s.checkpoint_damage,
+        "async_save": s.async_save,
         "checkpoint_load": s.checkpoint_load,
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,

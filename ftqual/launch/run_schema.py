@@ -12,13 +12,14 @@ import math
 import re
 from collections.abc import Mapping
 
-from ftqual.contract import FAULTS
+from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS, IN_SAVE_TIMINGS
 
 SCHEMA = "ftqual.run/v1"
 # The counts and the least value each can take (absent: unknown, judged by the checks that need it).
 COUNTS = {"train_iters": 1, "save_interval": 1, "world_size": 1, "max_restarts": 0, "nnodes": 1,
           "gpus_per_node": 1}  # fmt: skip
-FAULT_TIMINGS = ("checkpoint", "in_save")
+FAULT_TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
+CHECKPOINT_DAMAGE_VALUES = ("none", *CHECKPOINT_DAMAGES)
 MAX_INJECTIONS = 1000  # one per cycle: max_restarts is a handful
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
@@ -85,6 +86,10 @@ def _extension_problem(data: Mapping) -> str | None:
     timing = data.get("fault_timing") or "checkpoint"
     if timing not in FAULT_TIMINGS:
         return f"'fault_timing' must be one of {', '.join(FAULT_TIMINGS)}, got {short(timing)}"
+    damage = data.get("checkpoint_damage") or "none"
+    if damage not in CHECKPOINT_DAMAGE_VALUES:
+        allowed = ", ".join(CHECKPOINT_DAMAGE_VALUES)
+        return f"'checkpoint_damage' must be one of {allowed}, got {short(damage)}"
     load = data.get("checkpoint_load", True)
     if load is not None and not isinstance(load, bool):
         return f"'checkpoint_load' must be true or false, got {short(load)}"

@@ -307,6 +307,8 @@ def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> N
         raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
     fault_timing = _read(values, env, "fault_timing")
     _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
+    damage = _read(values, env, "checkpoint_damage")
+    _refuse(constraints.damage_problem(constraints.ENVIRONMENT, fault, damage, injections, fault_timing))
     _read(values, env, "checkpoint_load")
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import MODEL, ModelShape
+from ftqual.contract import IN_SAVE_TIMINGS, MODEL, ModelShape
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Vocabulary:
 
 
 KEYS = ("rank", "nnodes", "gpus_per_node", "tp", "pp", "injections", "save_interval", "train_iters", "fault",
-        "fault_timing", "hang_placement")  # fmt: skip
+        "fault_timing", "hang_placement", "checkpoint_damage")  # fmt: skip
 CONFIG = Vocabulary(names={k: k for k in KEYS}, separator=" ", multinode_hint=", and the Slurm profile")
 ENVIRONMENT = Vocabulary(
     names={
@@ -58,6 +58,7 @@ ENVIRONMENT = Vocabulary(
         "fault": "NVRX_DEMO_FAULT",
         "fault_timing": "NVRX_FAULT_TIMING",
         "hang_placement": "NVRX_HANG_PLACEMENT",
+        "checkpoint_damage": "NVRX_CHECKPOINT_DAMAGE",
     },
     separator="=",
     quote=True,
@@ -96,12 +97,31 @@ def injections_do_not_fit(
 
 
 def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | None:
-    if fault_timing != "in_save" or fault == "kill":
+    if fault_timing not in IN_SAVE_TIMINGS or fault == "kill":
         return None
     return (
-        f"{v.said('fault_timing', 'in_save')} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
+        f"{v.said('fault_timing', fault_timing)} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
         "a hang during a save is not this scenario"
     )
+
+
+def damage_problem(
+    v: Vocabulary, fault: str, checkpoint_damage: str, injections: int, fault_timing: str
+) -> str | None:
+    """A broken checkpoint is left by a kill right after the checkpoint completed: one injection, so that the
+    replacements meet it with nothing else in the way."""
+    if checkpoint_damage == "none":
+        return None
+    said = v.said("checkpoint_damage", checkpoint_damage)
+    if fault != "kill":
+        kill = v.said("fault", "kill")
+        return f"{said} needs {kill} (got {v.got(fault)}): the rank that breaks it dies at once"
+    if fault_timing != "checkpoint" or injections != 1:
+        return (
+            f"{said} needs {v.said('fault_timing', 'checkpoint')} and {v.said('injections', 1)} "
+            f"(got {v.got(fault_timing)}, {v.got(injections)}): it breaks the checkpoint just completed"
+        )
+    return None
 
 
 def setup_placement_problem(

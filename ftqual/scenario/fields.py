@@ -22,14 +22,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from ftqual.contract import FAULTS
+from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS, IN_SAVE_TIMINGS
 from ftqual.scenario import campaign_setup
 from ftqual.scenario import job as jobshape
 from ftqual.stack import resolve as stack
 
 SECTIONS = ("setup", "step", "checkpointing")
 HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
-FAULT_TIMINGS = ("checkpoint", "in_save")
+FAULT_TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
+DAMAGES = ("none", *CHECKPOINT_DAMAGES)
 
 INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit
 SECONDS_RE = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,17})?")  # what repr(float) writes, bounded
@@ -376,10 +377,15 @@ class RunSettings:
     hang_placement: str = setting(choice("NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS, RUN, **ALWAYS))
     # faults in one run, one per cycle, each after a new checkpoint completed
     injections: int = setting(integer("NVRX_INJECTIONS", "1", 1, MAX_INJECTIONS, SCENARIO), 1)
-    # checkpoint | in_save (SIGKILL while an async save is in flight)
+    # checkpoint | in_save (SIGKILL while an async save is in flight) | a save phase (contract.SAVE_PHASES)
     fault_timing: str = setting(
         choice("NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS, SCENARIO), "checkpoint"
     )
+    # what the fault rank breaks in the checkpoint it just completed before it kills itself (kill only):
+    # none | tracker_not_a_number | tracker_missing_iteration | tracker_removed | shard_truncated
+    checkpoint_damage: str = setting(choice("NVRX_CHECKPOINT_DAMAGE", "none", DAMAGES, SCENARIO), "none")
+    # false: saves are synchronous (no --async-save, no persistent checkpoint worker): the training waits
+    async_save: bool = setting(flag("NVRX_ASYNC_SAVE", True, SCENARIO), True)
     # false: relaunches do not load (no --load): the no_resume control
     checkpoint_load: bool = setting(flag("NVRX_LOAD_CHECKPOINTS", True, SCENARIO), True)
     # rendezvous join timeout (s), --rdzv-conf join_timeout; None: NVRx's default (600)

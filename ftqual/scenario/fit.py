@@ -7,6 +7,7 @@ campaign by the plan the launcher will draw from the baseline's workload (ftqual
 
 from __future__ import annotations
 
+from ftqual.contract import IN_SAVE_TIMINGS
 from ftqual.scenario import campaign_setup
 from ftqual.scenario.campaign_plan import PlanError
 from ftqual.scenario.sizing import Baseline, sizing_problem
@@ -32,7 +33,7 @@ def scenario_problem(scenario, baseline: Baseline | None) -> str | None:
         return None if problem is None else f"refused before launch: {problem}"
     # A fault placed in a checkpointing section lands in the next save after the tracker passed, as an
     # in-save kill does: it needs that save to begin with training left.
-    in_a_save = scenario.fault_timing == "in_save" or scenario.hang_placement == "checkpointing"
+    in_a_save = scenario.fault_timing in IN_SAVE_TIMINGS or scenario.hang_placement == "checkpointing"
     timing = "in_save" if in_a_save else scenario.fault_timing
     start = baseline.last_completed_save if scenario.resume_from else 0
     problem = sizing_problem(

@@ -448,7 +448,7 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     if s.fault == "none":
         changed = [
             key
-            for key in ("injections", "fault_timing", "checkpoint_load")
+            for key in ("injections", "fault_timing", "checkpoint_load", "checkpoint_damage")
             if getattr(s, key) != SCENARIO_ONLY_DEFAULTS[key]
         ]
         if changed:
@@ -466,6 +466,8 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     problems += [in_save] if in_save else []
     setup = constraints.setup_placement_problem(v, s.fault, s.hang_placement, s.injections, s.fault_timing)
     problems += [setup] if setup else []
+    damage = constraints.damage_problem(v, s.fault, s.checkpoint_damage, s.injections, s.fault_timing)
+    problems += [damage] if damage else []
     if s.expect == "fail" and not s.expect_failing:
         problems.append(
             "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"

@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ftqual.contract import IN_SAVE_TIMINGS
+
 
 @dataclass(frozen=True)
 class FinalizeLag:
@@ -54,8 +56,9 @@ def needed_train_iters(start: int, save_interval: int, injections: int, timing: 
     last one reaches a later checkpoint (module docstring's model)."""
     i, n = save_interval, max(1, injections)
     recovery = start + (n + 1) * i
-    if timing == "in_save":
-        # the first save begun at or after the tracker passed `start` (S + I + L), in flight at its end
+    if timing in IN_SAVE_TIMINGS:
+        # any phase of a save: the first save begun at or after the tracker passed `start` (S + I + L),
+        # in flight at its end
         first = start + i * max(2, 1 + math.ceil(lag / i)) if lag > 0 else start + 2 * i
         return max(first + 1, recovery)
     return max(start + n * i + lag + 1, recovery)

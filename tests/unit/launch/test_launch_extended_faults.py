@@ -78,7 +78,11 @@ def test_no_resume_drops_load_but_keeps_save(workload, base_env, megatron_checko
             {"NVRX_INJECTIONS": "5", "TRAIN_ITERS": "25"},
             "NVRX_INJECTIONS*SAVE_INTERVAL=25 must be below TRAIN_ITERS=25",
         ),
-        ({"NVRX_FAULT_TIMING": "later"}, "NVRX_FAULT_TIMING must be checkpoint or in_save (got 'later')"),
+        (
+            {"NVRX_FAULT_TIMING": "later"},
+            "NVRX_FAULT_TIMING must be checkpoint, in_save, save_staged, save_shards_partial, "
+            "save_shards_complete or save_finalized (got 'later')",
+        ),
         (
             {"NVRX_FAULT_TIMING": "in_save", "NVRX_DEMO_FAULT": "hang"},
             "NVRX_FAULT_TIMING=in_save needs NVRX_DEMO_FAULT=kill (got 'hang')",

@@ -14,6 +14,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config, validate
 
+from ftqual.contract import CHECKPOINT_DAMAGES
 from ftqual.scenario import model as scenarios
 from ftqual.scenario.model import ConfigError, resolve
 
@@ -374,3 +375,44 @@ def test_new_settings_at_their_defaults_keep_every_recorded_fingerprint():
         "kill": "ba0df1af543a",
         "hang": "2022076db393",
     }
+
+
+def test_checkpoint_faults_config_breaks_a_checkpoint_per_scenario_and_keeps_the_walkthroughs_three():
+    cfg = resolve(merged("config.yaml", "checkpoint_faults.yaml"), env={})
+    names = [s.name for s in cfg.scenarios]
+    assert names[:3] == ["baseline", "kill", "hang"]
+    damaged = {s.name: s.checkpoint_damage for s in cfg.scenarios if s.checkpoint_damage != "none"}
+    assert sorted(damaged.values()) == sorted(CHECKPOINT_DAMAGES)
+    for name in damaged:
+        s = cfg.by_name[name]
+        assert (s.fault, s.fault_timing, s.injections, s.expect) == ("kill", "checkpoint", 1, "pass")
+        assert scenarios.launcher_env(cfg, s)["NVRX_CHECKPOINT_DAMAGE"] == damaged[name]
+    kill = cfg.by_name["kill"]
+    assert "checkpoint_damage" not in cfg.shaping_settings(kill)
+    assert cfg.fingerprint(kill) == resolve(merged("config.yaml"), env={}).fingerprint(kill)
+    assert cfg.fingerprint(dataclasses.replace(kill, checkpoint_damage="tracker_removed")) != cfg.fingerprint(
+        kill
+    )
+    assert scenarios.from_resolved(cfg.to_json()) == cfg
+
+
+@pytest.mark.parametrize(
+    ("scenario", "words"),
+    [
+        (
+            {"fault": "hang", "checkpoint_damage": "tracker_removed"},
+            "checkpoint_damage tracker_removed needs fault kill (got hang)",
+        ),
+        (
+            {"fault": "kill", "checkpoint_damage": "shard_truncated", "injections": 2},
+            "needs fault_timing checkpoint and injections 1",
+        ),
+        ({"fault": "none", "checkpoint_damage": "shard_truncated"}, "checkpoint_damage need a fault"),
+        ({"fault": "kill", "checkpoint_damage": "half"}, "is not one of"),
+    ],
+)
+def test_a_damage_the_kill_cannot_leave_is_refused_by_the_config(scenario, words):
+    raw = {"scenarios": {"baseline": {"fault": "none"}, "x": scenario}}
+    with pytest.raises(scenarios.ConfigError, match=None) as err:
+        resolve(raw, env={})
+    assert words in str(err.value)

@@ -1,0 +1,392 @@
+"""workloads/megatron_gpt_worker.py: kills timed to a phase of a checkpoint save (contract.SAVE_PHASES), seen
+on disk by the fault rank's poller; the phase predicate on built trees, the injector on a fake tree, and the
+wrapper around the smoke workload killed in each phase of a real sync and async torch_dist save."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ftqual.contract import SAVE_PHASES
+from tests.support.wait import wait_until
+
+SHARD = "__0_0.distcp"
+SHARD_BYTES = 4096
+
+
+@pytest.fixture
+def w(worker_module):
+    return worker_module
+
+
+# --- a checkpoint directory as a save leaves it ------------------------------------------------------------
+
+
+def write_tracker(ckpt, value: int) -> None:
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(value))
+
+
+def completed(ckpt, iteration: int, shards: dict[str, int] | None = None) -> None:
+    """iter_<iteration> as a finished save leaves it, and the tracker naming it."""
+    folder = ckpt / f"iter_{iteration:07d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, size in (shards or {SHARD: SHARD_BYTES}).items():
+        (folder / name).write_bytes(b"x" * size)
+    (folder / ".metadata").write_bytes(b"m" * 100)
+    (folder / "metadata.json").write_text("{}")
+    write_tracker(ckpt, iteration)
+
+
+def in_flight(ckpt, iteration: int, shards: dict[str, int] = (), metadata: bytes | None = None):
+    """iter_<iteration> of a save under way: its shard files at these sizes, `.metadata` if given."""
+    folder = ckpt / f"iter_{iteration:07d}"
+    folder.mkdir(exist_ok=True)
+    for name, size in dict(shards).items():
+        (folder / name).write_bytes(b"x" * size)
+    if metadata is not None:
+        (folder / ".metadata").write_bytes(metadata)
+    return folder
+
+
+def reached(w, ckpt, phase: str, tracker: int, looks: int = 1):
+    """What a PhaseWatch says at its `looks`-th look at an unchanged tree."""
+    watch = w.PhaseWatch(phase, ckpt)
+    seen = None
+    for _ in range(looks):
+        seen = watch.look(tracker)
+    return seen
+
+
+# --- the phase predicate -----------------------------------------------------------------------------------
+
+
+def test_the_worker_offers_every_save_phase_of_the_contract(w):
+    assert w.SAVE_PHASES == SAVE_PHASES
+    assert set(SAVE_PHASES) <= set(w.TIMINGS)
+
+
+@pytest.mark.parametrize("phase", SAVE_PHASES)
+def test_no_phase_without_a_save_newer_than_the_tracker(w, tmp_path, phase):
+    completed(tmp_path, 4)
+    assert reached(w, tmp_path, phase, 4, looks=w.STABLE_POLLS + 1) is None
+    assert reached(w, tmp_path / "missing", phase, 4) is None
+
+
+def test_staged_is_a_newer_save_with_no_shard_yet(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8)
+    seen = reached(w, tmp_path, "save_staged", 4)
+    assert seen is not None and seen[0] == 8
+    assert seen[1].record() == {"shards": 0, "bytes": 0, "metadata": False, "metadata_json": False}
+    for phase in ("save_shards_partial", "save_shards_complete", "save_finalized"):
+        assert reached(w, tmp_path, phase, 4, looks=w.STABLE_POLLS) is None, phase
+    in_flight(tmp_path, 8, {SHARD: 0})  # a shard file opened, even empty: no longer staged
+    assert reached(w, tmp_path, "save_staged", 4) is None
+
+
+def test_partial_is_shards_without_metadata(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8, {SHARD: 10})
+    seen = reached(w, tmp_path, "save_shards_partial", 4)
+    assert seen is not None and seen[0] == 8
+    assert seen[1].record() == {"shards": 1, "bytes": 10, "metadata": False, "metadata_json": False}
+    assert reached(w, tmp_path, "save_staged", 4) is None
+    assert reached(w, tmp_path, "save_finalized", 4) is None
+    in_flight(tmp_path, 8, metadata=b"m")  # `.metadata` already written: past the shards
+    assert reached(w, tmp_path, "save_shards_partial", 4) is None
+
+
+def test_complete_needs_stable_shards_as_large_as_the_completed_checkpoints(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8, {SHARD: SHARD_BYTES})
+    stable = w.STABLE_POLLS
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=stable - 1) is None  # not stable long enough
+    seen = reached(w, tmp_path, "save_shards_complete", 4, looks=stable)
+    assert seen is not None and seen[0] == 8
+    assert seen[1].record() == {"shards": 1, "bytes": SHARD_BYTES, "metadata": False, "metadata_json": False}
+    assert reached(w, tmp_path, "save_finalized", 4, looks=stable) is None
+    in_flight(tmp_path, 8, metadata=b"m")  # the window was missed for this save
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=stable) is None
+
+
+def test_complete_is_not_a_writer_that_paused_mid_shard(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8, {SHARD: SHARD_BYTES // 2})  # stable, but half the size the shard has in iter_4
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=3 * w.STABLE_POLLS) is None
+    in_flight(tmp_path, 8, {SHARD: 0})  # opened, nothing written
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=3 * w.STABLE_POLLS) is None
+
+
+def test_complete_waits_for_every_shard_file_of_the_completed_checkpoint(w, tmp_path):
+    completed(tmp_path, 4, {"__0_0.distcp": SHARD_BYTES, "__1_0.distcp": SHARD_BYTES})
+    in_flight(tmp_path, 8, {"__0_0.distcp": SHARD_BYTES})  # rank 1 has not opened its shard yet
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=3 * w.STABLE_POLLS) is None
+    in_flight(tmp_path, 8, {"__1_0.distcp": SHARD_BYTES})
+    assert reached(w, tmp_path, "save_shards_complete", 4, looks=w.STABLE_POLLS) is not None
+
+
+def test_a_growing_shard_is_never_complete(w, tmp_path):
+    completed(tmp_path, 4)
+    folder = in_flight(tmp_path, 8, {SHARD: SHARD_BYTES})
+    watch = w.PhaseWatch("save_shards_complete", tmp_path)
+    for extra in range(1, 3 * w.STABLE_POLLS):
+        (folder / SHARD).write_bytes(b"x" * (SHARD_BYTES + extra))
+        assert watch.look(4) is None
+    for _ in range(w.STABLE_POLLS - 2):
+        assert watch.look(4) is None  # it stopped growing at the last write's look
+    assert watch.look(4) is not None
+
+
+def test_stability_starts_afresh_for_each_save(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8, {SHARD: SHARD_BYTES})
+    watch = w.PhaseWatch("save_shards_complete", tmp_path)
+    for _ in range(w.STABLE_POLLS - 1):
+        assert watch.look(4) is None
+    in_flight(tmp_path, 12, {SHARD: SHARD_BYTES})  # a newer save with the same shard signature
+    assert watch.look(4) is None  # its first look
+    for _ in range(w.STABLE_POLLS - 2):
+        assert watch.look(4) is None
+    seen = watch.look(4)
+    assert seen is not None and seen[0] == 12
+
+
+def test_finalized_is_metadata_written_while_the_tracker_names_an_older_save(w, tmp_path):
+    completed(tmp_path, 4)
+    in_flight(tmp_path, 8, {SHARD: SHARD_BYTES}, metadata=b"")  # torch's rename not yet: empty
+    assert reached(w, tmp_path, "save_finalized", 4) is None
+    in_flight(tmp_path, 8, metadata=b"m" * 50)
+    seen = reached(w, tmp_path, "save_finalized", 4)
+    assert seen is not None and seen[0] == 8
+    assert seen[1].record() == {"shards": 1, "bytes": SHARD_BYTES, "metadata": True, "metadata_json": False}
+    (tmp_path / "iter_0000008" / "metadata.json").write_text("{}")
+    assert reached(w, tmp_path, "save_finalized", 4)[1].record()["metadata_json"] is True
+    for phase in ("save_staged", "save_shards_partial", "save_shards_complete"):
+        assert reached(w, tmp_path, phase, 4, looks=w.STABLE_POLLS) is None, phase
+    write_tracker(tmp_path, 8)  # the tracker names it: finalized and tracked, no save in flight
+    assert reached(w, tmp_path, "save_finalized", 8) is None
+
+
+def test_an_unknown_phase_is_refused(w, tmp_path):
+    with pytest.raises(ValueError, match="unknown save phase"):
+        w.PhaseWatch("in_save", tmp_path)
+
+
+# --- the injector ------------------------------------------------------------------------------------------
+
+
+def make_injector(w, tmp_path, phase: str, baseline: int = 0):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    kills = []
+    injector = w.Injector(
+        fault="kill",
+        placement="step",
+        tracker=ckpt / "latest_checkpointed_iteration.txt",
+        marker=tmp_path / "marker.json",
+        baseline=baseline,
+        identity={"run_id": "r1", "rank": 0, "local_rank": 0, "host": "h", "cycle": 0},
+        watch=None,
+        kill=lambda pid, sig: kills.append((pid, sig)),
+        timing=phase,
+    )
+    return injector, kills, ckpt
+
+
+def test_injector_arms_only_past_the_baseline_and_kills_once(w, tmp_path):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_shards_partial", baseline=4)
+    assert injector.poll_seconds == w.PHASE_POLL_SECONDS and injector.placement == "save_shards_partial"
+    phases = w.PhaseWatch("save_shards_partial", ckpt)
+    assert injector.on_phase_poll(phases) is False  # no tracker
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})
+    assert injector.on_phase_poll(phases) is False  # the tracker is the cycle's baseline: nothing to resume
+    assert kills == [] and not (tmp_path / "marker.json").exists()
+    completed(ckpt, 8)
+    in_flight(ckpt, 12, {SHARD: 20, "__1_0.distcp": 5})
+    assert injector.on_phase_poll(phases) is True
+    assert kills == [(os.getpid(), signal.SIGKILL)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["timing"], marker["placement"], marker["section"]) == (
+        "save_shards_partial",
+        "save_shards_partial",
+        None,
+    )
+    assert (marker["baseline_iteration"], marker["checkpoint_iteration"], marker["save_iteration"]) == (
+        4,
+        8,
+        12,
+    )
+    assert marker["on_disk"] == {"shards": 2, "bytes": 25, "metadata": False, "metadata_json": False}
+    assert marker["method"] == "os.kill(own pid, SIGKILL)"
+    assert injector.on_phase_poll(phases) is True and len(kills) == 1  # once only
+    assert injector.claimed
+
+
+def test_injector_never_fires_after_the_workload_ended(w, tmp_path):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_staged")
+    completed(ckpt, 4)
+    in_flight(ckpt, 8)
+    injector.finish()
+    assert injector.on_phase_poll(w.PhaseWatch("save_staged", ckpt)) is True
+    assert kills == [] and not injector.claimed and not (tmp_path / "marker.json").exists()
+
+
+def test_the_poller_thread_injects_from_a_fake_tree(w, tmp_path):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_finalized")
+    completed(ckpt, 4)
+    thread = injector.start()
+    assert thread is not None and thread.daemon
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES}, metadata=b"m")
+    wait_until(lambda: kills, 10, what="the poller to see save_finalized")
+    thread.join(5)
+    assert not thread.is_alive() and kills == [(os.getpid(), signal.SIGKILL)]
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert (marker["checkpoint_iteration"], marker["save_iteration"]) == (4, 8)
+    assert marker["on_disk"] == {"shards": 1, "bytes": SHARD_BYTES, "metadata": True, "metadata_json": False}
+
+
+def test_in_save_keeps_its_marker_without_on_disk(w, tmp_path):
+    injector, _, _ = make_injector(w, tmp_path, "in_save")
+    assert injector.start() is None
+    assert "on_disk" not in injector.record(None) and "save_iteration" in injector.record(None)
+
+
+# --- arguments ---------------------------------------------------------------------------------------------
+
+
+def phase_argv(fault: str, phase: str) -> list[str]:
+    return ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f"] + [
+        "--fault-rank",
+        "0",
+        "--fault",
+        fault,
+        "--fault-timing",
+        phase,
+    ]
+
+
+@pytest.mark.parametrize("phase", SAVE_PHASES)
+@pytest.mark.parametrize("fault", ["hang", "sigterm", "exception"])
+def test_a_save_phase_needs_a_kill(w, capsys, phase, fault):
+    with pytest.raises(SystemExit) as exc:
+        w.parse_args(phase_argv(fault, phase))
+    assert exc.value.code != 0
+    assert f"--fault-timing {phase} needs --fault kill" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("phase", SAVE_PHASES)
+def test_a_save_phase_with_a_kill_is_accepted(w, phase):
+    args, _ = w.parse_args(phase_argv("kill", phase))
+    assert args.fault_timing == phase
+
+
+# --- real: the wrapper around the smoke workload, one rank, killed in each phase of a real save ------------
+
+PAYLOAD_MB = 64  # so that the shard writes last (tens of ms) and their phases can be seen
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_killed_in(
+    repo_root, tmp_path, phase: str, async_save: bool, train_iters: int = 12
+) -> subprocess.CompletedProcess:
+    ckpt = tmp_path / "ckpt"
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "OMP_NUM_THREADS": "1",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+    }
+    workload = [
+        f"--save={ckpt}",
+        f"--load={ckpt}",
+        f"--train-iters={train_iters}",
+        "--save-interval=4",
+        "--global-batch-size=1",
+        "--smoke-step-seconds=0",
+        f"--smoke-checkpoint-mb={PAYLOAD_MB}",
+    ]
+    if async_save:
+        workload.append("--async-save")
+    if phase == "save_finalized":
+        # The smoke writes `.metadata`, metadata.json and the tracker within ~2 ms (sync, and async when the
+        # finalize already waits for the write): shorter than a poll plus the marker's fsyncs, so the kill
+        # landed after the tracker advanced. A slow save keeps the window open long enough to be killed in.
+        workload.append("--smoke-save-seconds=1.0")
+    cmd = [
+        sys.executable,
+        str(repo_root / "workloads" / "megatron_gpt_worker.py"),
+        "--entrypoint",
+        str(repo_root / "workloads" / "smoke_train.py"),
+        "--checkpoint-dir",
+        str(ckpt),
+        "--fault-marker",
+        str(tmp_path / "fault_injected.json"),
+        "--fault",
+        "kill",
+        "--fault-rank",
+        "0",
+        "--run-id",
+        "phases",
+        "--fault-timing",
+        phase,
+        "--",
+        *workload,
+    ]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("phase", SAVE_PHASES)
+def test_the_rank_dies_in_the_phase_of_a_real_save(repo_root, tmp_path, phase, async_save):
+    done = run_killed_in(repo_root, tmp_path, phase, async_save)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    marker = json.loads((tmp_path / "fault_injected.json").read_text())
+    assert (marker["fault"], marker["timing"], marker["placement"]) == ("kill", phase, phase)
+    assert marker["baseline_iteration"] == 0
+    saved, tracked = marker["save_iteration"], marker["checkpoint_iteration"]
+    assert saved in (8, 12) and tracked == saved - 4  # the cycle completed a save before it: 4 or 8
+    ckpt = tmp_path / "ckpt"
+    # killed before the save it struck was tracked: the tracker still names the completed one
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == str(tracked)
+    reference = ckpt / f"iter_{tracked:07d}" / SHARD
+    full = reference.stat().st_size  # the completed checkpoint's shard: the payload and the model
+    assert full > PAYLOAD_MB << 20
+    on_disk = marker["on_disk"]
+    assert set(on_disk) == {"shards", "bytes", "metadata", "metadata_json"}
+    if phase == "save_staged":
+        assert on_disk == {"shards": 0, "bytes": 0, "metadata": False, "metadata_json": False}
+    elif phase == "save_shards_partial":
+        assert on_disk["shards"] == 1 and not on_disk["metadata"] and not on_disk["metadata_json"]
+    elif phase == "save_shards_complete":
+        assert on_disk == {"shards": 1, "bytes": full, "metadata": False, "metadata_json": False}
+    else:
+        assert on_disk["shards"] == 1 and on_disk["bytes"] == full and on_disk["metadata"] is True
+    assert "[ftqual-inject] " in done.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_run_whose_saves_never_showed_the_phase_fails(repo_root, tmp_path):
+    """One save only (iteration 4): nothing newer than the tracker once it passed the baseline, so no phase
+    could arm; the wrapper exits 3 rather than pass as a run that was killed in a save."""
+    done = run_killed_in(repo_root, tmp_path, "save_shards_partial", False, train_iters=4)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "was never injected" in done.stderr
+    assert not (tmp_path / "fault_injected.json").exists()
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "4"
