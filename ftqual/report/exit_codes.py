@@ -1,7 +1,8 @@
 """The exit-code table: for every scenario, the launcher's and the ranks' final exit codes (verify
 reports' metrics `launcher_exit_code`, `rank_exit_codes`, `silent_end`: ftqual.verification.metrics) and what
 each means for a scheduler (ftqual.contract.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
-is a silent end. summary.json's `exit_codes` (pure) and its summary.md section."""
+is a silent end, and one after a restart from scratch says so. summary.json's `exit_codes` (pure) and its
+summary.md section."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def build_exit_codes(inputs: list[ScenarioInput]) -> list[dict]:
         meaning, requeue = SILENT_END_MEANING if silent is not None and code == 0 else exit_meaning(code)
         if silent is not None and code == 0:
             meaning = f"{meaning} (iteration {silent.get('iteration')} of {silent.get('train_iters')})"
+        scratch = metrics.get("scratch_restarts")
+        if isinstance(scratch, list) and scratch and isinstance(scratch[0], dict):
+            # an exit 0 after training again from iteration 0 finished a different run than the one asked for
+            first = scratch[0]
+            meaning = f"{meaning}, but cycle {first.get('cycle')} restarted from scratch"
+            requeue = "no: investigate, the checkpoint was not loaded" if code == 0 else requeue
         rows.append({
             "scenario": item.name,
             "launcher_exit_code": code,

@@ -15,8 +15,8 @@ The cause of a run that did not pass is, in order: the launcher's own finding; t
 (ftqual.verification.causes: a fault that never came outranks whatever NVRx did next, exit 93 included); the
 run's own launcher exit; the first check with the verdict; the attempt's record (why nothing was launched,
 or the launch job's line where only its exit failed the run). A launcher that exited non-zero never yields a
-pass, except where the scenario's design makes every launcher end so (node loss), which its own check
-judges.
+pass, except where the scenario's design makes every launcher end so (node loss) or allows a loud stop (a
+broken checkpoint), which their own checks judge.
 """
 
 from __future__ import annotations
@@ -53,10 +53,14 @@ class LauncherOutcome:
     fault: str | None = None
     interrupted_by: str | None = None  # a signal that stopped our launcher from outside (run.json)
     job: JobRecord | None = None  # the attempt's record of its launch job (workflow); None: a run dir
+    # a checkpoint_damage scenario: a loud stop (non-zero) is one of its passing endings, which its own
+    # check (checkpoint_break_outcome) judges
+    checkpoint_damage: str | None = None
 
     @property
     def ends_nonzero_by_design(self) -> bool:
-        return self.fault in ENDS_NONZERO_BY_DESIGN
+        damaged = self.checkpoint_damage not in (None, "none")
+        return self.fault in ENDS_NONZERO_BY_DESIGN or damaged
 
     def _fails(self, exit_code: int | None) -> bool:
         return exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
@@ -96,6 +100,7 @@ def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
         error=error if isinstance(error, str) and error else None,
         not_launched_because=None if launched else str(run.get("cause") or "no reason recorded"),
         fault=settings.get("fault") or run.get("fault"),
+        checkpoint_damage=settings.get("checkpoint_damage") or run.get("checkpoint_damage"),
     )
 
 

@@ -147,6 +147,7 @@ def _launcher_outcome(snap: RunSnapshot, record: dict) -> verdict_mod.LauncherOu
         error=error if isinstance(error, str) and error else None,
         fault=snap.meta.fault,
         interrupted_by=snap.meta.interrupted_by,
+        checkpoint_damage=snap.meta.checkpoint_damage,
     )
 
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 from ftqual.contract import LIVE_FAULTS
 from ftqual.verification.checks import campaign
 from ftqual.verification.checks.baseline import uninterrupted_completion
+from ftqual.verification.checks.broken_checkpoint import (
+    NOT_WHEN_STOPPED,
+    STOPPED_LOUDLY,
+    checkpoint_break_outcome,
+)
 from ftqual.verification.checks.calculated import calculated_timeouts
 from ftqual.verification.checks.detection_bound import detected_within_timeout
 from ftqual.verification.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.verification.checks.leftovers import no_leftovers
 from ftqual.verification.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
 from ftqual.verification.checks.replay import replay_consistency
-from ftqual.verification.checks.result import CheckResult, verdict
+from ftqual.verification.checks.result import CheckResult, skip, verdict
 from ftqual.verification.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
 from ftqual.verification.checks.run_plan import RunPlan, run_plan_from
 from ftqual.verification.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
@@ -45,6 +50,12 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     if exp.node_loss:
         # Only node_loss reports carry its check (the others keep the checks they always listed).
         results.append(node_loss_outcome(snap, exp))
+    if snap.meta.checkpoint_damage != "none":
+        # Only a damaged checkpoint's report carries it; a loud stop (its pass) has no recovery to verify.
+        broken = checkpoint_break_outcome(snap, exp)
+        if broken.values.get("outcome") == "stopped_loudly":
+            results = [skip(r.id, STOPPED_LOUDLY) if r.id in NOT_WHEN_STOPPED else r for r in results]
+        results.append(broken)
     if exp.calc_ft_timeouts:
         # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
         results.append(calculated_timeouts(snap, exp))

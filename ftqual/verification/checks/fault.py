@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection_path
 from ftqual.verification.checks import linger as linger_mod
 from ftqual.verification.checks.checkpoint_folder import completed_folder
@@ -109,12 +111,33 @@ def _checkpoint_of(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker)
             f.fact(
                 f"checkpoint {k} completed at {iso_z(first.t)}, {lead:.3f} s before the injection", first.ref
             )
-    _iter_dir(snap, f, k)
+    _iter_dir(snap, f, k, marker)
     f.cite(marker.ref)
     _tracker_progress(snap, f, k, cycle)
 
 
-def _iter_dir(snap: RunSnapshot, f: Findings | Scoped, k: int) -> None:
+def _moved_by_damage(snap: RunSnapshot, k: int, marker: FaultMarker | None):
+    """iter_<k>'s folder as the marker's damage moved it aside (its `moved_to`), else None."""
+    damage = marker.damage if marker is not None else None
+    if not damage or snap.checkpoints is None or snap.checkpoints.dir_for(k) is not None:
+        return None
+    moved = snap.checkpoints.moved_dir_for(k)
+    if moved is None or damage.get("iteration") != k:
+        return None
+    return moved if str(damage.get("moved_to") or "").endswith(Path(moved.ref.path).name) else None
+
+
+def _iter_dir(snap: RunSnapshot, f: Findings | Scoped, k: int, marker: FaultMarker | None = None) -> None:
+    moved = _moved_by_damage(snap, k, marker)
+    if moved is not None:
+        # tracker_missing_iteration moved the folder aside after it completed: judge it where it lies now
+        if moved.has_metadata:
+            f.fact(
+                f"{moved.ref.path}/.metadata present (moved aside by the run's checkpoint damage)", moved.ref
+            )
+        else:
+            f.problem(f"{moved.ref.path}: {moved.why_incomplete} (checkpoint never finalized)", moved.ref)
+        return
     folder = completed_folder(
         snap,
         f,

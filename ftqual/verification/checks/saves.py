@@ -3,6 +3,7 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations
 
+from ftqual.contract import IN_SAVE_TIMINGS, SAVE_PHASES
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import (
     CheckResult,
@@ -24,14 +25,15 @@ EXISTING_CHECKPOINT = "started_from_existing_checkpoint"
 
 
 def interrupted_save_discarded(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
-    """Invariant (fault_timing in_save): each injection struck while the save of iteration S was in flight
-    and S was then discarded: the marker names save_iteration S > checkpoint_iteration C; the fault
-    cycle's log began the save of S before the injection and never finalized it in that cycle (no
-    `successfully saved checkpoint from iteration S`); the replacement restored C, not S."""
+    """Invariant (fault_timing in_save or a save phase): each injection struck while the save of iteration S
+    was in flight and S was then discarded: the marker names save_iteration S > checkpoint_iteration C (and,
+    for a save phase, what was on disk at the kill shows that phase); the fault cycle's log began the save
+    of S before the injection and never finalized it in that cycle (no `successfully saved checkpoint from
+    iteration S`); the replacement restored C, not S: never a partial or untracked checkpoint."""
     cid = INTERRUPTED_SAVE
     if not exp.faulty:
         return skip(cid, "no fault in this scenario")
-    if snap.meta.fault_timing != "in_save":
+    if snap.meta.fault_timing not in IN_SAVE_TIMINGS:
         return skip(cid, f"fault_timing is '{snap.meta.fault_timing}': no save was in flight by design")
     if not snap.ok("marker"):
         return inconclusive(cid, snap.reason("marker"))
@@ -50,11 +52,35 @@ def interrupted_save_discarded(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     return f.result()
 
 
+def _phase_on_disk(f: Findings | Scoped, marker: FaultMarker, phase: str) -> None:
+    """The save in flight was in `phase` at the kill, by what the marker says was on disk then."""
+    seen = marker.on_disk
+    if not seen:
+        f.problem(f"{marker.ref.path} records nothing of the save on disk at the kill", marker.ref)
+        return
+    shards, metadata = seen.get("shards"), seen.get("metadata") is True
+    f.values["on_disk"] = dict(seen)
+    wanted = {
+        "save_staged": shards == 0 and not metadata,
+        "save_shards_partial": isinstance(shards, int) and shards >= 1 and not metadata,
+        "save_shards_complete": isinstance(shards, int) and shards >= 1 and not metadata,
+        "save_finalized": metadata,
+    }[phase]
+    said = f"{shards} shard file(s), .metadata {'written' if metadata else 'absent'}"
+    if wanted:
+        f.fact(f"killed in {phase}: {said}", marker.ref)
+    else:
+        f.problem(f"the kill asked for {phase} found {said} on disk", marker.ref)
+
+
 def _discarded(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> None:
     c, s = marker.checkpoint_iteration, marker.save_iteration
     f.values.update(checkpoint_iteration=c, save_iteration=s)
-    if marker.timing is not None and marker.timing != "in_save":
-        f.problem(f"{marker.ref.path} says timing {marker.timing!r}, not 'in_save'", marker.ref)
+    timing = snap.meta.fault_timing
+    if marker.timing is not None and marker.timing != timing:
+        f.problem(f"{marker.ref.path} says timing {marker.timing!r}, not {timing!r}", marker.ref)
+    if timing in SAVE_PHASES:
+        _phase_on_disk(f, marker, timing)
     if s is None:
         f.problem(f"{marker.ref.path} names no save_iteration: no save in flight was recorded", marker.ref)
         return

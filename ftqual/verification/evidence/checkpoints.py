@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ftqual.contract import DAMAGE_SUFFIX
 from ftqual.launch.payloads import listed_files, read_manifest
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
@@ -34,6 +35,9 @@ from ftqual.verification.evidence.safeio import inside, open_regular
 TRACKER = "latest_checkpointed_iteration.txt"
 FT_STATE = "ft_state.json"
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")
+# A folder a checkpoint_damage moved aside (contract.DAMAGE_SUFFIX): the checkpoint that completed, kept as
+# evidence under another name, so that Megatron no longer finds it.
+_MOVED_DIR = re.compile(r"^iter_(\d{7,})" + re.escape(DAMAGE_SUFFIX) + "$")
 _PAYLOAD_SUFFIXES = (".distcp", ".pt")
 MAX_ITER_DIRS = 100000  # a listing beyond this is not a real checkpoint directory
 
@@ -71,9 +75,13 @@ class Checkpoints:
     tracker: Tracker
     dirs: tuple[CheckpointDir, ...]
     ft_state: Ref | None
+    moved: tuple[CheckpointDir, ...] = ()  # folders a checkpoint damage moved aside (iter_X.ftqual-moved)
 
     def dir_for(self, iteration: int) -> CheckpointDir | None:
         return self._by_iteration.get(iteration)
+
+    def moved_dir_for(self, iteration: int) -> CheckpointDir | None:
+        return next((item for item in self.moved if item.iteration == iteration), None)
 
     @cached_property
     def _by_iteration(self) -> dict[int, CheckpointDir]:
@@ -197,7 +205,7 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
             "checkpoints", f"checkpoint directory {shown} resolves outside the run directory"
         )
     try:
-        dirs = []
+        dirs, moved = [], []
         names = os.listdir(root)
         dropped = read_dropped(root) if inside(root, *roots) else {}
         if len(names) > MAX_ITER_DIRS:
@@ -207,10 +215,14 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
             folder = root / name
             if match and len(match[1]) <= 12 and folder.is_dir() and inside(folder, *roots):
                 dirs.append(_iter_dir(folder, shown, int(match[1]), roots, dropped.get(name)))
+            elif (aside := _MOVED_DIR.match(name)) and len(aside[1]) <= 12 and folder.is_dir():
+                if inside(folder, *roots):
+                    moved.append(_iter_dir(folder, shown, int(aside[1]), roots, dropped.get(name)))
     except OSError as exc:
         return None, missing("checkpoints", f"checkpoint directory {shown} unreadable: {exc}")
     ft_state_path = root / FT_STATE
     ft_state = Ref(f"{shown}/{FT_STATE}") if ft_state_path.exists() or ft_state_path.is_symlink() else None
     dirs.sort(key=lambda d: d.iteration)
     status = SourceStatus("checkpoints", ok=True, paths=(shown,))
-    return Checkpoints(shown, _tracker(root, shown, roots), tuple(dirs), ft_state), status
+    checkpoints = Checkpoints(shown, _tracker(root, shown, roots), tuple(dirs), ft_state, tuple(moved))
+    return checkpoints, status

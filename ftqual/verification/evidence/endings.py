@@ -78,9 +78,13 @@ class BurnedCycles:
         stop = "NVRx's no-progress stop" if self.exit_code == NO_PROGRESS_EXIT else "restarts exhausted"
         burned = f", {self.gpu_s:g} GPU-s burned" if self.gpu_s is not None else ", GPU-s unknown"
         at = sorted(set(self.restored))
+        # 0: the cycle loaded nothing (its load failed, or it started from random)
+        restored = (
+            "no checkpoint restored" if at == [0] else f"restored iteration {at[0] if len(at) == 1 else at}"
+        )
         return (
-            f"{len(self.cycles)} restart(s) without progress (cycles {list(self.cycles)}, restored iteration "
-            f"{at[0] if len(at) == 1 else at}) until {stop} (exit {self.exit_code}){burned}"
+            f"{len(self.cycles)} restart(s) without progress (cycles {list(self.cycles)}, {restored}) "
+            f"until {stop} (exit {self.exit_code}){burned}"
         )
 
     def as_dict(self) -> dict[str, object]:

@@ -69,7 +69,7 @@ class RunMeta:
     settings: dict[str, object] = field(default_factory=dict)  # TRAJECTORY_KEYS present in run.json
     ref: Ref = Ref(RUN_JSON)
     injections: int = 1  # faults the run injects, one per cycle
-    fault_timing: str = "checkpoint"  # "checkpoint" | "in_save"
+    fault_timing: str = "checkpoint"  # "checkpoint" | "in_save" | a save phase (contract.SAVE_PHASES)
     checkpoint_load: bool = True  # False: launched without --load (the no_resume negative control)
     initial_checkpoint_iteration: int = 0  # the tracker found in the checkpoint dir before launch
     leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
@@ -85,6 +85,8 @@ class RunMeta:
     calc_ft_timeouts: bool = False  # run.json's: NVRx calculated the timeouts (`timeouts` the initial ones)
     # run.json's `job`: the job shape that ran (model preset, digest, estimates); carried to verify.json
     job: dict | None = None
+    # run.json's `checkpoint_damage`: what the fault rank broke in its checkpoint before dying ("none")
+    checkpoint_damage: str = "none"
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class FaultMarker:
     ref: Ref = Ref(MARKER_JSON)
     injection: int | None = None  # 1-based number the marker claims (absent in older markers)
     injections: int | None = None  # N requested, as the marker says
-    timing: str | None = None  # "checkpoint" | "in_save"
+    timing: str | None = None  # "checkpoint" | "in_save" | a save phase
     save_iteration: int | None = None  # in_save: the save in flight at the injection
     number: int = 1  # k, from the file name (fault_injected.json is 1)
     node: dict | None = None  # node_loss: {"host", "launcher_pid", "processes"} the wrapper killed
@@ -112,6 +114,12 @@ class FaultMarker:
     placement: str | None = None  # where it landed: step, checkpointing, out_of_section, setup, immediate
     section: str | None = None  # the section the rank was in at the injection (None: out of every section)
     plan_index: int | None = None  # a campaign's: the plan entry this injection followed
+    # checkpoint_damage: what the wrapper broke before the kill ({"kind", "iteration", "path", "moved_to",
+    # "size_before", "size_after", "tracker_before", "tracker_after", "at"}); None: nothing
+    damage: dict | None = None
+    # a save phase: what the save in flight had on disk at the kill ({"shards", "bytes", "metadata",
+    # "metadata_json"}); None: not recorded
+    on_disk: dict | None = None
 
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -183,6 +191,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         interrupted_by=data.get("interrupted_by"),
         calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
         job=dict(data["job"]) if isinstance(data.get("job"), dict) else None,
+        checkpoint_damage=str(data.get("checkpoint_damage") or "none"),
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}
             if isinstance(data.get("timeouts_from"), dict)
@@ -215,6 +224,8 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         placement=data.get("placement") if isinstance(data.get("placement"), str) else None,
         section=data.get("section") if isinstance(data.get("section"), str) else None,
         plan_index=_int(data.get("plan_index")),
+        damage=data.get("damage") if isinstance(data.get("damage"), dict) else None,
+        on_disk=data.get("on_disk") if isinstance(data.get("on_disk"), dict) else None,
     )
 
 

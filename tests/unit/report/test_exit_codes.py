@@ -57,3 +57,18 @@ def test_the_section_appears_only_with_rows():
 def test_unlisted_codes_are_the_workloads_own():
     assert exit_meaning(None) == ("not recorded", "unknown")
     assert "own code" in exit_meaning(42)[0]
+
+
+def test_an_exit_0_after_a_restart_from_scratch_says_so():
+    (row,) = build_exit_codes(
+        [
+            _item(
+                "tracker_removed",
+                launcher_exit_code=0,
+                rank_exit_codes=[0],
+                scratch_restarts=[{"cycle": 1, "checkpoint": 5}],
+            )
+        ]
+    )
+    assert row["meaning"] == "finished, but cycle 1 restarted from scratch"
+    assert row["requeue"] == "no: investigate, the checkpoint was not loaded"
