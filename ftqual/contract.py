@@ -25,11 +25,18 @@ FAULTS = (
     "gil_lock",
     "gpu_error",
     "gpu_hang",
+    "disk_full",
+    "writer_stall",
     "campaign",
 )
 # Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it; a campaign
 # is many faults of one run, drawn from these by ftqual.scenario.campaign_plan).
-RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss", "campaign"))
+# Faults of the checkpoint storage, not of a rank (config/checkpoint_faults.yaml): the checkpoint filesystem
+# fills up (a size-capped filesystem the launcher mounts for the run, filled by a file of ours to less than
+# half a checkpoint), or the process writing a save's shards is stopped (SIGSTOP) mid-write. The rank lives
+# on; what the stack does then is under test (ftqual.verification.checks.storage).
+STORAGE_FAULTS = ("disk_full", "writer_stall")
+RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss", "campaign", *STORAGE_FAULTS))
 # Faults only a GPU can suffer: refused on the smoke workload, which has none.
 GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
 # Faults after which the rank lives on and no step completes: only a section (or out-of-section) timeout of
@@ -73,6 +80,8 @@ FAULT_ACTIONS = {
     "gil_lock": "a thread that holds the GIL forever",
     "gpu_error": "an illegal device access (the CUDA context dies)",
     "gpu_hang": "a GPU kernel that never ends",
+    "disk_full": "the checkpoint filesystem filled to less than half a checkpoint",
+    "writer_stall": "SIGSTOP of the process writing a save's shards",
     "campaign": "a seeded series of the faults above, one per cycle, as campaign_plan.json plans them",
 }
 
@@ -120,6 +129,10 @@ CHECKPOINT_DAMAGES = (
     "shard_truncated",
 )
 DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
+# disk_full's file on the checkpoint filesystem (hidden: never taken for a checkpoint), and the share of the
+# completed checkpoint's bytes it leaves free: the next save starts and runs out of space midway.
+FILLER_NAME = ".ftqual-filler"
+FILLER_HEADROOM = 0.5
 
 # Kills at a phase of a save, seen on disk by the fault rank's poller while a save S newer than the tracker is
 # under way (kill only): the save begun and no shard file yet (the state being staged to host memory), some

@@ -71,6 +71,16 @@ fails, the tracker no longer naming X) is logged and the fault is not injected, 
 A replacement refuses an untrustworthy tracker (exit 2) unless the run's first marker records a damage: then
 the workload meets the tracker as it is (the question under test), with baseline 0.
 
+Storage faults (the rank lives on; the kinds are ftqual/contract.py's STORAGE_FAULTS). `disk_full` (timing
+`checkpoint`): once the tracker passed the baseline (checkpoint C complete), the fault rank fills the
+checkpoint directory's filesystem (the size-capped mount the launcher made for the run) with FILLER_NAME,
+allocated until FILLER_HEADROOM of C's bytes stay free, so the next save runs out of space midway; the
+marker's `storage` has the filesystem's size and free bytes before and after, the filler's bytes and C's.
+`writer_stall` (timing save_shards_partial or save_shards_complete): at that phase of a save S, the processes
+below this rank that hold a file of iter_S open (the persistent checkpoint worker or its writers; never the
+rank itself, whose own writes are a synchronous save or a thread) are SIGSTOPped once the marker is claimed;
+`storage.writers` lists them (pid, command, the files held). No writer process seen: the poll goes on.
+
 A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
 cannot pass as a recovery. On local rank 0 of every cycle >= 1, before the workload starts, the wrapper
 writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
@@ -124,6 +134,9 @@ FAULTS = contract.FAULTS
 GPU_ONLY_FAULTS = contract.GPU_ONLY_FAULTS
 CHECKPOINT_DAMAGES = contract.CHECKPOINT_DAMAGES
 DAMAGE_SUFFIX = contract.DAMAGE_SUFFIX
+STORAGE_FAULTS = contract.STORAGE_FAULTS
+FILLER_NAME = contract.FILLER_NAME
+FILLER_HEADROOM = contract.FILLER_HEADROOM
 TRACKER_RECORD_CHARS = 40  # a damage record keeps this much of the tracker's text, escaped
 MARKER_SCHEMA = "ftqual.fault/v1"
 SMOKE_ENTRYPOINT = "smoke_train.py"
@@ -552,6 +565,107 @@ def marker_damage(marker: Path) -> dict | None:
     if isinstance(damage, dict) and damage.get("kind") in CHECKPOINT_DAMAGES:
         return damage
     return None
+
+
+def tree_bytes(path: Path) -> int:
+    """The bytes of the files below `path` (what a checkpoint takes on disk, before metadata)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def filesystem_record(path: Path) -> dict:
+    st = os.statvfs(path)
+    return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def fill_filesystem(checkpoint_dir: Path, iteration: int, is_mount=os.path.ismount) -> dict:
+    """disk_full: allocate FILLER_NAME in `checkpoint_dir` until FILLER_HEADROOM of iter_<iteration>'s bytes
+    stay free; the marker's `storage`. DamageError when it cannot be made (not a mount point, nothing to
+    measure, no room)."""
+    if not is_mount(checkpoint_dir):
+        # only the capped filesystem the launcher mounted there may be filled, never a shared one
+        raise DamageError(f"{checkpoint_dir} is not a mount point: no capped filesystem of the launcher")
+    completed = checkpoint_dir / iteration_dir_name(iteration)
+    checkpoint = tree_bytes(completed)
+    if checkpoint <= 0:
+        raise DamageError(f"{completed} holds no bytes to size the headroom by")
+    before = filesystem_record(checkpoint_dir)
+    headroom = int(checkpoint * FILLER_HEADROOM)
+    size = before["free_bytes"] - headroom
+    if size <= 0:
+        raise DamageError(
+            f"only {before['free_bytes']} bytes are free, already under the {headroom} bytes of headroom"
+        )
+    filler = checkpoint_dir / FILLER_NAME
+    try:
+        fd = os.open(filler, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except OSError as exc:
+        raise DamageError(f"cannot create {filler}: {exc.strerror or exc}") from exc
+    try:
+        os.posix_fallocate(fd, 0, size)
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        os.unlink(filler)  # our own file, not evidence: the fault was not made
+        raise DamageError(f"cannot allocate {size} bytes in {filler}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    fsync_path(checkpoint_dir)
+    return {
+        "kind": "disk_full",
+        "iteration": iteration,
+        "filler": FILLER_NAME,
+        "filler_bytes": size,
+        "checkpoint_bytes": checkpoint,
+        "headroom_bytes": headroom,
+        "filesystem_before": before,
+        "filesystem_after": filesystem_record(checkpoint_dir),
+        "at": utc_now(),
+    }
+
+
+def open_files_under(pid: int, directory: Path) -> list[str]:
+    """The files below `directory` that process `pid` holds open (names relative to it); [] if unreadable."""
+    found = []
+    prefix = str(directory) + os.sep
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            found.append(target[len(prefix) :])
+    return sorted(set(found))
+
+
+def command_of(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+
+
+def writers_of(iter_dir: Path, root: int | None = None) -> list[dict]:
+    """The processes below `root` (this rank) holding a file of `iter_dir` open: a save's writers. The rank
+    itself is never one (stopping it would be a hang of the rank, not of its writer)."""
+    root = os.getpid() if root is None else root
+    resolved = Path(os.path.realpath(iter_dir))
+    writers = []
+    for pid in descendants_of(root, parent_pids()):
+        files = open_files_under(pid, resolved)
+        if files:
+            writers.append({"pid": pid, "command": command_of(pid), "files": files})
+    return writers
 
 
 def read_campaign_plan(path: Path) -> list[dict]:
@@ -1081,6 +1195,7 @@ class Injector:
         self.armed_at: int | None = None  # the tracker value that triggered us
         self.save_iteration: int | None = None  # in_save and save phases: the iteration of the save in flight
         self.on_disk: dict | None = None  # a save phase: what iter_S held at the poll that saw the phase
+        self.writers: list[dict] = []  # writer_stall: the processes writing iter_S at the poll that saw them
         self.finished = False  # injected, gave up, or the workload ended
         self.claimed = False  # this process created the marker
         self.stop = threading.Event()
@@ -1167,6 +1282,15 @@ class Injector:
                     self._lock_gil,
                 )
             return "libc sleep() through ctypes.PyDLL on the injector's thread (GIL held)", hold_gil_forever
+        if fault == "disk_full":
+            return "posix_fallocate of a filler file on the checkpoint filesystem (made before the marker)", (
+                lambda: None
+            )
+        if fault == "writer_stall":
+            pids = [w["pid"] for w in self.writers]
+            return f"os.kill(writer pid(s) {pids}, SIGSTOP)", lambda: [
+                self._signal(pid, signal.SIGSTOP) for pid in pids
+            ]
         if fault in GPU_ONLY_FAULTS:
             if not gpu_present():
                 log(f"fault {fault} needs a CUDA device and this process sees none; not injecting")
@@ -1215,10 +1339,17 @@ class Injector:
             if damage is None:
                 return False  # never claimed: the wrapper's exit 3 says the fault never came
             record["damage"] = damage
+        if self.fault in STORAGE_FAULTS:
+            storage = self.make_storage_fault()
+            if storage is None:
+                return False
+            record["storage"] = storage
         if not claim_marker(self.marker, record):
             log(f"marker {self.marker} already exists; not injecting")
             if node is not None:
                 self._signal(node["launcher_pid"], signal.SIGCONT)
+            if self.fault == "disk_full":
+                (self.tracker.parent / FILLER_NAME).unlink(missing_ok=True)  # ours: the fault is not made
             return False
         self.claimed = True
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
@@ -1247,6 +1378,20 @@ class Injector:
                 f"checkpoint damage {self.damage} of iteration {self.armed_at} cannot be made: {exc}; "
                 "not injecting"
             )
+            return None
+
+    def make_storage_fault(self) -> dict | None:
+        """disk_full: the filler made now; writer_stall: the writers found by the poll. Its record (the
+        marker's `storage`), or None with the reason logged: a fault not made must not pass as one met."""
+        if self.fault == "writer_stall":
+            return {"kind": "writer_stall", "iteration": self.save_iteration, "writers": self.writers}
+        if self.marker.exists():
+            log(f"marker {self.marker} already exists; not filling the filesystem, not injecting")
+            return None
+        try:
+            return fill_filesystem(self.tracker.parent, self.armed_at)
+        except (DamageError, OSError) as exc:
+            log(f"disk_full after iteration {self.armed_at} cannot be made: {exc}; not injecting")
             return None
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
@@ -1368,11 +1513,17 @@ class Injector:
         seen = phases.look(value)
         if seen is None:
             return False
+        writers = []
+        if self.fault == "writer_stall":
+            writers = writers_of(self.tracker.parent / iteration_dir_name(seen[0]))
+            if not writers:
+                return False  # the rank writes itself, or its writer holds no file now: look again
         with self.lock:
             if self.finished:
                 return True
             self.armed_at, self.save_iteration = value, seen[0]
             self.on_disk = seen[1].record()
+            self.writers = writers
         # From this thread, at once: the phase lasts milliseconds, while the training thread may be inside
         # the save's own calls (a sync save) with no section boundary to wait for.
         self.inject(self.watch.current() if self.watch else None)
@@ -1444,8 +1595,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("--fault campaign needs --campaign-plan")
     if args.fault not in ("none", "campaign") and args.fault_rank is None:
         parser.error(f"--fault-rank is required with --fault {args.fault}")
-    if args.fault_timing in IN_SAVE_TIMINGS and args.fault not in ("kill", "none"):
+    stall = args.fault == "writer_stall" and args.fault_timing in SAVE_PHASES
+    if args.fault_timing in IN_SAVE_TIMINGS and args.fault not in ("kill", "none") and not stall:
         parser.error(f"--fault-timing {args.fault_timing} needs --fault kill")
+    if args.fault == "writer_stall" and args.fault_timing not in SAVE_PHASES:
+        parser.error("--fault writer_stall needs a save phase as --fault-timing")
     if args.checkpoint_damage != "none" and args.fault != "kill":
         parser.error("--checkpoint-damage needs --fault kill")
     if args.checkpoint_damage != "none" and args.fault_timing != "checkpoint":

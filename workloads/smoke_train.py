@@ -98,6 +98,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--smoke-save-seconds", type=float, default=0.0)
     add("--smoke-checkpoint-mb", type=int, default=0)
     add("--smoke-exit-linger-seconds", type=float, default=0.0)
+    # the async writer is a persistent process of its own (AsyncSaves), for the writer_stall fault
+    add("--smoke-writer-process", action="store_true", default=False)
     args, _unknown = parser.parse_known_args(argv)  # Megatron's other flags mean nothing here
     return args
 
@@ -379,16 +381,25 @@ class Timers:
 
 class AsyncSaves:
     """--async-save: torch's background writer on a process group of its own (its collectives must not
-    meet the training's all-reduces on the default one); the finalize waits for the write to end."""
+    meet the training's all-reduces on the default one); the finalize waits for the write to end. A thread of
+    this process by default; with `writer_process`, a persistent process of its own that writes every save
+    (torch's AsyncCheckpointerType.PROCESS, spawned at the first save), as Megatron's persistent checkpoint
+    worker does: a process the writer_stall fault can stop while the rank lives on."""
 
-    def __init__(self) -> None:
+    def __init__(self, writer_process: bool = False) -> None:
         self.group = None
         self.pending = None
+        self.writer_process = writer_process
 
     def save(self, state: dict, checkpoint: Path) -> None:
         if self.group is None:
             self.group = dist.new_group(backend="gloo")
-        self.pending = dcp.async_save(state, checkpoint_id=str(checkpoint), process_group=self.group)
+        kind = {}
+        if self.writer_process:
+            from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+
+            kind = {"async_checkpointer_type": AsyncCheckpointerType.PROCESS}
+        self.pending = dcp.async_save(state, checkpoint_id=str(checkpoint), process_group=self.group, **kind)
 
     def wait(self) -> None:
         if self.pending is not None:
@@ -608,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     model = TinyLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     out.rank_0(f"[after megatron is initialized] datetime: {stamp()} ")
-    io = (Payload(args.smoke_checkpoint_mb, rank, world), Timers(out), AsyncSaves())
+    io = (Payload(args.smoke_checkpoint_mb, rank, world), Timers(out), AsyncSaves(args.smoke_writer_process))
     if args.load:
         io[1].start("load-checkpoint")
     iteration, consumed = load_checkpoint(args, model, optimizer, out, io[0])

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ftqual.launch import command, compat, logport, procs, run, runstate, settings
+from ftqual.launch import capped_storage, command, compat, logport, procs, run, runstate, settings
 from ftqual.stack import resolve as stack
 
 NVRX_DEFAULT_LOG_SERVER_PORT = 50051
@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             "ft_launcher not found beside this Python or on PATH; install nvidia-resiliency-ext",
             file=sys.stderr,
         )
+        return 2
+    if s.fault == "disk_full" and not s.dry_run and (problem := capped_storage.cannot_mount()):
+        print(f"ftqual launch: {problem}", file=sys.stderr)
         return 2
     try:
         port, reservation = _port(s)

@@ -169,6 +169,8 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
         *(["--async-save"] if s.async_save else []),
+        # writer_stall stops a writer process: the smoke workload writes from one only when asked
+        *(["--smoke-writer-process"] if s.async_save and s.fault == "writer_stall" else []),
         "--eval-iters=0",
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),

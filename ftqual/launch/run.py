@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
-from ftqual.launch import cleanup, logport, procs, run_schema, runstate
+from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.scenario import campaign_plan
@@ -342,6 +342,14 @@ def _launch(
     env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
+    mount = None
+    if s.fault == "disk_full":
+        try:
+            mount = capped_storage.mount_capped(s.checkpoint_dir, s.run_dir, s.storage_cap_mb)
+        except capped_storage.StorageError as exc:
+            print(f"ftqual launch: {exc}", file=sys.stderr)
+            return 2
+        record["storage"] = mount.record()
     writes_run_json = s.node_rank == 0
     if writes_run_json and s.campaign is not None:
         campaign_plan.write(s.campaign, s.run_dir)  # before the launch: the run is judged against it
@@ -380,6 +388,11 @@ def _launch(
             )
     finally:
         signals.restore()
+        if mount is not None:
+            staging = s.checkpoint_dir.with_name(s.checkpoint_dir.name + ".ftqual-copy")
+            record["storage"] = capped_storage.unmount_keeping(mount, staging)
+            if "problem" in record["storage"]:
+                print(f"ftqual launch: {record['storage']['problem']}", file=sys.stderr)
 
     problem = watch.problem or (logport.logs_problem(s.run_dir) if ours else None)
     return _finish(record, run_json, writes_run_json, rc, signals, problem)

@@ -309,6 +309,12 @@ def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> N
     _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
     damage = _read(values, env, "checkpoint_damage")
     _refuse(constraints.damage_problem(constraints.ENVIRONMENT, fault, damage, injections, fault_timing))
+    nnodes, async_save = _read(values, env, "nnodes"), _read(values, env, "async_save")
+    _refuse(
+        constraints.storage_problem(
+            constraints.ENVIRONMENT, fault, fault_timing, injections, nnodes, async_save
+        )
+    )
     _read(values, env, "checkpoint_load")
 
 

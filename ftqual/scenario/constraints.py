@@ -11,6 +11,9 @@ The rules, and why:
 - an in-save fault is a kill (a hang during a save is another scenario);
 - a fault placed in a replacement's setup needs an earlier fault to make the replacement (injections >= 2,
   the first placed in a step) and the tracker's timing (it is armed by the cycle's start, not by a save);
+- a storage fault is one injection on one node (its filesystem is the node's own mount): disk_full at the
+  tracker's timing (it fills the disk once a checkpoint completed), writer_stall at a save phase with shards
+  being written by a process of their own (an asynchronous save);
 - a node loss needs a second node to survive it, takes a rank of a later node (the first node's ft_launcher
   hosts the rendezvous store: losing it ends every node) and one injection at a checkpoint.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import IN_SAVE_TIMINGS, MODEL, ModelShape
+from ftqual.contract import IN_SAVE_TIMINGS, MODEL, STORAGE_FAULTS, ModelShape
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Vocabulary:
 
 
 KEYS = ("rank", "nnodes", "gpus_per_node", "tp", "pp", "injections", "save_interval", "train_iters", "fault",
-        "fault_timing", "hang_placement", "checkpoint_damage")  # fmt: skip
+        "fault_timing", "hang_placement", "checkpoint_damage", "async_save")  # fmt: skip
 CONFIG = Vocabulary(names={k: k for k in KEYS}, separator=" ", multinode_hint=", and the Slurm profile")
 ENVIRONMENT = Vocabulary(
     names={
@@ -59,6 +62,7 @@ ENVIRONMENT = Vocabulary(
         "fault_timing": "NVRX_FAULT_TIMING",
         "hang_placement": "NVRX_HANG_PLACEMENT",
         "checkpoint_damage": "NVRX_CHECKPOINT_DAMAGE",
+        "async_save": "NVRX_ASYNC_SAVE",
     },
     separator="=",
     quote=True,
@@ -99,10 +103,46 @@ def injections_do_not_fit(
 def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | None:
     if fault_timing not in IN_SAVE_TIMINGS or fault == "kill":
         return None
+    if fault in STORAGE_FAULTS:
+        return None  # storage_problem says which timing each takes
     return (
         f"{v.said('fault_timing', fault_timing)} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
         "a hang during a save is not this scenario"
     )
+
+
+# The phases in which a writer holds a save's shard files open (storage_problem).
+WRITER_STALL_TIMINGS = ("save_shards_partial", "save_shards_complete")
+
+
+def storage_problem(
+    v: Vocabulary, fault: str, fault_timing: str, injections: int, nnodes: int, async_save: bool
+) -> str | None:
+    """A storage fault (contract.STORAGE_FAULTS) is one injection on a single node: disk_full fills the
+    node's own size-capped mount once a checkpoint completed; writer_stall stops the process writing a save's
+    shards, which an asynchronous save has (a synchronous one writes from the training thread)."""
+    if fault not in STORAGE_FAULTS:
+        return None
+    said = v.said("fault", fault)
+    if injections != 1 or nnodes != 1:
+        return (
+            f"{said} needs {v.said('injections', 1)} and {v.said('nnodes', 1)} (got {v.got(injections)}, "
+            f"{v.got(nnodes)}): the filesystem it breaks is one node's and stays broken"
+        )
+    if fault == "disk_full" and fault_timing != "checkpoint":
+        return (
+            f"{said} needs {v.said('fault_timing', 'checkpoint')} (got {v.got(fault_timing)}): the disk "
+            "fills once a checkpoint completed, and the next save runs out of space"
+        )
+    if fault == "writer_stall" and fault_timing not in WRITER_STALL_TIMINGS:
+        wanted = " or ".join(v.said("fault_timing", t) for t in WRITER_STALL_TIMINGS)
+        return f"{said} needs {wanted} (got {v.got(fault_timing)}): the writer is stopped while it writes"
+    if fault == "writer_stall" and not async_save:
+        return (
+            f"{said} needs {v.said('async_save', 'true')}: a synchronous save writes from the training "
+            "thread, with no writer process to stop"
+        )
+    return None
 
 
 def damage_problem(

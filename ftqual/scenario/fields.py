@@ -29,6 +29,7 @@ from ftqual.stack import resolve as stack
 
 SECTIONS = ("setup", "step", "checkpointing")
 HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
+MAX_STORAGE_CAP_MB = 1 << 20  # 1 TiB: a sparse file, but a bound on a typo
 FAULT_TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
 DAMAGES = ("none", *CHECKPOINT_DAMAGES)
 
@@ -386,6 +387,12 @@ class RunSettings:
     checkpoint_damage: str = setting(choice("NVRX_CHECKPOINT_DAMAGE", "none", DAMAGES, SCENARIO), "none")
     # false: saves are synchronous (no --async-save, no persistent checkpoint worker): the training waits
     async_save: bool = setting(flag("NVRX_ASYNC_SAVE", True, SCENARIO), True)
+    # fault disk_full: the size (MiB) of the ext4 filesystem the launcher mounts (a loop device over a sparse
+    # file) at the run's checkpoint directory for the run; it must hold every checkpoint of the run before the
+    # fault fills it, and costs only the bytes written
+    storage_cap_mb: int = setting(
+        integer("NVRX_STORAGE_CAP_MB", "4096", 64, MAX_STORAGE_CAP_MB, SCENARIO, omit=4096), 4096
+    )
     # false: relaunches do not load (no --load): the no_resume control
     checkpoint_load: bool = setting(flag("NVRX_LOAD_CHECKPOINTS", True, SCENARIO), True)
     # rendezvous join timeout (s), --rdzv-conf join_timeout; None: NVRx's default (600)

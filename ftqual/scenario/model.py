@@ -468,6 +468,8 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     problems += [setup] if setup else []
     damage = constraints.damage_problem(v, s.fault, s.checkpoint_damage, s.injections, s.fault_timing)
     problems += [damage] if damage else []
+    storage = constraints.storage_problem(v, s.fault, s.fault_timing, s.injections, s.nnodes, s.async_save)
+    problems += [storage] if storage else []
     if s.expect == "fail" and not s.expect_failing:
         problems.append(
             "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"

@@ -73,6 +73,8 @@ def test_worker_imports_only_the_standard_library_and_the_contract(repo_root):
 def test_worker_accepts_every_fault_kind(worker, fault):
     argv = ["--entrypoint", "x.py", "--checkpoint-dir", "c", "--fault-marker", "m", "--fault", fault]
     plan = ["--campaign-plan", "p.json"] if fault == "campaign" else []  # a campaign's faults are its plan's
+    if fault == "writer_stall":  # the writer is stopped at a phase of a save
+        plan = ["--fault-timing", "save_shards_partial"]
     args, _ = worker.parse_args([*argv, "--fault-rank", "0", *plan])
     assert args.fault == fault
 
