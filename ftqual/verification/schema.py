@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ftqual.contract import FAULTS
+from ftqual.contract import FAULTS, STORAGE_FAULTS
 from ftqual.jsonfile import envelope_problems
 from ftqual.verification import verdict
 from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
@@ -38,6 +38,7 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
     "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
     "campaign": (*RECOVERY_CHECKS, "campaign_plan_followed", "cycles_do_not_accumulate"),
     **{f: RECOVERY_CHECKS for f in FAULTS if f not in ("none", "kill", "hang", "node_loss", "campaign")},
+    **{f: (*RECOVERY_CHECKS, "storage_fault_outcome") for f in STORAGE_FAULTS},
 }
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftqual.contract import LIVE_FAULTS
+from ftqual.contract import LIVE_FAULTS, STORAGE_FAULTS
 from ftqual.verification.checks import campaign
 from ftqual.verification.checks.baseline import uninterrupted_completion
 from ftqual.verification.checks.broken_checkpoint import (
@@ -21,6 +21,11 @@ from ftqual.verification.checks.resume import clean_finish, progress_after_resum
 from ftqual.verification.checks.run_plan import RunPlan, run_plan_from
 from ftqual.verification.checks.saves import interrupted_save_discarded, started_from_existing_checkpoint
 from ftqual.verification.checks.section_times import timeouts_not_exceeded
+from ftqual.verification.checks.storage import (
+    NOT_WHEN_STORAGE_STOPPED,
+    STORAGE_STOPPED,
+    storage_fault_outcome,
+)
 from ftqual.verification.checks.timeouts import fixed_timeouts_in_force
 from ftqual.verification.checks.world import active_world_unchanged
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -56,6 +61,14 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
         if broken.values.get("outcome") == "stopped_loudly":
             results = [skip(r.id, STOPPED_LOUDLY) if r.id in NOT_WHEN_STOPPED else r for r in results]
         results.append(broken)
+    if exp.fault in STORAGE_FAULTS:
+        # Only a storage fault's report carries it; a loud stop (a pass) has no recovery to verify either.
+        storage = storage_fault_outcome(snap, exp)
+        if storage.values.get("outcome") == "stopped_loudly":
+            results = [
+                skip(r.id, STORAGE_STOPPED) if r.id in NOT_WHEN_STORAGE_STOPPED else r for r in results
+            ]
+        results.append(storage)
     if exp.calc_ft_timeouts:
         # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
         results.append(calculated_timeouts(snap, exp))

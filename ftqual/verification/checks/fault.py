@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftqual.contract import EXIT_CODES, LIVE_FAULTS, UNWINDING_FAULTS, detection_path
+from ftqual.contract import EXIT_CODES, LIVE_FAULTS, STORAGE_FAULTS, UNWINDING_FAULTS, detection_path
 from ftqual.verification.checks import linger as linger_mod
 from ftqual.verification.checks.checkpoint_folder import completed_folder
 from ftqual.verification.checks.result import (
@@ -229,6 +229,9 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
     if exp.fault == "kill":
         _kill_exit(snap, f, exits, injected_local, marker)
         return
+    if exp.fault in STORAGE_FAULTS:
+        _storage_detection(snap, f, marker, found)
+        return
     if exp.fault in CATALOG_FAULTS:
         if marker.method:
             f.fact(f"injected by {marker.method}", marker.ref)
@@ -295,6 +298,38 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
         f.note(f"timeout reported on host {timeout.host}, injection on {marker.host}")
     if exit_ is not None:
         f.fact(f"worker local_rank {exit_.local_rank} then exited with code {exit_.exit_code}", exit_.ref)
+
+
+# A worker's exit code when a signal stopped it: -N from torch's elastic agent, 128+N through a shell.
+STOPPED_BY_SIGNAL = (-15, -9, 143, 137)
+
+
+def _storage_detection(
+    snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker, found: derive.Detection | None
+) -> None:
+    """A storage fault leaves the rank alive: the stack may notice it by a rank's loud failure (its exit) or
+    by a timeout of the rank waiting on the save; either is a detection, nothing else is."""
+    if found is None or found.ref is None or found.detected_by is None:
+        f.missing_fact(
+            f"launcher.log shows no worker exit or timeout after the {snap.meta.fault} fault in cycle "
+            f"{derive.fault_cycle(snap, marker)}: the failed storage went unnoticed",
+            snap.sources["launcher_log"].complete,
+        )
+        return
+    if found.detected_by == "exit" and found.exit_code in STOPPED_BY_SIGNAL:
+        # SIGTERM or SIGKILL: a rank stopped from outside (the launcher's teardown), not one that noticed
+        f.problem(
+            f"the first report after the {snap.meta.fault} fault is a worker stopped by a signal (code "
+            f"{found.exit_code}), with no timeout or loud failure before it: the stack did not notice",
+            found.ref,
+        )
+        return
+    by = found.detected_by
+    how = {"exit": "a worker's exit", "out_of_section": "the out-of-section timeout"}.get(
+        by, f"the '{by.removeprefix('section:')}' section timeout"
+    )
+    f.fact(f"detected by {how}: {found.ref.text.strip()}", found.ref)
+    f.values["reported_local_rank"] = found.local_rank
 
 
 # Placements that put a live fault in a known section (the immediate one lands wherever the rank is).

@@ -87,6 +87,9 @@ class RunMeta:
     job: dict | None = None
     # run.json's `checkpoint_damage`: what the fault rank broke in its checkpoint before dying ("none")
     checkpoint_damage: str = "none"
+    # run.json's `storage` (fault disk_full): the capped filesystem the launcher mounted and what its unmount
+    # kept ({"filesystem", "cap_bytes", "copied_files", "image_removed", "problem"}); None: none mounted
+    storage: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,10 @@ class FaultMarker:
     # a save phase: what the save in flight had on disk at the kill ({"shards", "bytes", "metadata",
     # "metadata_json"}); None: not recorded
     on_disk: dict | None = None
+    # a storage fault: disk_full's filler and filesystem ({"filler_bytes", "checkpoint_bytes",
+    # "headroom_bytes", "filesystem_before", "filesystem_after"}) or writer_stall's stopped writers
+    # ({"iteration", "writers": [{"pid", "command", "files"}]}); None: not a storage fault
+    storage: dict | None = None
 
 
 RUN_SCHEMA = run_schema.SCHEMA
@@ -192,6 +199,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
         job=dict(data["job"]) if isinstance(data.get("job"), dict) else None,
         checkpoint_damage=str(data.get("checkpoint_damage") or "none"),
+        storage=dict(data["storage"]) if isinstance(data.get("storage"), dict) else None,
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}
             if isinstance(data.get("timeouts_from"), dict)
@@ -226,6 +234,7 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         plan_index=_int(data.get("plan_index")),
         damage=data.get("damage") if isinstance(data.get("damage"), dict) else None,
         on_disk=data.get("on_disk") if isinstance(data.get("on_disk"), dict) else None,
+        storage=data.get("storage") if isinstance(data.get("storage"), dict) else None,
     )
 
 

@@ -213,6 +213,7 @@ class RunFacts:
     files: tuple[str, ...]  # evidence files present (relative)
     cycle_records: tuple[str, ...]
     finished: bool = True  # launcher.log says the worker group finished (not a recorded negative control)
+    timed_out: bool = False  # a timeout, not a worker's exit, detected the fault (a hang, a stalled writer)
 
 
 def recorded_runs() -> list[Path]:
@@ -273,7 +274,13 @@ def facts_of(run: Path) -> RunFacts:
         files=tuple(c for c in candidates if (run / c).exists()),
         cycle_records=records,
         finished=(run / LAUNCHER).is_file() and FINISHED in read(run, LAUNCHER),
+        timed_out=_timed_out(snap),
     )
+
+
+def _timed_out(snap) -> bool:
+    found = derive.detection(snap) if snap.marker is not None else None
+    return found is not None and found.timeout is not None
 
 
 # the corpus ------------------------------------------------------------------------------------------
@@ -711,7 +718,7 @@ def _recovered(f: RunFacts) -> Iterator[tuple[str, str, str, Edit, bool | None]]
     if f.fault == "kill":  # a stopped rank is not named by any line: only the kill's exit shows the rank
         yield "swap-injected-rank", "marker", "the detected failure is the injected rank's", swap_rank, None
     # 6. detection
-    if f.fault == "hang":
+    if f.fault == "hang" or f.timed_out:
         yield (
             "timeout-before-injection",
             "detection",
