@@ -90,6 +90,14 @@ def _extension_problem(data: Mapping) -> str | None:
     if damage not in CHECKPOINT_DAMAGE_VALUES:
         allowed = ", ".join(CHECKPOINT_DAMAGE_VALUES)
         return f"'checkpoint_damage' must be one of {allowed}, got {short(damage)}"
+    storage = data.get("storage")
+    if storage is not None and not (
+        isinstance(storage, Mapping) and as_int(storage.get("cap_bytes")) is not None
+    ):
+        return (
+            f"'storage' must be an object with an integer 'cap_bytes' (fault disk_full) or absent, "
+            f"got {short(storage)}"
+        )
     load = data.get("checkpoint_load", True)
     if load is not None and not isinstance(load, bool):
         return f"'checkpoint_load' must be true or false, got {short(load)}"
