@@ -74,6 +74,14 @@ CHECK_LEGEND = {
     "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
     " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
     " training went on",
+    "checkpoint_break_outcome": "the replacement met the checkpoint the fault rank broke, and the job"
+    " recovered from a whole checkpoint or stopped non-zero within NVRx's bound: never a silent exit 0, a"
+    " restart from scratch, a loop or a load of the damaged files",
+    "storage_fault_outcome": "the checkpoint storage failed (a full filesystem, a stopped writer), the save"
+    " it broke never became the latest nor was loaded, and the job recovered or stopped non-zero within"
+    " NVRx's bound: never a silent exit 0 or saves lost under an exit 0",
+    "what_held_the_rank": "the stack dump of the faulted or timed-out rank, taken before it was stopped,"
+    " names the frame that held it (information: it does not gate the verdict)",
     "verdict": "the scenario's overall verdict: pass only if no check failed or was inconclusive",
 }
 

@@ -49,6 +49,7 @@ from ftqual.preflight import report_schema as preflight_schema
 from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack.identity import probe_machine
+from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
 from ftqual.workflow import attempts, progress
 from ftqual.workflow.attempts import attempt_key
 
@@ -550,7 +551,12 @@ def attempt_record(say: Say, attempt: Attempt, rc: int, duration_s: float, fault
         telling = telling_line(lines)
         run["cause"] = f"the launcher exited {rc}" + (f": {telling}" if telling else "")
         run["launcher_tail"] = lines
-        say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}", console=True)
+        if fault in ENDS_NONZERO_BY_DESIGN or (run.get("checkpoint_damage") or "none") != "none":
+            # a lost node, a broken checkpoint or failed storage may end loudly: that is for verify to judge
+            say(f"stopped: the launcher exited {rc} (this scenario may stop loudly: verify judges it); "
+                f"evidence kept in {run_dir}", console=True)  # fmt: skip
+        else:
+            say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}", console=True)
     elif not record_path.is_file():
         run["cause"] = f"the launcher exited 0 but wrote no {record_path}"
     if fault != "none":

@@ -340,6 +340,19 @@ def test_attempt_record_of_a_failed_launcher_names_its_telling_line(tmp_path):
     )
 
 
+def test_a_non_zero_end_a_scenario_may_have_is_no_failure_on_the_console(tmp_path):
+    attempt = attempt_in(tmp_path)
+    out_run = tmp_path / "results" / "disk_full" / "d-1" / "attempt.json"
+    out_run.parent.mkdir(parents=True)
+    say, log, console = voice()
+    run = rs.attempt_record(say, attempt, 93, 1.0, "disk_full", out_run)
+    assert run["cause"].startswith("the launcher exited 93")  # kept for the report, should verify fail
+    assert console.getvalue() == (
+        "ftqual: kill: stopped: the launcher exited 93 (this scenario may stop loudly: verify judges it); "
+        f"evidence kept in {attempt.run_dir}\n"
+    )
+
+
 def test_attempt_record_of_a_clean_exit_without_run_json_says_so(tmp_path):
     attempt = attempt_in(tmp_path)
     out_run = tmp_path / "run.json"
