@@ -323,11 +323,11 @@ def run_killed_in(
     ]
     if async_save:
         workload.append("--async-save")
-    if phase == "save_finalized":
-        # The smoke writes `.metadata`, metadata.json and the tracker within ~2 ms (sync, and async when the
-        # finalize already waits for the write): shorter than a poll plus the marker's fsyncs, so the kill
-        # landed after the tracker advanced. A slow save keeps the window open long enough to be killed in.
-        workload.append("--smoke-save-seconds=1.0")
+    # The smoke writes `.metadata`, metadata.json and the tracker within ~2 ms (sync, and async when the
+    # finalize already waits for the write): shorter than a poll plus the marker's fsyncs, so the kill could
+    # land after the tracker advanced (save_finalized always; save_shards_complete on a busy CI machine). A
+    # slow save holds the tracker back for a second after every phase, long enough to be killed in.
+    workload.append("--smoke-save-seconds=1.0")
     cmd = [
         sys.executable,
         str(repo_root / "workloads" / "megatron_gpt_worker.py"),
