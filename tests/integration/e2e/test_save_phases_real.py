@@ -26,6 +26,9 @@ def test_a_kill_in_a_phase_of_a_save_resumes_from_the_tracked_checkpoint(
     # The async `.metadata` to tracker window lasts until the next step's finalize: with fast steps on a
     # busy machine the background write can end after that step began, leaving no window to kill in.
     steps = ["--smoke-step-seconds=1.0"] if phase == "save_finalized" else [*FAST_STEPS]
+    # A slow save holds the tracker back for a second after every phase: the marker's fsyncs on a busy
+    # machine must not outlast the rest of the save, or the kill lands after the tracker advanced.
+    steps.append("--smoke-save-seconds=1.0")
     run_dir = launch_smoke(repo_root, tmp_path, phase, "kill", steps, env, timeout=420)
     marker = json.loads((run_dir / "fault_injected.json").read_text())
     assert marker["timing"] == phase and marker["save_iteration"] > marker["checkpoint_iteration"]
