@@ -127,6 +127,7 @@ CHECKPOINT_DAMAGES = (
     "tracker_missing_iteration",
     "tracker_removed",
     "shard_truncated",
+    "shard_corrupted",
 )
 DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
 # disk_full's file on the checkpoint filesystem (hidden: never taken for a checkpoint), and the share of the

@@ -31,12 +31,17 @@ any text but `release`) prints `ERROR: Invalid metadata file <path>. Exiting` (r
 0 (read_metadata's sys.exit()); no tracker starts from random, or with --exit-on-missing-checkpoint prints
 `>> '--exit-on-missing-checkpoint' set ... exiting. <<` and exits 0 after a barrier; a tracker naming a
 directory that is missing raises FileNotFoundError (the directory is listed before any load) and a truncated
-shard makes torch's load raise, both uncaught: the rank exits non-zero.
+shard makes torch's load raise, both uncaught: the rank exits non-zero. A shard whose bytes changed in place
+(its size kept) loads without an error, as torch's load of a torch_dist shard does: nothing checks the bytes.
+With --verify-integrity (core_v0.19's flag, torch_dist only), each save's finalize has rank 0 hash every file
+of the checkpoint into its `integrity.json` (SHA-256, before the tracker moves), and each load has rank 0
+re-hash them first, every rank raising CheckpointingException, uncaught, on a mismatch or a missing manifest.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -62,6 +67,10 @@ from torch.distributed.checkpoint.state_dict import (
 # this file from there, and so does `python workloads/smoke_train.py`).
 TRACKER_NAME = load_contract().TRACKER_NAME
 PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
+# Megatron core_v0.19's dist_checkpointing/validation.py: the integrity manifest and how it is hashed
+INTEGRITY_NAME = "integrity.json"
+INTEGRITY_ALGORITHM = "sha256"
+HASH_CHUNK_BYTES = 1 << 20
 VOCAB, SEQ, HIDDEN = 64, 16, 32
 
 
@@ -93,6 +102,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--eval-interval", type=int, default=None)
     add("--exit-signal-handler", action="store_true", default=False)
     add("--exit-on-missing-checkpoint", action="store_true", default=False)
+    add("--verify-integrity", action="store_true", default=False)
     add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-save-seconds", type=float, default=0.0)
@@ -123,7 +133,12 @@ class Printer:
 
 # Arguments added after runs were recorded: printed only when given, so the block of every earlier kind of run
 # stays line for line what it was.
-PRINTED_ONLY_WHEN_SET = ("exit_signal_handler", "calc_ft_timeouts", "exit_on_missing_checkpoint")
+PRINTED_ONLY_WHEN_SET = (
+    "exit_signal_handler",
+    "calc_ft_timeouts",
+    "exit_on_missing_checkpoint",
+    "verify_integrity",
+)
 # Megatron core_v0.19's ft_integration: the step timeout is calculated only after this many iterations.
 MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE = 16
 
@@ -448,6 +463,8 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
         (target / "metadata.json").write_text(
             json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
         )
+        if args.verify_integrity:  # after metadata.json, before the tracker: Megatron's finalize order
+            save_integrity_manifest(target)
         with open(Path(args.save) / TRACKER_NAME, "w") as fh:  # truncate then write, like Megatron
             fh.write(str(iteration))
         out.rank_0(
@@ -456,6 +473,70 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
         )
     dist.barrier()
     ft.checkpointing_end(is_async_finalization=True)
+
+
+class CheckpointingException(Exception):
+    """Megatron's dist_checkpointing CheckpointingException: what its integrity verification raises."""
+
+
+def file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(HASH_CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_integrity_manifest(directory: Path) -> None:
+    """Every file of the checkpoint but the manifest, name -> SHA-256, as Megatron writes `integrity.json`."""
+    files = {
+        p.name: file_hash(p)
+        for p in sorted(directory.iterdir(), key=str)
+        if p.is_file() and p.name != INTEGRITY_NAME
+    }
+    with open(directory / INTEGRITY_NAME, "w") as fh:
+        json.dump({"algorithm": INTEGRITY_ALGORITHM, "files": files}, fh, indent=2)
+
+
+def integrity_problem(directory: Path) -> str | None:
+    """Megatron's _verify_integrity_manifest_impl, its messages word for word; None when all files match."""
+    manifest_path = directory / INTEGRITY_NAME
+    if not manifest_path.exists():
+        return (
+            f"Integrity manifest not found at {manifest_path}. The checkpoint must be saved with integrity "
+            "verification enabled (save_integrity=True) before it can be verified on load."
+        )
+    manifest = json.loads(manifest_path.read_text())
+    algorithm = manifest.get("algorithm", INTEGRITY_ALGORITHM)
+    if algorithm != INTEGRITY_ALGORITHM:
+        return (
+            f"Unsupported hash algorithm in integrity manifest: {algorithm!r}. "
+            f"Expected: {INTEGRITY_ALGORITHM!r}."
+        )
+    mismatches = []
+    for name, expected in manifest["files"].items():
+        try:
+            actual = file_hash(directory / name)
+        except OSError as exc:
+            mismatches.append(f"  {name}: file missing or unreadable ({exc})")
+            continue
+        if actual != expected:
+            mismatches.append(f"  {name}: hash mismatch (expected {expected[:16]}..., got {actual[:16]}...)")
+    if not mismatches:
+        return None
+    return (
+        f"Checkpoint integrity verification failed for {len(mismatches)} file(s) in {directory}:\n"
+        + "\n".join(mismatches)
+    )
+
+
+def verify_integrity_manifest(directory: Path, rank: int) -> None:
+    """Rank 0 re-hashes, every rank learns the verdict and raises on a problem (Megatron's, with > 1 rank)."""
+    found = [integrity_problem(directory) if rank == 0 else None]
+    if dist.get_world_size() > 1:
+        dist.broadcast_object_list(found, src=0)
+    if found[0] is not None:
+        raise CheckpointingException(found[0])
 
 
 def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> tuple[int, int]:
@@ -479,6 +560,8 @@ def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> t
     state = {"model": get_model_state_dict(model), "progress": torch.zeros(2, dtype=torch.int64)}
     if load_optim:
         state["optimizer"] = get_optimizer_state_dict(model, optimizer)
+    if args.verify_integrity:
+        verify_integrity_manifest(checkpoint_dir(args.load, iteration), out.rank)
     payload.load_into(state, checkpoint_dir(args.load, iteration))
     dcp.load(state, checkpoint_id=str(checkpoint_dir(args.load, iteration)))
     set_model_state_dict(model, state["model"])

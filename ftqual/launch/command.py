@@ -145,6 +145,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
         *(["--async-save", "--use-persistent-ckpt-worker"] if s.async_save else []),
+        *(["--verify-integrity"] if s.verify_integrity else []),
         "--eval-iters=0",
         f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}",
         "--log-interval=1",
@@ -171,6 +172,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         *(["--async-save"] if s.async_save else []),
         # writer_stall stops a writer process: the smoke workload writes from one only when asked
         *(["--smoke-writer-process"] if s.async_save and s.fault == "writer_stall" else []),
+        *(["--verify-integrity"] if s.verify_integrity else []),
         "--eval-iters=0",
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),

@@ -149,6 +149,7 @@ def run_record(
         "fault_timing": s.fault_timing,
         "checkpoint_damage": s.checkpoint_damage,
         "async_save": s.async_save,
+        "verify_integrity": s.verify_integrity,
         "checkpoint_load": s.checkpoint_load,
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,

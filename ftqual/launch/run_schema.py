@@ -98,9 +98,10 @@ def _extension_problem(data: Mapping) -> str | None:
             f"'storage' must be an object with an integer 'cap_bytes' (fault disk_full) or absent, "
             f"got {short(storage)}"
         )
-    load = data.get("checkpoint_load", True)
-    if load is not None and not isinstance(load, bool):
-        return f"'checkpoint_load' must be true or false, got {short(load)}"
+    for key, default in (("checkpoint_load", True), ("verify_integrity", False)):
+        flag = data.get(key, default)
+        if flag is not None and not isinstance(flag, bool):
+            return f"{key!r} must be true or false, got {short(flag)}"
     raw = data.get("initial_checkpoint_iteration", 0)
     initial = as_int(raw) if raw is not None else 0
     if initial is None or initial < 0:

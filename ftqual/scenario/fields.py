@@ -384,9 +384,13 @@ class RunSettings:
     )
     # what the fault rank breaks in the checkpoint it just completed before it kills itself (kill only):
     # none | tracker_not_a_number | tracker_missing_iteration | tracker_removed | shard_truncated
+    # | shard_corrupted
     checkpoint_damage: str = setting(choice("NVRX_CHECKPOINT_DAMAGE", "none", DAMAGES, SCENARIO), "none")
     # false: saves are synchronous (no --async-save, no persistent checkpoint worker): the training waits
     async_save: bool = setting(flag("NVRX_ASYNC_SAVE", True, SCENARIO), True)
+    # true: Megatron's --verify-integrity (torch_dist): each save hashes its files into integrity.json, each
+    # load re-hashes them first and raises on a mismatch
+    verify_integrity: bool = setting(flag("NVRX_VERIFY_INTEGRITY", False, SCENARIO, write_false=False), False)
     # fault disk_full: the size (MiB) of the ext4 filesystem the launcher mounts (a loop device over a sparse
     # file) at the run's checkpoint directory for the run; it must hold every checkpoint of the run before the
     # fault fills it, and costs only the bytes written

@@ -5,8 +5,10 @@ The wrapper (workloads/megatron_gpt_worker.py) breaks the checkpoint whose compl
 what it did in the marker's `damage`, then SIGKILLs its rank. What happens next is the stack's: Megatron-LM
 core_v0.19.0 exits 0 on a tracker that is not a number (a silent end), trains from random without a tracker
 (a restart from scratch), and raises on a missing directory or a truncated shard, which ft_launcher restarts
-until NVRx's progress tracker (exit 93) or --max-restarts (exit 1) ends it. The check names which of these
-happened, with the cycles and GPU-seconds it cost, and a one-line mitigation where one exists.
+until NVRx's progress tracker (exit 93) or --max-restarts (exit 1) ends it; a shard whose tensor bytes
+changed loads without an error unless --verify-integrity re-hashes it (then it raises like the others). The
+check names which of these happened, with the cycles and GPU-seconds it cost, and a one-line mitigation
+where one exists.
 
 Pass: *recovered* (exit 0 at the last iteration, every replacement loaded a checkpoint that was whole: never
 the damaged one where the damage broke its files, never none while one existed), or *stopped loudly*
@@ -26,7 +28,7 @@ CHECKPOINT_BREAK = "checkpoint_break_outcome"
 # without the tracker advancing, ft_launcher stops the job with exit 93.
 NVRX_NO_PROGRESS_CYCLES = 3
 # Damages that break the checkpoint's own files: loading that iteration means loading a broken checkpoint.
-BREAKS_FILES = ("tracker_missing_iteration", "shard_truncated")
+BREAKS_FILES = ("tracker_missing_iteration", "shard_truncated", "shard_corrupted")
 # The checks a recovery would prove: a loud stop has none to prove (this check judges the ending).
 NOT_WHEN_STOPPED = (
     "resumed_from_checkpoint",
@@ -54,6 +56,11 @@ MITIGATIONS = {
     ),
     "loaded_damaged": "--verify-integrity (torch_dist) re-hashes every file of a checkpoint on load",
 }
+# loaded_damaged while --verify-integrity was on: the stack's check itself missed the damage
+UNCAUGHT_WITH_INTEGRITY = (
+    "--verify-integrity was on and did not stop the load: report it to the stack's owners, and keep the job "
+    "from trusting a checkpoint it cannot verify"
+)
 
 
 def loud_stop_bound(exp: RunPlan) -> int:
@@ -128,6 +135,8 @@ def _judge(snap: RunSnapshot, exp: RunPlan | None) -> CheckResult:
     f.values["outcome"] = name
     if name in MITIGATIONS:
         f.values["mitigation"] = MITIGATIONS[name]
+    if name == "loaded_damaged" and snap.meta.verify_integrity:
+        f.values["mitigation"] = UNCAUGHT_WITH_INTEGRITY
     if name == "stopped_loudly" and exp is not None and len(after) > loud_stop_bound(exp):
         name = f.values["outcome"] = "kept_restarting"
         f.values["mitigation"] = MITIGATIONS[name]
@@ -137,7 +146,7 @@ def _judge(snap: RunSnapshot, exp: RunPlan | None) -> CheckResult:
     elif name is None:
         f.unknown(text, *refs)
     else:
-        f.problem(f"{text} (mitigation: {MITIGATIONS[name]})", *refs)
+        f.problem(f"{text} (mitigation: {f.values['mitigation']})", *refs)
     return f.result()
 
 

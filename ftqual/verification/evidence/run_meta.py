@@ -87,6 +87,8 @@ class RunMeta:
     job: dict | None = None
     # run.json's `checkpoint_damage`: what the fault rank broke in its checkpoint before dying ("none")
     checkpoint_damage: str = "none"
+    # run.json's `verify_integrity`: the workload ran with Megatron's --verify-integrity (absent: it did not)
+    verify_integrity: bool = False
     # run.json's `storage` (fault disk_full): the capped filesystem the launcher mounted and what its unmount
     # kept ({"filesystem", "cap_bytes", "copied_files", "image_removed", "problem"}); None: none mounted
     storage: dict | None = None
@@ -199,6 +201,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
         job=dict(data["job"]) if isinstance(data.get("job"), dict) else None,
         checkpoint_damage=str(data.get("checkpoint_damage") or "none"),
+        verify_integrity=data.get("verify_integrity") is True,
         storage=dict(data["storage"]) if isinstance(data.get("storage"), dict) else None,
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}

@@ -60,6 +60,7 @@ WANTED_ARGS = frozenset(
         "save",
         "ckpt_format",
         "async_save",
+        "verify_integrity",
         "calc_ft_timeouts",
         "transformer_impl",
         "exit_on_missing_checkpoint",

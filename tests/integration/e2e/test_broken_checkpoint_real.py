@@ -3,7 +3,8 @@ broken checkpoint): each damage of config/checkpoint_faults.yaml is made by the 
 the replacement meets it, and `ftqual verify` names the ending: the two silent failures of that Megatron (a
 tracker that is not a number ends every rank 0; no tracker trains from random) FAIL with their cause and
 mitigation, the two loud ones (a missing iteration directory, a truncated shard) stop non-zero within the
-bound and pass."""
+bound and pass; a corrupted shard loads without an error and FAILs, unless --verify-integrity (run.json's
+verify_integrity) makes its load raise and the job stop loudly."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ RUN = {**SHORT_FAULT_RUN, "TRAIN_ITERS": "12", "NVRX_MAX_RESTARTS": "3"}
 MOVED = ".ftqual-moved"
 
 
-def _launch(repo_root: Path, tmp_path: Path, damage: str) -> tuple[Path, dict, dict]:
+def _launch(repo_root: Path, tmp_path: Path, damage: str, **env: str) -> tuple[Path, dict, dict]:
     run_dir = launch_smoke(
         repo_root,
         tmp_path,
         damage,
         "kill",
         [*FAST_STEPS],
-        {**RUN, "NVRX_CHECKPOINT_DAMAGE": damage},
+        {**RUN, "NVRX_CHECKPOINT_DAMAGE": damage, **env},
         timeout=420,
     )
     marker = json.loads((run_dir / "fault_injected.json").read_text())
@@ -55,9 +56,25 @@ def test_a_missing_tracker_restarts_training_from_scratch(repo_root: Path, tmp_p
     assert "--exit-on-missing-checkpoint" in check["detail"]
 
 
-@pytest.mark.parametrize("damage", ["tracker_missing_iteration", "shard_truncated"])
-def test_a_checkpoint_that_cannot_load_stops_the_job_loudly(repo_root: Path, tmp_path: Path, damage: str):
-    run_dir, report, check = _launch(repo_root, tmp_path, damage)
+def test_a_corrupted_shard_is_loaded_without_an_error(repo_root: Path, tmp_path: Path):
+    run_dir, report, check = _launch(repo_root, tmp_path, "shard_corrupted")
+    record = json.loads((run_dir / "fault_injected.json").read_text())["damage"]
+    assert record["size_after"] == record["size_before"] and record["length"] > 0
+    assert check["status"] == "fail" and check["values"]["outcome"] == "loaded_damaged", check
+    said = f"loaded the damaged checkpoint {record['iteration']} (shard_corrupted) without an error"
+    assert said in check["detail"]
+    assert "--verify-integrity (torch_dist) re-hashes" in check["detail"]
+    assert report["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("damage", "verify_integrity"),
+    [("tracker_missing_iteration", "0"), ("shard_truncated", "0"), ("shard_corrupted", "1")],
+)
+def test_a_checkpoint_that_cannot_load_stops_the_job_loudly(
+    repo_root: Path, tmp_path: Path, damage: str, verify_integrity: str
+):
+    run_dir, report, check = _launch(repo_root, tmp_path, damage, NVRX_VERIFY_INTEGRITY=verify_integrity)
     values = check["values"]
     code = json.loads((run_dir / "run.json").read_text())["exit_code"]
     assert code in (1, 93), code  # restarts exhausted, or NVRx's no-progress stop
@@ -69,5 +86,9 @@ def test_a_checkpoint_that_cannot_load_stops_the_job_loudly(repo_root: Path, tmp
     record = json.loads((run_dir / "fault_injected.json").read_text())["damage"]
     if damage == "tracker_missing_iteration":
         assert (run_dir / "checkpoints" / f"iter_{record['iteration']:07d}{MOVED}").is_dir()
-    else:
+    elif damage == "shard_truncated":
         assert record["size_after"] == record["size_before"] // 2
+    else:  # the load re-hashed the shard and raised: Megatron's integrity check, word for word
+        failed = (run_dir / "logs" / "train_cycle1.log").read_text()
+        assert "Checkpoint integrity verification failed for 1 file(s) in " in failed
+        assert json.loads((run_dir / "run.json").read_text())["verify_integrity"] is True

@@ -40,6 +40,23 @@ def test_run_json_records_the_save_mode(base_env):
         )
 
 
+@pytest.mark.parametrize("workload", ["smoke", "megatron"])
+def test_verify_integrity_is_megatron_s_flag_when_asked(workload, base_env, megatron_checkout, run_launch):
+    env = {**base_env, "NVRX_WORKLOAD": workload, "MEGATRON_PATH": str(megatron_checkout)}
+    assert "--verify-integrity" not in body(run_launch(env).argv)
+    assert "--verify-integrity" in body(run_launch({**env, "NVRX_VERIFY_INTEGRITY": "1"}).argv)
+    refused = run_launch({**env, "NVRX_VERIFY_INTEGRITY": "yes"})
+    assert refused.rc == 2 and "NVRX_VERIFY_INTEGRITY" in refused.err
+
+
+def test_run_json_records_verify_integrity(base_env):
+    for value, recorded in (("1", True), ("0", False)):
+        s = settings.load_settings({**base_env, "NVRX_VERIFY_INTEGRITY": value}, pid=1)
+        choice = stack.resolve("local", "off", stack.Probe(False, False, False))
+        plan = command.build_plan(s, choice, 1, "x")
+        assert run.run_record(s, plan, choice, {}, "h")["verify_integrity"] is recorded
+
+
 @pytest.mark.parametrize("phase", SAVE_PHASES)
 def test_a_save_phase_reaches_the_wrapper_and_needs_a_kill(phase, base_env, run_launch):
     env = {**base_env, "NVRX_FAULT_TIMING": phase, "TRAIN_ITERS": "30"}

@@ -36,6 +36,7 @@ def test_every_recorded_run_json_passes():
         ({"injections": 0}, "'injections'"),
         ({"fault_timing": "later"}, "'fault_timing'"),
         ({"checkpoint_load": "yes"}, "'checkpoint_load'"),
+        ({"verify_integrity": 1}, "'verify_integrity'"),
         ({"storage": "ext4"}, "'storage'"),
         ({"storage": {"cap_bytes": "big"}}, "'storage'"),
         ({"initial_checkpoint_iteration": -1}, "'initial_checkpoint_iteration'"),

@@ -1,6 +1,7 @@
 """workloads/smoke_train.py meets a broken checkpoint as Megatron core_v0.19 does: a tracker that is not a
 number ends every rank with status 0 (read_metadata's sys.exit()), no tracker starts from random or, with
---exit-on-missing-checkpoint, exits 0; a missing iteration directory and a truncated shard raise, uncaught.
+--exit-on-missing-checkpoint, exits 0; a missing iteration directory and a truncated shard raise, uncaught;
+a corrupted shard loads without a word (torch checks no bytes) unless --verify-integrity re-hashes it.
 The damages are the worker's own (megatron_gpt_worker.damage_checkpoint), on a real checkpoint."""
 
 from __future__ import annotations
@@ -148,6 +149,78 @@ def test_a_truncated_shard_fails_the_load(repo_root, worker_module, ckpt):
     done = run_smoke(repo_root, ckpt, "--train-iters=6")
     assert done.returncode not in (0, None)
     assert "Traceback" in done.stderr
+    assert iterations(done.stdout) == []
+
+
+def losses(stdout: str) -> list[str]:
+    return [m[4] for m in map(ITERATION.match, stdout.splitlines()) if m]
+
+
+@pytest.fixture(scope="module")
+def verified(repo_root, tmp_path_factory):
+    """The same 4 iterations saved with --verify-integrity: each checkpoint has its integrity.json."""
+    ckpt = tmp_path_factory.mktemp("verified") / "ckpt"
+    done = run_smoke(repo_root, ckpt, "--train-iters=4", "--verify-integrity")
+    assert done.returncode == 0, done.stderr
+    return ckpt
+
+
+def test_a_corrupted_shard_loads_without_an_error_and_trains_on_other_numbers(repo_root, worker_module, ckpt):
+    intact = run_smoke(repo_root, Path(shutil.copytree(ckpt, ckpt.parent / "intact")), "--train-iters=6")
+    assert intact.returncode == 0, intact.stderr
+    record = worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    shard = ckpt / record["path"]
+    assert record["path"] == "iter_0000004/__0_0.distcp" and record["xor"] == 0xFF
+    assert record["size_after"] == record["size_before"] == shard.stat().st_size
+    assert 0 < record["offset"] < record["size_before"] and 0 < record["length"] <= 4096
+    done = run_smoke(repo_root, ckpt, "--train-iters=6")
+    assert done.returncode == 0, done.stderr  # torch's load checks no bytes: the damage goes unseen
+    assert any(LOADING.match(line) for line in done.stdout.splitlines())
+    assert iterations(done.stdout) == [5, 6]
+    assert losses(done.stdout) != losses(intact.stdout)  # ... and the model it trains is another one
+
+
+def test_the_damage_is_undone_by_the_same_xor(repo_root, worker_module, ckpt):
+    """Nothing is lost: the record says where, and inverting those bytes again restores the checkpoint."""
+    shard = ckpt / "iter_0000004" / "__0_0.distcp"
+    before = shard.read_bytes()
+    record = worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    after = bytearray(shard.read_bytes())
+    start, end = record["offset"], record["offset"] + record["length"]
+    assert after != before and after[:start] == before[:start] and after[end:] == before[end:]
+    after[start:end] = bytes(b ^ record["xor"] for b in after[start:end])
+    assert bytes(after) == before
+
+
+def test_verify_integrity_saves_a_manifest_and_loads_an_intact_checkpoint(repo_root, verified, tmp_path):
+    ckpt = Path(shutil.copytree(verified, tmp_path / "ckpt"))
+    manifest = json.loads((ckpt / "iter_0000004" / "integrity.json").read_text())
+    assert manifest["algorithm"] == "sha256"
+    assert set(manifest["files"]) == {p.name for p in (ckpt / "iter_0000004").iterdir()} - {"integrity.json"}
+    assert {"__0_0.distcp", ".metadata", "metadata.json"} <= set(manifest["files"])
+    done = run_smoke(repo_root, ckpt, "--train-iters=6", "--verify-integrity")
+    assert done.returncode == 0, done.stderr
+    assert iterations(done.stdout) == [5, 6]
+    assert f"  verify_integrity {'.' * 32} True" in done.stdout.splitlines()
+
+
+def test_verify_integrity_refuses_a_corrupted_shard(repo_root, worker_module, verified, tmp_path):
+    ckpt = Path(shutil.copytree(verified, tmp_path / "ckpt"))
+    worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    done = run_smoke(repo_root, ckpt, "--train-iters=6", "--verify-integrity")
+    assert done.returncode not in (0, None)
+    assert (
+        f"CheckpointingException: Checkpoint integrity verification failed for 1 file(s) in "
+        f"{ckpt / 'iter_0000004'}:" in done.stderr
+    )
+    assert "  __0_0.distcp: hash mismatch (expected " in done.stderr
+    assert iterations(done.stdout) == []
+
+
+def test_verify_integrity_refuses_a_checkpoint_saved_without_it(repo_root, ckpt):
+    done = run_smoke(repo_root, ckpt, "--train-iters=6", "--verify-integrity")
+    assert done.returncode not in (0, None)
+    assert f"Integrity manifest not found at {ckpt / 'iter_0000004' / 'integrity.json'}" in done.stderr
     assert iterations(done.stdout) == []
 
 

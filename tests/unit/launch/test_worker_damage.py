@@ -154,6 +154,50 @@ def test_shard_truncated_cuts_the_largest_shard_to_half(w, ckpt):
     }
 
 
+def test_shard_corrupted_inverts_bytes_in_the_middle_of_a_file_that_is_not_torch_s(w, ckpt):
+    before = tree(ckpt)
+    record = w.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 40)
+    after = tree(ckpt)
+    changed = {k for k in before if before[k] != after.get(k)}
+    assert changed == {"iter_0000040/__1_0.distcp"} and set(after) == set(before)
+    # no torch.save record in it: the middle of the file, at most half of it
+    assert after["iter_0000040/__1_0.distcp"] == b"b" * 75 + bytes([ord("b") ^ 0xFF]) * 150 + b"b" * 76
+    assert record == {
+        "kind": "shard_corrupted",
+        "iteration": 40,
+        "path": "iter_0000040/__1_0.distcp",
+        "moved_to": None,
+        "size_before": 301,
+        "size_after": 301,
+        "tracker_before": "40",
+        "tracker_after": "40",
+        "offset": 75,
+        "length": 150,
+        "xor": 255,
+        "at": record["at"],
+    }
+
+
+def test_shard_corrupted_hits_the_largest_tensor_of_a_torch_dist_shard(w, tmp_path):
+    """A real torch_dist save: the inverted bytes lie inside the largest tensor's bytes, so the load reads
+    the archive as before and only that tensor's values change."""
+    torch = pytest.importorskip("torch")
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    small = torch.arange(10, dtype=torch.float32)
+    state = {"small": small, "large": torch.ones(50_000), "mid": torch.ones(900)}
+    root = tmp_path / "ckpt"
+    with pytest.warns(UserWarning):  # no process group: torch says it saves in a single process
+        dcp.save(state, checkpoint_id=str(root / "iter_0000004"))
+    (root / TRACKER).write_text("4")
+    record = w.damage_checkpoint("shard_corrupted", root / TRACKER, 4)
+    assert record["length"] == 4096 and record["size_after"] == record["size_before"]
+    loaded = {k: torch.zeros_like(v) for k, v in state.items()}
+    with pytest.warns(UserWarning):
+        dcp.load(loaded, checkpoint_id=str(root / "iter_0000004"))
+    assert torch.equal(loaded["small"], state["small"]) and torch.equal(loaded["mid"], state["mid"])
+    assert (loaded["large"] != state["large"]).sum().item() == 4096 // 4  # 1024 floats, each inverted
+
+
 # --- damages that cannot be made: refused, nothing changed -------------------------------------------------
 
 

@@ -382,7 +382,13 @@ def test_checkpoint_faults_config_breaks_a_checkpoint_per_scenario_and_keeps_the
     names = [s.name for s in cfg.scenarios]
     assert names[:3] == ["baseline", "kill", "hang"]
     damaged = {s.name: s.checkpoint_damage for s in cfg.scenarios if s.checkpoint_damage != "none"}
-    assert sorted(damaged.values()) == sorted(CHECKPOINT_DAMAGES)
+    assert sorted(set(damaged.values())) == sorted(CHECKPOINT_DAMAGES)
+    verified = [name for name in damaged if cfg.by_name[name].verify_integrity]
+    assert verified == ["shard_corrupted_verified"]
+    assert damaged["shard_corrupted_verified"] == "shard_corrupted"
+    verified_env = scenarios.launcher_env(cfg, cfg.by_name["shard_corrupted_verified"])
+    assert verified_env["NVRX_VERIFY_INTEGRITY"] == "1"
+    assert "NVRX_VERIFY_INTEGRITY" not in scenarios.launcher_env(cfg, cfg.by_name["shard_corrupted"])
     for name in damaged:
         s = cfg.by_name[name]
         assert (s.fault, s.fault_timing, s.injections, s.expect) == ("kill", "checkpoint", 1, "pass")

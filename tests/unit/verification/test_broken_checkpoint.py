@@ -98,12 +98,21 @@ def test_a_restart_from_scratch_fails_with_its_mitigation(tmp_path):
     assert "--exit-on-missing-checkpoint" in check["detail"]
 
 
-def test_a_load_of_the_damaged_files_fails(tmp_path):
-    run = _damaged(_copy(tmp_path, "megatron-h200-1gpu/kill"), "shard_truncated", 5)
+@pytest.mark.parametrize("kind", ["shard_truncated", "shard_corrupted"])
+def test_a_load_of_the_damaged_files_fails(tmp_path, kind):
+    run = _damaged(_copy(tmp_path, "megatron-h200-1gpu/kill"), kind, 5)
     check = _check(build_report(run, None))
     assert check["status"] == "fail" and check["values"]["outcome"] == "loaded_damaged"
-    assert "cycle 1 loaded the damaged checkpoint 5 (shard_truncated) without an error" in check["detail"]
-    assert "--verify-integrity" in check["detail"]
+    assert f"cycle 1 loaded the damaged checkpoint 5 ({kind}) without an error" in check["detail"]
+    assert check["values"]["mitigation"] == MITIGATIONS["loaded_damaged"]
+    assert "--verify-integrity (torch_dist) re-hashes" in check["detail"]
+
+
+def test_a_damaged_load_under_verify_integrity_is_the_stack_s_to_answer(tmp_path):
+    run = _damaged(_copy(tmp_path, "megatron-h200-1gpu/kill"), "shard_corrupted", 5, verify_integrity=True)
+    check = _check(build_report(run, None))
+    assert check["status"] == "fail" and check["values"]["outcome"] == "loaded_damaged"
+    assert "--verify-integrity was on and did not stop the load" in check["detail"]
 
 
 @pytest.mark.parametrize("marker", [{}, {"kind": "tracker_removed", "iteration": 5}])
