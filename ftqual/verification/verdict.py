@@ -13,7 +13,8 @@ whether an attempt is kept.
 
 The cause of a run that did not pass is, in order: the launcher's own finding; the root cause its logs name
 (ftqual.verification.causes: a fault that never came outranks whatever NVRx did next, exit 93 included); the
-run's own launcher exit; the first check with the verdict; the attempt's record (why nothing was launched,
+run's own launcher exit; the first check with the verdict (a scenario's outcome check, which judges a broken
+checkpoint or failed storage, before the others); the attempt's record (why nothing was launched,
 or the launch job's line where only its exit failed the run). A launcher that exited non-zero never yields a
 pass, except where the scenario's design makes every launcher end so (node loss) or allows a loud stop (a
 broken checkpoint), which their own checks judge.
@@ -142,8 +143,15 @@ class Decision:
     added_checks: tuple[dict, ...] = ()  # checks the launcher's outcome adds (launched, launcher_exit)
 
 
+# The checks that answer a scenario's own question (what a broken checkpoint or failed storage led to): where
+# one of them has the verdict, it is the cause before any recovery check its finding explains (a damaged
+# checkpoint loaded without an error also makes the losses after it differ from the baseline's).
+SCENARIO_OUTCOME_CHECKS = ("checkpoint_break_outcome", "storage_fault_outcome")
+
+
 def first_with(checks: Iterable[Mapping[str, Any]], verdict: str) -> str | None:
-    for check in checks:
+    """`<id>: <detail>` of the first gating check with `verdict`, a scenario's outcome check before others."""
+    for check in sorted(checks, key=lambda c: c.get("id") not in SCENARIO_OUTCOME_CHECKS):
         if check.get("status") == verdict and check.get("gates") is not False:
             return f"{check.get('id')}: {check.get('detail')}"
     return None

@@ -53,6 +53,19 @@ def test_a_check_that_does_not_gate_never_decides():
     assert d.verdict == "inconclusive" and d.cause == "clean_finish: d"
 
 
+def test_a_scenario_s_outcome_check_is_the_cause_before_the_recovery_checks_it_explains():
+    checks = [
+        check("replay_consistency", "fail", detail="losses diverge"),
+        check("checkpoint_break_outcome", "fail", detail="loaded the damaged checkpoint"),
+    ]
+    d = verdict.decide(checks, LauncherOutcome(exit_code=0, checkpoint_damage="shard_corrupted"))
+    assert d.cause == "checkpoint_break_outcome: loaded the damaged checkpoint"
+    # the negative control: without a failing outcome check, the first failing check in order is the cause
+    checks[1] = check("checkpoint_break_outcome", "pass")
+    d = verdict.decide(checks, LauncherOutcome(exit_code=0, checkpoint_damage="shard_corrupted"))
+    assert d.cause == "replay_consistency: losses diverge"
+
+
 def test_judged_never_better_than_the_checks_and_missing_required_checks():
     report = {"schema": "ftqual.verify/v1", "verdict": "pass", "fault": "kill", "checks": []}
     seen = verify_schema.judged(report)
