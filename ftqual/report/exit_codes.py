@@ -1,17 +1,45 @@
 """The exit-code table: for every scenario, the launcher's and the ranks' final exit codes (verify
 reports' metrics `launcher_exit_code`, `rank_exit_codes`, `silent_end`: ftqual.verification.metrics) and what
 each means for a scheduler (ftqual.contract.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
-is a silent end, and one after a restart from scratch says so. summary.json's `exit_codes` (pure) and its
-summary.md section."""
+is a silent end, and one after a restart from scratch, or after a replacement loaded a damaged or incomplete
+checkpoint or saves failed unseen (a scenario's outcome check, its `values.outcome`), says so.
+summary.json's `exit_codes` (pure) and its summary.md section."""
 
 from __future__ import annotations
 
 from ftqual.contract import SILENT_END_MEANING, exit_meaning
 from ftqual.report.inputs import ScenarioInput
+from ftqual.verification.verdict import SCENARIO_OUTCOME_CHECKS
 
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# A scenario's outcome check (SCENARIO_OUTCOME_CHECKS) found an ending that an
+# exit 0 hides: what the row adds after "finished", and the requeue it calls for.
+HIDDEN_BY_EXIT_0 = {
+    "loaded_damaged": (
+        "a replacement loaded the damaged checkpoint",
+        "no: investigate, it trained on from it",
+    ),
+    "loaded_incomplete": (
+        "a replacement loaded an incomplete save",
+        "no: investigate, it trained on from it",
+    ),
+    "saves_failed_silently": ("saves failed unseen", "no: investigate, the checkpoints are not there"),
+}
+
+
+def _hidden_outcome(doc: dict) -> str | None:
+    """The outcome an outcome check of `doc` (a verify report) found that HIDDEN_BY_EXIT_0 names, or None."""
+    for check in doc.get("checks") or []:
+        if not isinstance(check, dict) or check.get("id") not in SCENARIO_OUTCOME_CHECKS:
+            continue
+        values = check.get("values") if isinstance(check.get("values"), dict) else {}
+        if values.get("outcome") in HIDDEN_BY_EXIT_0:
+            return values["outcome"]
+    return None
 
 
 def _rank_meaning(code: int, silent: bool) -> str:
@@ -38,6 +66,10 @@ def build_exit_codes(inputs: list[ScenarioInput]) -> list[dict]:
             first = scratch[0]
             meaning = f"{meaning}, but cycle {first.get('cycle')} restarted from scratch"
             requeue = "no: investigate, the checkpoint was not loaded" if code == 0 else requeue
+        hidden = _hidden_outcome(item.doc or {}) if code == 0 and silent is None else None
+        if hidden is not None:
+            said, requeue = HIDDEN_BY_EXIT_0[hidden]
+            meaning = f"{meaning}, but {said}"
         rows.append({
             "scenario": item.name,
             "launcher_exit_code": code,

@@ -45,6 +45,27 @@ def test_an_exit_0_before_the_last_iteration_is_a_silent_end():
     assert "finished" not in markdown_lines([row])[2]
 
 
+def test_an_exit_0_after_a_damaged_load_or_unseen_failed_saves_is_no_finish():
+    def judged(name, check_id, outcome, code=0):
+        check = {"id": check_id, "status": "fail", "values": {"outcome": outcome}}
+        doc = {"metrics": {"launcher_exit_code": code, "rank_exit_codes": [code]}, "checks": [check]}
+        return ScenarioInput(name, f"{name}/verify.json", doc)
+
+    rows = build_exit_codes([
+        judged("corrupted", "checkpoint_break_outcome", "loaded_damaged"),
+        judged("full", "storage_fault_outcome", "saves_failed_silently"),
+        judged("stopped", "checkpoint_break_outcome", "stopped_loudly", code=93),
+        judged("recovered", "checkpoint_break_outcome", "recovered"),
+    ])  # fmt: skip
+    by = {r["scenario"]: r for r in rows}
+    assert by["corrupted"]["meaning"] == "finished, but a replacement loaded the damaged checkpoint"
+    assert by["corrupted"]["requeue"].startswith("no: investigate")
+    assert by["full"]["meaning"] == "finished, but saves failed unseen"
+    # the negative controls: a loud stop and a recovery keep their plain meanings
+    assert "no-progress" in by["stopped"]["meaning"]
+    assert (by["recovered"]["meaning"], by["recovered"]["requeue"]) == ("finished", "no")
+
+
 def test_the_section_appears_only_with_rows():
     assert exit_codes_section(None) == [] and exit_codes_section([]) == []
     rows = build_exit_codes([_item("kill", launcher_exit_code=0, rank_exit_codes=[0])])
