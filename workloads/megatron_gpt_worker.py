@@ -528,6 +528,25 @@ def largest_shard(directory: Path) -> tuple[int, Path]:
     return size, shard
 
 
+def shard_damage_record(
+    kind: str, tracker: Path, iteration: int, shard: Path, sizes: tuple[int, int], **extra
+) -> dict:
+    """The record of a damage to one shard: its (before, after) sizes; the tracker, left as it was."""
+    named = tracker_text(tracker)
+    before, after = sizes
+    return damage_record(
+        kind,
+        iteration,
+        tracker.parent,
+        shard,
+        size_before=before,
+        size_after=after,
+        tracker_before=named,
+        tracker_after=named,
+        **extra,
+    )
+
+
 def damage_shard_truncated(tracker: Path, iteration: int) -> dict:
     """Cut the largest torch_dist shard (*.distcp) of the iteration to half its size (floor), fsynced."""
     root = tracker.parent
@@ -538,16 +557,7 @@ def damage_shard_truncated(tracker: Path, iteration: int) -> dict:
         after = shard.stat().st_size
     except OSError as exc:
         raise DamageError(f"cannot truncate {shard}: {exc.strerror or exc}") from exc
-    return damage_record(
-        "shard_truncated",
-        iteration,
-        root,
-        shard,
-        size_before=size,
-        size_after=after,
-        tracker_before=tracker_text(tracker),
-        tracker_after=tracker_text(tracker),
-    )
+    return shard_damage_record("shard_truncated", tracker, iteration, shard, (size, after))
 
 
 def largest_tensor_bytes(shard: Path) -> tuple[int, int] | None:
@@ -601,19 +611,8 @@ def damage_shard_corrupted(tracker: Path, iteration: int) -> dict:
         after = shard.stat().st_size
     except OSError as exc:
         raise DamageError(f"cannot corrupt {shard}: {exc.strerror or exc}") from exc
-    return damage_record(
-        "shard_corrupted",
-        iteration,
-        root,
-        shard,
-        size_before=size,
-        size_after=after,
-        tracker_before=tracker_text(tracker),
-        tracker_after=tracker_text(tracker),
-        offset=offset,
-        length=len(original),
-        xor=CORRUPT_XOR,
-    )
+    extra = {"offset": offset, "length": len(original), "xor": CORRUPT_XOR}
+    return shard_damage_record("shard_corrupted", tracker, iteration, shard, (size, after), **extra)
 
 
 DAMAGE_FUNCTIONS = {
