@@ -121,7 +121,8 @@ TRACKER_NAME = "latest_checkpointed_iteration.txt"
 # What the fault rank does to the checkpoint it just completed, right before it kills itself, so that the
 # replacement meets a broken checkpoint (config/checkpoint_faults.yaml): the tracker overwritten with NUL
 # bytes (a write cut short: not a number), the directory the tracker names moved aside (renamed, never
-# deleted), the tracker moved aside, or the largest shard file of that checkpoint cut to half its size.
+# deleted), the tracker moved aside, the largest shard file of that checkpoint cut to half its size, or
+# bytes inside its largest tensor inverted.
 CHECKPOINT_DAMAGES = (
     "tracker_not_a_number",
     "tracker_missing_iteration",
@@ -129,6 +130,9 @@ CHECKPOINT_DAMAGES = (
     "shard_truncated",
     "shard_corrupted",
 )
+# The damages that break the named iteration's own files: the tracker must still name it when they are made
+# (else no replacement meets them), and a replacement that loads that iteration loads a broken checkpoint.
+DAMAGES_TO_FILES = ("tracker_missing_iteration", "shard_truncated", "shard_corrupted")
 DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
 # disk_full's file on the checkpoint filesystem (hidden: never taken for a checkpoint), and the share of the
 # completed checkpoint's bytes it leaves free: the next save starts and runs out of space midway.

@@ -137,6 +137,7 @@ TRACKER_NAME = contract.TRACKER_NAME
 FAULTS = contract.FAULTS
 GPU_ONLY_FAULTS = contract.GPU_ONLY_FAULTS
 CHECKPOINT_DAMAGES = contract.CHECKPOINT_DAMAGES
+DAMAGES_TO_FILES = contract.DAMAGES_TO_FILES
 DAMAGE_SUFFIX = contract.DAMAGE_SUFFIX
 # shard_corrupted: a sector's worth and more of bytes inverted, so a float of the model or the optimizer
 # changes wherever the middle of the shard falls; the XOR is its own undo
@@ -631,7 +632,7 @@ def damage_checkpoint(kind: str, tracker: Path, iteration: int) -> dict:
     checkpoint and never meet the damage."""
     if kind not in DAMAGE_FUNCTIONS:
         raise DamageError(f"unknown checkpoint damage {kind!r}")
-    if kind in ("tracker_missing_iteration", "shard_truncated", "shard_corrupted"):
+    if kind in DAMAGES_TO_FILES:
         named = poll_tracker(tracker)
         if named != iteration:
             raise DamageError(f"the tracker names {named}, not iteration {iteration}, which armed the fault")

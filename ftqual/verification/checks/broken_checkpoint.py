@@ -18,6 +18,7 @@ the damaged one where the damage broke its files, never none while one existed),
 
 from __future__ import annotations
 
+from ftqual.contract import DAMAGES_TO_FILES
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import endings
@@ -27,8 +28,6 @@ CHECKPOINT_BREAK = "checkpoint_break_outcome"
 # NVRx 0.7.0's --ft-max-no-progress-cycles default (ftqual leaves it so): after this many consecutive cycles
 # without the tracker advancing, ft_launcher stops the job with exit 93.
 NVRX_NO_PROGRESS_CYCLES = 3
-# Damages that break the checkpoint's own files: loading that iteration means loading a broken checkpoint.
-BREAKS_FILES = ("tracker_missing_iteration", "shard_truncated", "shard_corrupted")
 # The checks a recovery would prove: a loud stop has none to prove (this check judges the ending).
 NOT_WHEN_STOPPED = (
     "resumed_from_checkpoint",
@@ -159,7 +158,7 @@ def _ending(snap, kind, damaged, after, code, burned) -> tuple[str | None, str, 
     if scratch := endings.scratch_restarts(snap):
         first = scratch[0]
         return "restarted_from_scratch", f"{first.text} (after the {kind} damage)", first.refs
-    if kind in BREAKS_FILES and damaged is not None:
+    if kind in DAMAGES_TO_FILES and damaged is not None:
         for log in after:
             if endings.restored_iteration(log) == damaged:
                 done = log.loads_of("done")
