@@ -402,6 +402,127 @@ class PhaseWatch:
         return (newest, on_disk) if reached else None
 
 
+# --- the save-phase kill, made by a helper process: the rank frozen while its phase is confirmed -----------
+#
+# A phase can last less than making the marker durable takes (Megatron's finalize writes `.metadata`,
+# metadata.json and the tracker within a millisecond), so a rank that claims its marker and then kills itself
+# lets the save run on in between and can die after the save it was meant to interrupt. A helper process,
+# started with the poller, takes the poll's request instead: it stops the rank (SIGSTOP, every thread, once
+# each has left the system call it was in), looks at the disk again, and only if the phase still holds claims
+# the marker and kills the rank; else it lets the rank go on (SIGCONT) and the poller looks for the phase
+# again. The rank's checkpoint writer processes, if any, are not stopped: a crash of the rank alone spares
+# them too.
+
+FREEZE_HELPER_ARG = "--freeze-helper"
+FREEZE_STOP_WAIT_S = 2.0  # the longest wait for every thread to show stopped (one in a long disk write)
+FREEZE_METHOD = (
+    "SIGSTOP of the rank by its injector's helper (pid {pid}), the phase seen again on disk, SIGKILL"
+)
+
+
+def threads_stopped(pid: int) -> bool | None:
+    """Whether every thread of `pid` is stopped (state T or t in /proc); None where /proc cannot tell."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # a thread that ended
+        if stat.rsplit(")", 1)[-1].split()[:1] not in (["T"], ["t"]):
+            return False
+    return True
+
+
+def phase_still_holds(request: dict) -> tuple[str | None, SaveOnDisk | None]:
+    """(None, iter_S's contents) when the disk still shows the poll's phase of save S with the tracker
+    before S; else (what the disk shows instead, what iter_S held)."""
+    checkpoint_dir = Path(request["checkpoint_dir"])
+    save = int(request["save_iteration"])
+    tracker = poll_tracker(checkpoint_dir / TRACKER_NAME)
+    on_disk = look_at_save(checkpoint_dir / iteration_dir_name(save))
+    if tracker is None or tracker >= save:
+        return f"the tracker reads {tracker} (the save of {save} was finalized)", on_disk
+    if on_disk is None:
+        return f"{iteration_dir_name(save)} cannot be listed", None
+    names, total = on_disk.signature()
+    same = [list(names), total] == request["signature"]
+    stable = int(request["stable"]) + 1 if same else 1
+    if not phase_reached(request["phase"], on_disk, stable, request["reference"]):
+        return f"{iteration_dir_name(save)} holds {on_disk.record()}: past {request['phase']}", on_disk
+    return None, on_disk
+
+
+def freeze_helper(rank_pid: int, requests, replies, kill=os.kill) -> int:
+    """The helper's loop: one JSON request per line (the marker's record and path, the phase and what the
+    poll saw); it answers `missed` (the rank continued) or `taken` (the marker existed: the rank continued)
+    on `replies`, or kills the rank. It ends at the end of `requests` (the rank is gone or done)."""
+    for line in requests:
+        request = json.loads(line)
+        record = request["record"]
+        kill(rank_pid, signal.SIGSTOP)
+        record["injected_at"] = utc_now()
+        start = time.monotonic()
+        stopped = threads_stopped(rank_pid)
+        while stopped is False and time.monotonic() - start < FREEZE_STOP_WAIT_S:
+            time.sleep(0.0002)
+            stopped = threads_stopped(rank_pid)
+        why, on_disk = phase_still_holds(request)
+        if why is not None:
+            kill(rank_pid, signal.SIGCONT)
+            replies.write(json.dumps({"result": "missed", "why": why}) + "\n")
+            replies.flush()
+            continue
+        record["on_disk"] = on_disk.record()
+        record["method"] = FREEZE_METHOD.format(pid=os.getpid())
+        record["freeze"] = {
+            "helper_pid": os.getpid(),
+            "threads_stopped": stopped,
+            "stop_wait_ms": round((time.monotonic() - start) * 1000, 3),
+            "polled_on_disk": request["polled_on_disk"],
+            "missed_before": int(request["missed_before"]),
+        }
+        if not claim_marker(Path(request["marker"]), record):
+            kill(rank_pid, signal.SIGCONT)
+            replies.write(json.dumps({"result": "taken"}) + "\n")
+            replies.flush()
+            return 0
+        print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
+        kill(rank_pid, signal.SIGKILL)
+        return 0
+    return 0
+
+
+class FreezeHelper:
+    """The rank's side: the helper process (this file run with FREEZE_HELPER_ARG) and its two pipes."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), FREEZE_HELPER_ARG, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, request: dict) -> dict:
+        """Send one request; the helper's answer (when it kills this rank, none comes: the rank is gone)."""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise OSError(f"the freeze helper (pid {self.process.pid}) ended without an answer")
+        return json.loads(answer)
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+
+
 # --- checkpoint damage (--checkpoint-damage): what a replacement meets ------------------------------------
 
 
@@ -1252,8 +1373,12 @@ class Injector:
         arm_iteration: int | None = None,
         plan_index: int | None = None,
         damage: str | None = None,
+        freeze_helper: bool = True,
     ) -> None:
         self.fault = fault
+        self.freeze_helper = (
+            freeze_helper  # a save-phase kill through FreezeHelper (off: the rank kills itself)
+        )
         self.damage = damage  # a CHECKPOINT_DAMAGES kind made to the triggering checkpoint before the fault
         self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
         self.plan_index = plan_index  # a campaign's entry this injection follows
@@ -1284,6 +1409,8 @@ class Injector:
         self.claimed = False  # this process created the marker
         self.stop = threading.Event()
         self.sentinel: SentinelLink | None = None  # told of the injection (stack dumps of a live rank)
+        self.helper: FreezeHelper | None = None  # a save-phase kill's: stops the rank, then kills it
+        self.missed = 0  # a save-phase kill's: phases that had passed once the rank was stopped
         if watch is not None:
             watch.on_start = self._on_section_start
             watch.on_end = self._on_section_end
@@ -1608,10 +1735,49 @@ class Injector:
             self.armed_at, self.save_iteration = value, seen[0]
             self.on_disk = seen[1].record()
             self.writers = writers
+        if self.helper is not None:
+            return self.inject_frozen(phases, seen)
         # From this thread, at once: the phase lasts milliseconds, while the training thread may be inside
         # the save's own calls (a sync save) with no section boundary to wait for.
         self.inject(self.watch.current() if self.watch else None)
         return True
+
+    def inject_frozen(self, phases: PhaseWatch, seen: tuple[int, SaveOnDisk]) -> bool:
+        """A save-phase kill through the helper (FreezeHelper): True when this poller is done (the marker
+        was taken, or the helper is gone), False when the phase had passed once the rank was stopped (the
+        rank went on: poll again). When the helper kills the rank, this never returns."""
+        with self.lock:  # held while the rank is stopped: finish() waits for the answer
+            if self.finished:
+                return True
+            names, total = seen[1].signature()
+            request = {
+                "record": self.record(self.watch.current() if self.watch else None),
+                "marker": str(self.marker),
+                "checkpoint_dir": str(self.tracker.parent),
+                "phase": self.timing,
+                "save_iteration": seen[0],
+                "signature": [list(names), total],
+                "stable": phases.stable,
+                "reference": phases.reference_shards(self.armed_at),
+                "polled_on_disk": self.on_disk,
+                "missed_before": self.missed,
+            }
+            try:
+                answer = self.helper.ask(request)
+            except (OSError, ValueError) as exc:
+                log(f"{exc}; not injecting")
+                self.finished = True
+                return True
+            if answer.get("result") == "missed":
+                self.missed += 1
+                log(
+                    f"{self.timing} of the save of {seen[0]} had passed once the rank stopped: "
+                    f"{answer.get('why')}"
+                )
+                return False
+            log(f"marker {self.marker} already exists; not injecting")
+            self.finished = True
+            return True
 
     def poll_phases(self) -> None:
         phases = PhaseWatch(self.timing, self.tracker.parent)
@@ -1625,6 +1791,11 @@ class Injector:
         PHASE_POLL_SECONDS); in_save and placement setup need none."""
         if self.timing in SAVE_PHASES:
             target = self.poll_phases
+            if self.fault == "kill" and self.freeze_helper:
+                try:
+                    self.helper = FreezeHelper()
+                except OSError as exc:  # the kill is then made by this rank itself, as for other timings
+                    log(f"the freeze helper cannot be started ({exc}): the rank kills itself on the phase")
         elif self.timing != "checkpoint" or self.placement == "setup":
             return None
         else:
@@ -1638,6 +1809,8 @@ class Injector:
         self.stop.set()
         with self.lock:
             self.finished = True
+        if self.helper is not None:
+            self.helper.close()
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -1836,4 +2009,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == [FREEZE_HELPER_ARG]:
+        sys.exit(freeze_helper(int(sys.argv[2]), sys.stdin, sys.stdout))
     sys.exit(main(sys.argv[1:]))

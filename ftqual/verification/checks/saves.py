@@ -68,6 +68,13 @@ def _phase_on_disk(f: Findings | Scoped, marker: FaultMarker, phase: str) -> Non
         "save_finalized": metadata,
     }[phase]
     said = f"{shards} shard file(s), .metadata {'written' if metadata else 'absent'}"
+    freeze = marker.freeze  # None: what the poll saw before the rank killed itself (older markers)
+    if freeze is None:
+        pass
+    elif freeze.get("threads_stopped") is True:
+        said += " (seen with the rank stopped, before its kill)"
+    else:
+        said += " (seen after the rank's stop, its threads not all shown stopped)"
     if wanted:
         f.fact(f"killed in {phase}: {said}", marker.ref)
     else:

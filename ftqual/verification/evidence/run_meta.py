@@ -125,6 +125,10 @@ class FaultMarker:
     # a save phase: what the save in flight had on disk at the kill ({"shards", "bytes", "metadata",
     # "metadata_json"}); None: not recorded
     on_disk: dict | None = None
+    # a save phase's kill made by the worker's helper: the rank stopped, the phase seen again on disk, then
+    # the kill ({"helper_pid", "threads_stopped", "stop_wait_ms", "polled_on_disk", "missed_before"}); None:
+    # the rank killed itself after the poll (older markers)
+    freeze: dict | None = None
     # a storage fault: disk_full's filler and filesystem ({"filler_bytes", "checkpoint_bytes",
     # "headroom_bytes", "filesystem_before", "filesystem_after"}) or writer_stall's stopped writers
     # ({"iteration", "writers": [{"pid", "command", "files"}]}); None: not a storage fault
@@ -237,6 +241,7 @@ def _marker(data: dict, rel: str, number: int) -> FaultMarker:
         plan_index=_int(data.get("plan_index")),
         damage=data.get("damage") if isinstance(data.get("damage"), dict) else None,
         on_disk=data.get("on_disk") if isinstance(data.get("on_disk"), dict) else None,
+        freeze=data.get("freeze") if isinstance(data.get("freeze"), dict) else None,
         storage=data.get("storage") if isinstance(data.get("storage"), dict) else None,
     )
 

@@ -195,6 +195,7 @@ def make_injector(w, tmp_path, phase: str, baseline: int = 0):
         watch=None,
         kill=lambda pid, sig: kills.append((pid, sig)),
         timing=phase,
+        freeze_helper=False,  # the helper signals a real pid: tested on a child process below
     )
     return injector, kills, ckpt
 
@@ -285,6 +286,142 @@ def test_a_save_phase_needs_a_kill(w, capsys, phase, fault):
 def test_a_save_phase_with_a_kill_is_accepted(w, phase):
     args, _ = w.parse_args(phase_argv("kill", phase))
     assert args.fault_timing == phase
+
+
+# --- the freeze helper: the rank stopped while the phase is seen again, then killed -------------------------
+
+
+@pytest.fixture
+def rank():
+    """A process standing in for the rank: the helper stops, continues or kills it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def state_of(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+def freeze_request(w, tmp_path, ckpt, phase: str, save: int, **changes) -> str:
+    on_disk = w.look_at_save(ckpt / f"iter_{save:07d}")
+    names, total = on_disk.signature()
+    request = {
+        "record": {"schema": w.MARKER_SCHEMA, "fault": "kill", "timing": phase, "save_iteration": save},
+        "marker": str(tmp_path / "marker.json"),
+        "checkpoint_dir": str(ckpt),
+        "phase": phase,
+        "save_iteration": save,
+        "signature": [list(names), total],
+        "stable": 1,
+        "reference": {},
+        "polled_on_disk": on_disk.record(),
+        "missed_before": 0,
+        **changes,
+    }
+    return json.dumps(request) + "\n"
+
+
+def test_the_helper_kills_the_rank_stopped_in_the_phase_and_records_what_the_disk_showed(w, tmp_path, rank):
+    import io
+
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})
+    replies = io.StringIO()
+    assert (
+        w.freeze_helper(
+            rank.pid, io.StringIO(freeze_request(w, tmp_path, ckpt, "save_shards_partial", 8)), replies
+        )
+        == 0
+    )
+    assert rank.wait(10) == -signal.SIGKILL and replies.getvalue() == ""
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert marker["on_disk"] == {"shards": 1, "bytes": 10, "metadata": False, "metadata_json": False}
+    assert marker["method"].startswith("SIGSTOP of the rank by its injector's helper")
+    freeze = marker["freeze"]
+    assert freeze["threads_stopped"] is True and freeze["polled_on_disk"] == marker["on_disk"]
+    assert freeze["helper_pid"] == os.getpid() and freeze["stop_wait_ms"] >= 0 and "injected_at" in marker
+
+
+@pytest.mark.parametrize("passed", ["tracker", "metadata"])
+def test_a_phase_that_passed_before_the_stop_lets_the_rank_go_on(w, tmp_path, rank, passed):
+    import io
+
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: 10})
+    request = freeze_request(w, tmp_path, ckpt, "save_shards_partial", 8)
+    if passed == "tracker":
+        completed(ckpt, 8, {SHARD: 10})  # the save finalized between the poll and the stop
+    else:
+        (folder / ".metadata").write_bytes(b"m")  # the next phase began
+    replies = io.StringIO()
+    assert w.freeze_helper(rank.pid, io.StringIO(request), replies) == 0
+    answer = json.loads(replies.getvalue())
+    assert answer["result"] == "missed"
+    assert ("the tracker reads 8" if passed == "tracker" else "past save_shards_partial") in answer["why"]
+    assert rank.poll() is None and state_of(rank.pid) != "T"  # continued, alive
+    assert not (tmp_path / "marker.json").exists()
+
+
+def test_a_marker_another_process_claimed_lets_the_rank_go_on(w, tmp_path, rank):
+    import io
+
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8)
+    (tmp_path / "marker.json").write_text("{}")
+    replies = io.StringIO()
+    assert (
+        w.freeze_helper(rank.pid, io.StringIO(freeze_request(w, tmp_path, ckpt, "save_staged", 8)), replies)
+        == 0
+    )
+    assert json.loads(replies.getvalue()) == {"result": "taken"}
+    assert rank.poll() is None and state_of(rank.pid) != "T"
+    assert (tmp_path / "marker.json").read_text() == "{}"
+
+
+def test_save_complete_needs_the_poll_s_stable_shards_unchanged_at_the_stop(w, tmp_path, rank):
+    import io
+
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    stable = w.STABLE_POLLS - 1  # the stop is the poll that makes it stable
+    request = freeze_request(w, tmp_path, ckpt, "save_shards_complete", 8, stable=stable)
+    (folder / SHARD).write_bytes(b"x" * (SHARD_BYTES + 1))  # still growing at the stop
+    replies = io.StringIO()
+    w.freeze_helper(rank.pid, io.StringIO(request), replies)
+    assert json.loads(replies.getvalue())["result"] == "missed" and rank.poll() is None
+    request = freeze_request(w, tmp_path, ckpt, "save_shards_complete", 8, stable=stable)
+    w.freeze_helper(rank.pid, io.StringIO(request), io.StringIO())
+    assert rank.wait(10) == -signal.SIGKILL
+
+
+class FakeHelper:
+    def __init__(self, *answers: dict) -> None:
+        self.answers = list(answers)
+        self.requests: list[dict] = []
+
+    def ask(self, request: dict) -> dict:
+        self.requests.append(request)
+        return self.answers.pop(0)
+
+
+def test_the_injector_polls_on_after_a_miss_and_stops_when_the_marker_is_taken(w, tmp_path):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_shards_partial")
+    injector.helper = FakeHelper({"result": "missed", "why": "x"}, {"result": "taken"})
+    phases = w.PhaseWatch("save_shards_partial", ckpt)
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})
+    assert injector.on_phase_poll(phases) is False and injector.missed == 1 and not injector.finished
+    assert injector.on_phase_poll(phases) is True and injector.finished and kills == []
+    first, second = injector.helper.requests
+    assert (first["save_iteration"], first["phase"], first["missed_before"]) == (8, "save_shards_partial", 0)
+    assert second["missed_before"] == 1 and second["record"]["checkpoint_iteration"] == 4
+    assert second["polled_on_disk"] == {"shards": 1, "bytes": 10, "metadata": False, "metadata_json": False}
 
 
 # --- real: the wrapper around the smoke workload, one rank, killed in each phase of a real save ------------
@@ -379,6 +516,9 @@ def test_the_rank_dies_in_the_phase_of_a_real_save(repo_root, tmp_path, phase, a
     else:
         assert on_disk["shards"] == 1 and on_disk["bytes"] == full and on_disk["metadata"] is True
     assert "[ftqual-inject] " in done.stderr
+    # the rank was stopped, the phase seen again on disk (the marker's on_disk), and only then killed
+    assert marker["method"].startswith("SIGSTOP of the rank by its injector's helper"), marker
+    assert marker["freeze"]["threads_stopped"] is True
 
 
 @pytest.mark.timeout(300)

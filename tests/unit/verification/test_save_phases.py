@@ -78,3 +78,16 @@ def test_a_replacement_that_loaded_the_save_in_flight_fails(tmp_path):
     check = _check(run)
     assert check["status"] == "fail"
     assert f"restored the interrupted save of iteration {saved}" in check["detail"]
+
+
+@pytest.mark.parametrize(("stopped", "said"), [
+    (True, "seen with the rank stopped, before its kill"),
+    (False, "its threads not all shown stopped"),
+])  # fmt: skip
+def test_a_kill_made_by_the_helper_says_how_the_disk_was_seen(tmp_path, stopped, said):
+    run = _phase(tmp_path, "save_shards_partial", ON_DISK["save_shards_partial"])
+    marker = json.loads((run / "fault_injected.json").read_text())
+    marker["freeze"] = {"helper_pid": 7, "threads_stopped": stopped, "stop_wait_ms": 0.4, "missed_before": 0}
+    (run / "fault_injected.json").write_text(json.dumps(marker))
+    check = _check(run)
+    assert check["status"] == "pass" and said in check["detail"], check["detail"]
