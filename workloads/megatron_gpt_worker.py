@@ -457,37 +457,45 @@ def phase_still_holds(request: dict) -> tuple[str | None, SaveOnDisk | None]:
 
 def freeze_helper(rank_pid: int, requests, replies, kill=os.kill) -> int:
     """The helper's loop: one JSON request per line (the marker's record and path, the phase and what the
-    poll saw); it answers `missed` (the rank continued) or `taken` (the marker existed: the rank continued)
-    on `replies`, or kills the rank. It ends at the end of `requests` (the rank is gone or done)."""
+    poll saw); it answers `missed` (the rank continued), `taken` (the marker existed: the rank continued) or
+    `error` (the rank continued, nothing injected) on `replies`, or kills the rank. It ends at the end of
+    `requests` (the rank is gone or done). A rank it stopped is never left stopped: that would be a hang,
+    not the kill asked for."""
+
+    def answer(result: str, why: str | None = None) -> None:
+        kill(rank_pid, signal.SIGCONT)
+        replies.write(json.dumps({"result": result, **({"why": why} if why else {})}) + "\n")
+        replies.flush()
+
     for line in requests:
         request = json.loads(line)
-        record = request["record"]
         kill(rank_pid, signal.SIGSTOP)
-        record["injected_at"] = utc_now()
-        start = time.monotonic()
-        stopped = threads_stopped(rank_pid)
-        while stopped is False and time.monotonic() - start < FREEZE_STOP_WAIT_S:
-            time.sleep(0.0002)
+        try:
+            record = dict(request["record"], injected_at=utc_now())
+            start = time.monotonic()
             stopped = threads_stopped(rank_pid)
-        why, on_disk = phase_still_holds(request)
-        if why is not None:
-            kill(rank_pid, signal.SIGCONT)
-            replies.write(json.dumps({"result": "missed", "why": why}) + "\n")
-            replies.flush()
-            continue
-        record["on_disk"] = on_disk.record()
-        record["method"] = FREEZE_METHOD.format(pid=os.getpid())
-        record["freeze"] = {
-            "helper_pid": os.getpid(),
-            "threads_stopped": stopped,
-            "stop_wait_ms": round((time.monotonic() - start) * 1000, 3),
-            "polled_on_disk": request["polled_on_disk"],
-            "missed_before": int(request["missed_before"]),
-        }
-        if not claim_marker(Path(request["marker"]), record):
-            kill(rank_pid, signal.SIGCONT)
-            replies.write(json.dumps({"result": "taken"}) + "\n")
-            replies.flush()
+            while stopped is False and time.monotonic() - start < FREEZE_STOP_WAIT_S:
+                time.sleep(0.0002)
+                stopped = threads_stopped(rank_pid)
+            why, on_disk = phase_still_holds(request)
+            if why is not None:
+                answer("missed", why)
+                continue
+            record["on_disk"] = on_disk.record()
+            record["method"] = FREEZE_METHOD.format(pid=os.getpid())
+            record["freeze"] = {
+                "helper_pid": os.getpid(),
+                "threads_stopped": stopped,
+                "stop_wait_ms": round((time.monotonic() - start) * 1000, 3),
+                "polled_on_disk": request["polled_on_disk"],
+                "missed_before": int(request["missed_before"]),
+            }
+            claimed = claim_marker(Path(request["marker"]), record)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the stopped rank must go on
+            answer("error", f"{type(exc).__name__}: {exc}")
+            return 1
+        if not claimed:
+            answer("taken")
             return 0
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
         kill(rank_pid, signal.SIGKILL)
@@ -1775,7 +1783,10 @@ class Injector:
                     f"{answer.get('why')}"
                 )
                 return False
-            log(f"marker {self.marker} already exists; not injecting")
+            if answer.get("result") == "taken":
+                log(f"marker {self.marker} already exists; not injecting")
+            else:
+                log(f"the freeze helper could not inject ({answer.get('why')}); not injecting")
             self.finished = True
             return True
 

@@ -400,6 +400,18 @@ def test_save_complete_needs_the_poll_s_stable_shards_unchanged_at_the_stop(w, t
     assert rank.wait(10) == -signal.SIGKILL
 
 
+def test_a_helper_that_fails_once_the_rank_is_stopped_lets_it_go_on(w, tmp_path, rank):
+    import io
+
+    request = json.dumps({"record": {}, "marker": str(tmp_path / "marker.json")}) + "\n"  # no phase to see
+    replies = io.StringIO()
+    assert w.freeze_helper(rank.pid, io.StringIO(request), replies) == 1
+    answer = json.loads(replies.getvalue())
+    assert answer["result"] == "error" and "KeyError" in answer["why"]
+    assert rank.poll() is None and state_of(rank.pid) != "T"  # never left stopped: that would be a hang
+    assert not (tmp_path / "marker.json").exists()
+
+
 class FakeHelper:
     def __init__(self, *answers: dict) -> None:
         self.answers = list(answers)
@@ -408,6 +420,16 @@ class FakeHelper:
     def ask(self, request: dict) -> dict:
         self.requests.append(request)
         return self.answers.pop(0)
+
+
+def test_the_injector_gives_up_when_the_helper_could_not_inject(w, tmp_path, capsys):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_staged")
+    injector.helper = FakeHelper({"result": "error", "why": "KeyError: 'phase'"})
+    completed(ckpt, 4)
+    in_flight(ckpt, 8)
+    assert injector.on_phase_poll(w.PhaseWatch("save_staged", ckpt)) is True
+    assert injector.finished and not injector.claimed and kills == []
+    assert "the freeze helper could not inject (KeyError: 'phase')" in capsys.readouterr().err
 
 
 def test_the_injector_polls_on_after_a_miss_and_stops_when_the_marker_is_taken(w, tmp_path):
