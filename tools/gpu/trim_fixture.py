@@ -4,6 +4,7 @@
     python tools/gpu/trim_fixture.py SRC_RUN_DIR DEST_DIR [--replace OLD=NEW ...]
 
 Copies the run directory without checkpoint payloads (`*.distcp`, `*.pt`) and without `__pycache__`,
+leaves out empty folders (git keeps none, so the tests on a clean clone would see another run),
 rewrites the machine's absolute paths in text files (OLD=NEW pairs, longest first), and in binary files
 (`.metadata` pickles) only where NEW can be padded to OLD's length, so the pickle stays loadable.
 """
@@ -46,7 +47,7 @@ def trim(src: Path, dest: Path, pairs: list[tuple[str, str]]) -> int:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(path.readlink().name)  # fixtures keep `.current` as a plain file
         elif path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+            continue  # folders come with their files: git keeps no empty folder, so a clone would differ
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             raw = path.read_bytes()

@@ -1,0 +1,30 @@
+"""The recorded runs under tests/data are what a clean clone holds: git keeps no empty folder, so an empty
+folder here would let the tests see a run (an empty `leftovers/`, an empty checkpoint folder) that CI never
+sees, and pass here while failing there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.gpu.trim_fixture import trim
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_no_empty_folder_under_tests_data():
+    empty = [str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_dir() and not any(p.iterdir())]
+    assert not empty, f"empty folders (remove them; a clone would not have them): {empty}"
+
+
+def test_trim_leaves_out_empty_folders(tmp_path):
+    src = tmp_path / "run"
+    (src / "leftovers").mkdir(parents=True)
+    (src / "checkpoints" / "iter_0000002").mkdir(parents=True)
+    (src / "checkpoints" / "iter_0000002" / "common.pt").write_bytes(b"payload")
+    (src / "logs").mkdir()
+    (src / "logs" / "launcher.log").write_text("/machine/path/x\n")
+    trim(src, tmp_path / "out", [("/machine/path", "/lus/nvrx")])
+    out = tmp_path / "out"
+    assert (out / "logs" / "launcher.log").read_text() == "/lus/nvrx/x\n"
+    assert not (out / "leftovers").exists()
+    assert not (out / "checkpoints").exists()  # its only file was a payload
