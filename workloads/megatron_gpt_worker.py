@@ -51,12 +51,13 @@ STABLE_POLLS polls and each shard of the completed checkpoint C (the tracker's) 
 in C (a `.metadata` seen first means the window was missed: the next save is awaited); `save_finalized`:
 `.metadata` a non-empty file while the tracker still names C < S. A poller thread of its own reads the
 tracker, the newest iter dir and iter_S's entries every PHASE_POLL_SECONDS; armed only once the tracker is
-past the cycle's baseline (the replacement has a checkpoint of this cycle to resume from). On the phase it
-injects at once from that thread; the marker gets `save_iteration` (S), `checkpoint_iteration` (C) and
-`on_disk` ({shards, bytes, metadata, metadata_json} of iter_S at that poll), placement = the timing. NVRx's
-section hooks are not needed. What the disk shows is what the poll saw: the save goes on while the marker is
-made durable (milliseconds), so a phase shorter than that (`.metadata` to the tracker in one finalize) can
-be passed before the kill lands; the tracker then names S, which the replacement's resume shows.
+past the cycle's baseline (the replacement has a checkpoint of this cycle to resume from). On the phase the
+fault is injected at once; the marker gets `save_iteration` (S), `checkpoint_iteration` (C) and
+`on_disk` ({shards, bytes, metadata, metadata_json} of iter_S), placement = the timing. NVRx's section hooks
+are not needed. The kill is made by a helper process (freeze_helper): it stops the rank, sees the phase
+again on disk, and only then claims the marker and kills; a phase gone by the stop lets the rank go on.
+save_finalized (`.metadata` to the tracker in one finalize, milliseconds) is awaited by the helper itself
+(wait_for_metadata: inotify on iter_S) once the poller sees a save S newer than the tracker.
 
 Checkpoint damage (--checkpoint-damage, kill with timing `checkpoint` only; the kinds are ftqual/contract.py's
 CHECKPOINT_DAMAGES): what a replacement meets when the dying rank left its checkpoint broken. Once the fault
@@ -401,6 +402,15 @@ class PhaseWatch:
         reached = phase_reached(self.phase, on_disk, self.stable, self.reference_shards(tracker))
         return (newest, on_disk) if reached else None
 
+    def in_flight(self, tracker: int) -> tuple[int, SaveOnDisk] | None:
+        """(S, what iter_S holds) for a save S newer than the tracker, in whatever phase; else None (the
+        phase is then awaited by the helper's watch)."""
+        newest = newest_checkpoint_iteration(self.checkpoint_dir)
+        if newest is None or newest <= tracker:
+            return None
+        on_disk = look_at_save(self.checkpoint_dir / iteration_dir_name(newest))
+        return (newest, on_disk) if on_disk is not None else None
+
 
 # --- the save-phase kill, made by a helper process: the rank frozen while its phase is confirmed -----------
 #
@@ -455,9 +465,166 @@ def phase_still_holds(request: dict) -> tuple[str | None, SaveOnDisk | None]:
     return None, on_disk
 
 
-def freeze_helper(rank_pid: int, requests, replies, kill=os.kill) -> int:
+# save_finalized, watched by the helper itself (the request's `watch`): `.metadata` and the tracker are
+# written by one finalize on the rank's training thread within milliseconds, while the rank's poller thread
+# waits for the GIL that finalize holds; a 2 ms poll from there rarely sees the window (core_v0.19.0's async
+# save on an H200: not seen in 30 iterations). The helper, a process of its own, waits on inotify for iter_S's
+# `.metadata` (closed after writing, or renamed from torch's `.metadata.tmp`) and stops the rank on the event
+# before it looks at anything else. Where inotify is not there it looks every PHASE_POLL_SECONDS itself.
+
+WATCHED_PHASE = "save_finalized"
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_TO = 0x00000080
+INOTIFY_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of NUL-padded name
+WATCH_LOOK_S = 0.05  # with inotify: how often the watch looks at the disk anyway (a save finalized unseen)
+TRIGGER_RANK_POLL = "rank poll"  # the rank's poller saw the phase and asked for the kill
+TRIGGER_INOTIFY = "inotify"  # the helper's watch: the event of `.metadata`
+TRIGGER_HELPER_POLL = "helper poll"  # the helper's watch: `.metadata` found by a look
+
+
+def inotify_watch(directory: Path, mask: int) -> int | None:
+    """A non-blocking inotify descriptor watching `directory` for `mask`; None where there is none (not
+    Linux, no such libc symbol, the watch limit reached, the directory gone)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        return None
+    if fd < 0:
+        return None
+    if libc.inotify_add_watch(fd, os.fsencode(str(directory)), mask) < 0:
+        os.close(fd)
+        return None
+    return fd
+
+
+def inotify_names(fd: int) -> list[str]:
+    """The names of the events waiting on `fd` (none when there are none)."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return []
+    names, offset = [], 0
+    while offset + INOTIFY_EVENT.size <= len(data):
+        length = INOTIFY_EVENT.unpack_from(data, offset)[3]
+        start = offset + INOTIFY_EVENT.size
+        names.append(os.fsdecode(data[start : start + length].rstrip(b"\0")))
+        offset = start + length
+    return names
+
+
+# The helper is woken by the rank's own write of `.metadata`, and the kernel tends to queue a woken task on
+# the waker's CPU, where it waits until the rank yields: on a 2-CPU machine the wakeup came only once a
+# writer spinning 3 ms after the rename had finished (bench/save_finalized_window.py), which is the whole
+# window. A real-time policy makes the wakeup preempt; without the privilege for it the watch keeps itself
+# off the CPU the rank's main thread (the one that finalizes) last ran on.
+WAKEUP_REALTIME = "SCHED_FIFO"
+WAKEUP_OFF_RANK_CPU = "off the rank's CPU"
+
+
+def prompt_wakeups() -> str:
+    """Make this process's wakeups preempt the rank (WAKEUP_REALTIME) where allowed, else say the watch
+    must keep off the rank's CPU (WAKEUP_OFF_RANK_CPU). The helper mostly sleeps; every loop of it waits."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        return WAKEUP_REALTIME
+    except (OSError, AttributeError):  # no CAP_SYS_NICE, or no such call here
+        return WAKEUP_OFF_RANK_CPU
+
+
+def avoid_cpu_of(pid: int, allowed: set[int]) -> None:
+    """Run on any of `allowed` except the CPU `pid`'s main thread last ran on (/proc/<pid>/stat's
+    `processor`); unchanged where that cannot be read or no other CPU is allowed."""
+    try:
+        cpu = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+        others = allowed - {cpu}
+        if others and others != os.sched_getaffinity(0):
+            os.sched_setaffinity(0, others)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+def metadata_written(iter_dir: Path) -> bool:
+    try:
+        return (iter_dir / DCP_METADATA).stat().st_size > 0
+    except OSError:
+        return False
+
+
+def closed(fd: int | None) -> bool:
+    """Whether the rank closed its end of the requests (finish(): the workload ended); never blocks."""
+    if fd is None:
+        return False
+    import select
+
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def wait_for_metadata(
+    request: dict,
+    stop_fd: int | None,
+    use_inotify: bool = True,
+    avoid_pid: int | None = None,
+    on_seen=lambda: None,
+) -> tuple[str | None, str | None]:
+    """Wait until iter_S's `.metadata` is written: (trigger, None) with trigger TRIGGER_INOTIFY or
+    TRIGGER_HELPER_POLL, `on_seen()` (the rank's stop) called the moment it is seen, before anything else:
+    closing an inotify descriptor waits for the kernel's grace period (8 to 16 ms measured), longer than
+    the window; (None, why) when the save went past without it being seen (the tracker reached S, iter_S
+    gone); (None, None) when the rank closed the requests (`stop_fd` readable: its end). With `avoid_pid`,
+    the watch keeps off that process's CPU at every look (avoid_cpu_of)."""
+    import select
+
+    allowed = os.sched_getaffinity(0) if avoid_pid is not None else set()
+
+    checkpoint_dir = Path(request["checkpoint_dir"])
+    save = int(request["save_iteration"])
+    iter_dir = checkpoint_dir / iteration_dir_name(save)
+    fd = inotify_watch(iter_dir, IN_CLOSE_WRITE | IN_MOVED_TO) if use_inotify else None
+    look_every = WATCH_LOOK_S if fd is not None else PHASE_POLL_SECONDS
+    waiting = [x for x in (fd, stop_fd) if x is not None]
+    try:
+        while True:
+            if metadata_written(iter_dir):  # written before the watch began, or missed by it
+                on_seen()
+                return TRIGGER_HELPER_POLL, None
+            tracker = poll_tracker(checkpoint_dir / TRACKER_NAME)
+            if tracker is None or tracker >= save:
+                return None, f"the tracker reads {tracker}: the save of {save} was finalized unseen"
+            if not iter_dir.is_dir():
+                return None, f"{iteration_dir_name(save)} is gone"
+            if avoid_pid is not None:
+                avoid_cpu_of(avoid_pid, allowed)
+            ready: list[int] = []
+            if waiting:
+                ready = select.select(waiting, [], [], look_every)[0]
+            else:
+                time.sleep(look_every)
+            if fd in ready and DCP_METADATA in inotify_names(fd):
+                on_seen()
+                return TRIGGER_INOTIFY, None
+            if stop_fd in ready:
+                return None, None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if avoid_pid is not None and allowed:
+            os.sched_setaffinity(0, allowed)
+
+
+def fileno_or_none(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (OSError, ValueError):  # io.StringIO in tests: no descriptor to wait on
+        return None
+
+
+def freeze_helper(rank_pid: int, requests, replies, kill=os.kill, wakeups=None) -> int:
     """The helper's loop: one JSON request per line (the marker's record and path, the phase and what the
-    poll saw); it answers `missed` (the rank continued), `taken` (the marker existed: the rank continued) or
+    poll saw; with `watch`, save_finalized: wait_for_metadata first, and a save finalized unseen is a miss);
+    it answers `missed` (the rank continued), `taken` (the marker existed: the rank continued) or
     `error` (the rank continued, nothing injected) on `replies`, or kills the rank. It ends at the end of
     `requests` (the rank is gone or done). A rank it stopped is never left stopped: that would be a hang,
     not the kill asked for."""
@@ -467,9 +634,31 @@ def freeze_helper(rank_pid: int, requests, replies, kill=os.kill) -> int:
         replies.write(json.dumps({"result": result, **({"why": why} if why else {})}) + "\n")
         replies.flush()
 
+    stop_fd = fileno_or_none(requests)
+    wakeup = None  # how a watch is woken promptly: `wakeups()` (prompt_wakeups) at the first watch
     for line in requests:
         request = json.loads(line)
-        kill(rank_pid, signal.SIGSTOP)
+        trigger = TRIGGER_RANK_POLL
+        if request.get("watch"):
+            if wakeup is None:
+                wakeup = wakeups() if wakeups is not None else "default"
+            avoid = rank_pid if wakeup == WAKEUP_OFF_RANK_CPU else None
+            try:
+                trigger, why = wait_for_metadata(
+                    request, stop_fd, avoid_pid=avoid, on_seen=lambda: kill(rank_pid, signal.SIGSTOP)
+                )
+            except Exception as exc:  # noqa: BLE001 - the rank is not stopped: say why and end
+                answer("error", f"{type(exc).__name__}: {exc}")
+                return 1
+            if trigger is None:
+                if why is None:
+                    return 0  # the rank closed the requests: the workload ended
+                answer("missed", why)
+                continue
+        kill(rank_pid, signal.SIGSTOP)  # a watch stopped it already: a second SIGSTOP changes nothing
+        if closed(stop_fd):  # the workload ended before the stop: no kill after its end
+            kill(rank_pid, signal.SIGCONT)
+            return 0
         try:
             record = dict(request["record"], injected_at=utc_now())
             start = time.monotonic()
@@ -489,6 +678,8 @@ def freeze_helper(rank_pid: int, requests, replies, kill=os.kill) -> int:
                 "stop_wait_ms": round((time.monotonic() - start) * 1000, 3),
                 "polled_on_disk": request["polled_on_disk"],
                 "missed_before": int(request["missed_before"]),
+                "trigger": trigger,
+                **({"wakeup": wakeup} if request.get("watch") else {}),
             }
             claimed = claim_marker(Path(request["marker"]), record)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the stopped rank must go on
@@ -1729,7 +1920,8 @@ class Injector:
             return False
         if self.arm_iteration is not None and value < self.arm_iteration:
             return False
-        seen = phases.look(value)
+        watched = self.helper is not None and self.timing == WATCHED_PHASE
+        seen = phases.in_flight(value) if watched else phases.look(value)
         if seen is None:
             return False
         writers = []
@@ -1752,9 +1944,11 @@ class Injector:
 
     def inject_frozen(self, phases: PhaseWatch, seen: tuple[int, SaveOnDisk]) -> bool:
         """A save-phase kill through the helper (FreezeHelper): True when this poller is done (the marker
-        was taken, or the helper is gone), False when the phase had passed once the rank was stopped (the
-        rank went on: poll again). When the helper kills the rank, this never returns."""
-        with self.lock:  # held while the rank is stopped: finish() waits for the answer
+        was taken, or the helper is gone), False when the phase had passed once the rank was stopped, or a
+        watched save was finalized unseen (the rank went on: poll again). When the helper kills the rank,
+        this never returns. The answer is awaited without the lock: a watch lasts as long as the save, and
+        finish() closes the requests instead, which the helper checks before it kills."""
+        with self.lock:
             if self.finished:
                 return True
             names, total = seen[1].signature()
@@ -1769,19 +1963,20 @@ class Injector:
                 "reference": phases.reference_shards(self.armed_at),
                 "polled_on_disk": self.on_disk,
                 "missed_before": self.missed,
+                "watch": self.timing == WATCHED_PHASE,
             }
-            try:
-                answer = self.helper.ask(request)
-            except (OSError, ValueError) as exc:
+        try:
+            answer = self.helper.ask(request)
+        except (OSError, ValueError) as exc:
+            if not self.stop.is_set():  # else the workload ended and closed the helper's requests
                 log(f"{exc}; not injecting")
+            with self.lock:
                 self.finished = True
-                return True
+            return True
+        with self.lock:
             if answer.get("result") == "missed":
                 self.missed += 1
-                log(
-                    f"{self.timing} of the save of {seen[0]} had passed once the rank stopped: "
-                    f"{answer.get('why')}"
-                )
+                log(f"{self.timing} of the save of {seen[0]} was missed ({answer.get('why')}); polling on")
                 return False
             if answer.get("result") == "taken":
                 log(f"marker {self.marker} already exists; not injecting")
@@ -2021,5 +2216,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == [FREEZE_HELPER_ARG]:
-        sys.exit(freeze_helper(int(sys.argv[2]), sys.stdin, sys.stdout))
+        sys.exit(freeze_helper(int(sys.argv[2]), sys.stdin, sys.stdout, wakeups=prompt_wakeups))
     sys.exit(main(sys.argv[1:]))

@@ -4,12 +4,15 @@ wrapper around the smoke workload killed in each phase of a real sync and async 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -412,6 +415,179 @@ def test_a_helper_that_fails_once_the_rank_is_stopped_lets_it_go_on(w, tmp_path,
     assert not (tmp_path / "marker.json").exists()
 
 
+# --- save_finalized: the helper's own watch for `.metadata` ------------------------------------------------
+
+
+def watch_request(w, tmp_path, ckpt, save: int) -> dict:
+    return json.loads(freeze_request(w, tmp_path, ckpt, "save_finalized", save, watch=True))
+
+
+def write_later(path, delay: float, rename: bool) -> threading.Thread:
+    """`.metadata` written after `delay`: in place, or as torch writes it (`.metadata.tmp`, then renamed)."""
+
+    def write() -> None:
+        time.sleep(delay)
+        if rename:
+            (path.parent / ".metadata.tmp").write_bytes(b"m" * 64)
+            os.rename(path.parent / ".metadata.tmp", path)
+        else:
+            path.write_bytes(b"m" * 64)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("rename", [False, True], ids=["in_place", "renamed"])
+def test_the_watch_wakes_on_the_metadata_event(w, tmp_path, rename):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    request = watch_request(w, tmp_path, ckpt, 8)
+    (folder / "metadata.json").write_text("{}")  # another file's event does not trigger it
+    writer = write_later(folder / ".metadata", 0.3, rename)
+    # with inotify the watch looks at the disk only every WATCH_LOOK_S: the event is what woke it
+    assert w.wait_for_metadata(request, None) == (w.TRIGGER_INOTIFY, None)
+    writer.join()
+
+
+def test_without_inotify_the_helper_looks_itself(w, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    writer = write_later(folder / ".metadata", 0.1, rename=True)
+    request = watch_request(w, tmp_path, ckpt, 8)
+    assert w.wait_for_metadata(request, None, use_inotify=False) == (w.TRIGGER_HELPER_POLL, None)
+    writer.join()
+
+
+def test_metadata_written_before_the_watch_is_found_at_once(w, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES}, metadata=b"m" * 64)
+    assert w.wait_for_metadata(watch_request(w, tmp_path, ckpt, 8), None) == (w.TRIGGER_HELPER_POLL, None)
+
+
+def test_a_save_finalized_unseen_ends_the_watch_as_a_miss(w, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    request = watch_request(w, tmp_path, ckpt, 8)
+    write_tracker(ckpt, 8)  # no `.metadata` (an empty one, a tree without it): the tracker moved on
+    trigger, why = w.wait_for_metadata(request, None)
+    assert trigger is None and "the tracker reads 8: the save of 8 was finalized unseen" in why
+
+
+def test_the_watch_ends_when_the_rank_closes_its_requests(w, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    read_end, write_end = os.pipe()
+    os.close(write_end)  # the workload ended: finish() closed the helper's requests
+    try:
+        assert w.wait_for_metadata(watch_request(w, tmp_path, ckpt, 8), read_end) == (None, None)
+    finally:
+        os.close(read_end)
+
+
+def run_in_child(repo_root, code: str) -> str:
+    """Run `code` with the worker imported as `w` in a process of its own (its scheduling is changed)."""
+    worker = str(repo_root / "workloads" / "megatron_gpt_worker.py")
+    prelude = (
+        "import importlib.util, os, sys, time, subprocess\n"
+        f"spec = importlib.util.spec_from_file_location('w', {worker!r})\n"
+        "w = importlib.util.module_from_spec(spec); sys.modules['w'] = w; spec.loader.exec_module(w)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_helper_s_wakeups_preempt_where_allowed(w, repo_root):
+    """prompt_wakeups says what it got: the real-time policy in force, or the fallback, nothing changed."""
+    code = "print(w.prompt_wakeups(), os.sched_getscheduler(0) == os.SCHED_FIFO, sep='|')"
+    said, policy = run_in_child(repo_root, code).split("|")
+    assert (said, policy) in ((w.WAKEUP_REALTIME, "True"), (w.WAKEUP_OFF_RANK_CPU, "False"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_the_fallback_keeps_the_watch_off_the_rank_s_cpu(repo_root):
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    out = run_in_child(
+        repo_root,
+        f"rank = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+        f"os.sched_setaffinity(rank.pid, {{{cpus[0]}}}); time.sleep(0.3)\n"
+        f"w.avoid_cpu_of(rank.pid, {set(cpus)!r}); rank.kill()\n"
+        "print(sorted(os.sched_getaffinity(0)))",
+    )
+    assert out == str([cpus[1]])
+
+
+FINALIZE = """
+import os, sys, time
+from pathlib import Path
+folder, tracker, gap = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+time.sleep(0.5)  # the helper's watch is up
+(folder / ".metadata.tmp").write_bytes(b"m" * 64)
+os.rename(folder / ".metadata.tmp", folder / ".metadata")
+time.sleep(gap)
+tracker.write_text(folder.name[len("iter_"):].lstrip("0"))
+time.sleep(60)
+"""
+
+
+def test_the_helper_kills_a_finalizing_rank_between_metadata_and_tracker(w, tmp_path):
+    """A rank that writes `.metadata` and then the tracker, as Megatron's finalize does: stopped on the
+    event, seen in the phase, killed; the tracker it was about to write never comes."""
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    tracker = ckpt / "latest_checkpointed_iteration.txt"
+    rank = subprocess.Popen([sys.executable, "-c", FINALIZE, str(folder), str(tracker), "1.0"])
+    try:
+        request = json.dumps(watch_request(w, tmp_path, ckpt, 8)) + "\n"
+        replies = io.StringIO()
+        assert w.freeze_helper(rank.pid, io.StringIO(request), replies) == 0, replies.getvalue()
+        assert rank.wait(10) == -signal.SIGKILL
+    finally:
+        rank.kill()
+        rank.wait()
+    assert tracker.read_text() == "4"
+    marker = json.loads((tmp_path / "marker.json").read_text())
+    assert marker["on_disk"]["metadata"] is True and marker["freeze"]["trigger"] == w.TRIGGER_INOTIFY
+    assert marker["freeze"]["polled_on_disk"]["metadata"] is False  # the poll that asked saw none yet
+
+
+def test_a_watched_save_finalized_unseen_lets_the_rank_go_on(w, tmp_path, rank):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    request = json.dumps(watch_request(w, tmp_path, ckpt, 8)) + "\n"
+    write_tracker(ckpt, 8)
+    replies = io.StringIO()
+    assert w.freeze_helper(rank.pid, io.StringIO(request), replies) == 0
+    answer = json.loads(replies.getvalue())
+    assert answer["result"] == "missed" and "finalized unseen" in answer["why"]
+    assert rank.poll() is None and state_of(rank.pid) != "T"
+    assert not (tmp_path / "marker.json").exists()
+
+
+def test_no_kill_once_the_workload_ended(w, tmp_path, rank):
+    """The rank closed the requests (finish()) while the helper was about to stop it: it is continued and
+    never killed, nothing claimed."""
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: SHARD_BYTES}, metadata=b"m" * 64)
+    read_end, write_end = os.pipe()
+    os.write(write_end, (json.dumps(watch_request(w, tmp_path, ckpt, 8)) + "\n").encode())
+    os.close(write_end)
+    with os.fdopen(read_end) as requests:
+        replies = io.StringIO()
+        assert w.freeze_helper(rank.pid, requests, replies) == 0
+    assert replies.getvalue() == "" and rank.poll() is None and state_of(rank.pid) != "T"
+    assert not (tmp_path / "marker.json").exists()
+
+
 class FakeHelper:
     def __init__(self, *answers: dict) -> None:
         self.answers = list(answers)
@@ -444,6 +620,56 @@ def test_the_injector_polls_on_after_a_miss_and_stops_when_the_marker_is_taken(w
     assert (first["save_iteration"], first["phase"], first["missed_before"]) == (8, "save_shards_partial", 0)
     assert second["missed_before"] == 1 and second["record"]["checkpoint_iteration"] == 4
     assert second["polled_on_disk"] == {"shards": 1, "bytes": 10, "metadata": False, "metadata_json": False}
+
+
+def test_save_finalized_asks_the_helper_to_watch_a_save_in_flight(w, tmp_path):
+    injector, kills, ckpt = make_injector(w, tmp_path, "save_finalized")
+    injector.helper = FakeHelper({"result": "missed", "why": "finalized unseen"}, {"result": "taken"})
+    phases = w.PhaseWatch("save_finalized", ckpt)
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})  # no `.metadata` yet: the watch awaits it
+    assert injector.on_phase_poll(phases) is False and injector.missed == 1
+    assert injector.on_phase_poll(phases) is True and kills == []
+    first = injector.helper.requests[0]
+    assert first["watch"] is True and first["save_iteration"] == 8 and first["phase"] == "save_finalized"
+    assert first["polled_on_disk"]["metadata"] is False
+
+
+def test_other_phases_ask_for_the_kill_on_the_rank_s_poll(w, tmp_path):
+    injector, _, ckpt = make_injector(w, tmp_path, "save_shards_partial")
+    injector.helper = FakeHelper({"result": "taken"})
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})
+    assert injector.on_phase_poll(w.PhaseWatch("save_shards_partial", ckpt)) is True
+    assert injector.helper.requests[0]["watch"] is False
+
+
+def test_the_workload_s_end_stops_a_real_watch_quietly(w, tmp_path, capsys):
+    """finish() while the real helper watches a save that never writes `.metadata`: the poller and the
+    helper end, nothing is stopped or claimed, nothing logged as a failure."""
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    in_flight(ckpt, 8, {SHARD: 10})
+    injector = w.Injector(
+        fault="kill",
+        placement="step",
+        tracker=ckpt / "latest_checkpointed_iteration.txt",
+        marker=tmp_path / "marker.json",
+        baseline=0,
+        identity={"run_id": "r1", "rank": 0, "local_rank": 0, "host": "h", "cycle": 0},
+        watch=None,
+        timing="save_finalized",
+    )
+    thread = injector.start()
+    helper = injector.helper
+    assert helper is not None
+    time.sleep(0.5)  # the watch is up (the helper waits on iter_0000008)
+    assert thread.is_alive()
+    injector.finish()
+    thread.join(10)
+    assert not thread.is_alive() and helper.process.poll() == 0
+    assert not (tmp_path / "marker.json").exists()
+    assert "not injecting" not in capsys.readouterr().err
 
 
 # --- real: the wrapper around the smoke workload, one rank, killed in each phase of a real save ------------
@@ -513,7 +739,7 @@ def run_killed_in(
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("phase", SAVE_PHASES)
-def test_the_rank_dies_in_the_phase_of_a_real_save(repo_root, tmp_path, phase, async_save):
+def test_the_rank_dies_in_the_phase_of_a_real_save(w, repo_root, tmp_path, phase, async_save):
     done = run_killed_in(repo_root, tmp_path, phase, async_save)
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
     marker = json.loads((tmp_path / "fault_injected.json").read_text())
@@ -541,6 +767,12 @@ def test_the_rank_dies_in_the_phase_of_a_real_save(repo_root, tmp_path, phase, a
     # the rank was stopped, the phase seen again on disk (the marker's on_disk), and only then killed
     assert marker["method"].startswith("SIGSTOP of the rank by its injector's helper"), marker
     assert marker["freeze"]["threads_stopped"] is True
+    # save_finalized is awaited by the helper's own watch (`.metadata`'s event, or its look when written
+    # before the watch began); every other phase by the rank's poll
+    watched = (w.TRIGGER_INOTIFY, w.TRIGGER_HELPER_POLL)
+    assert marker["freeze"]["trigger"] in (watched if phase == "save_finalized" else (w.TRIGGER_RANK_POLL,))
+    if phase == "save_finalized":
+        assert marker["freeze"]["wakeup"] in (w.WAKEUP_REALTIME, w.WAKEUP_OFF_RANK_CPU)
 
 
 @pytest.mark.timeout(300)
