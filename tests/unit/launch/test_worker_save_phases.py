@@ -184,7 +184,7 @@ def test_an_unknown_phase_is_refused(w, tmp_path):
 # --- the injector ------------------------------------------------------------------------------------------
 
 
-def make_injector(w, tmp_path, phase: str, baseline: int = 0):
+def make_injector(w, tmp_path, phase: str, baseline: int = 0, freeze_helper: bool = False):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
     kills = []
@@ -198,7 +198,7 @@ def make_injector(w, tmp_path, phase: str, baseline: int = 0):
         watch=None,
         kill=lambda pid, sig: kills.append((pid, sig)),
         timing=phase,
-        freeze_helper=False,  # the helper signals a real pid: tested on a child process below
+        freeze_helper=freeze_helper,  # the helper signals a real pid: tested on a child process below
     )
     return injector, kills, ckpt
 
@@ -647,19 +647,9 @@ def test_other_phases_ask_for_the_kill_on_the_rank_s_poll(w, tmp_path):
 def test_the_workload_s_end_stops_a_real_watch_quietly(w, tmp_path, capsys):
     """finish() while the real helper watches a save that never writes `.metadata`: the poller and the
     helper end, nothing is stopped or claimed, nothing logged as a failure."""
-    ckpt = tmp_path / "ckpt"
+    injector, _, ckpt = make_injector(w, tmp_path, "save_finalized", freeze_helper=True)
     completed(ckpt, 4)
     in_flight(ckpt, 8, {SHARD: 10})
-    injector = w.Injector(
-        fault="kill",
-        placement="step",
-        tracker=ckpt / "latest_checkpointed_iteration.txt",
-        marker=tmp_path / "marker.json",
-        baseline=0,
-        identity={"run_id": "r1", "rank": 0, "local_rank": 0, "host": "h", "cycle": 0},
-        watch=None,
-        timing="save_finalized",
-    )
     thread = injector.start()
     helper = injector.helper
     assert helper is not None
