@@ -587,7 +587,11 @@ def wait_for_metadata(
     waiting = [x for x in (fd, stop_fd) if x is not None]
     try:
         while True:
-            if metadata_written(iter_dir):  # written before the watch began, or missed by it
+            # the events first (a non-blocking read), so that a look never takes credit for what one said
+            if fd is not None and DCP_METADATA in inotify_names(fd):
+                on_seen()
+                return TRIGGER_INOTIFY, None
+            if metadata_written(iter_dir):  # written before the watch began, or without an event
                 on_seen()
                 return TRIGGER_HELPER_POLL, None
             tracker = poll_tracker(checkpoint_dir / TRACKER_NAME)
@@ -602,10 +606,7 @@ def wait_for_metadata(
                 ready = select.select(waiting, [], [], look_every)[0]
             else:
                 time.sleep(look_every)
-            if fd in ready and DCP_METADATA in inotify_names(fd):
-                on_seen()
-                return TRIGGER_INOTIFY, None
-            if stop_fd in ready:
+            if stop_fd in ready and fd not in ready:
                 return None, None
     finally:
         if fd is not None:
