@@ -388,14 +388,11 @@ class PhaseWatch:
 
     def look(self, tracker: int) -> tuple[int, SaveOnDisk] | None:
         """(S, what iter_S holds) when the phase is reached now, else None."""
-        newest = newest_checkpoint_iteration(self.checkpoint_dir)
-        if newest is None or newest <= tracker:
+        seen = self.in_flight(tracker)
+        if seen is None:
             self.last, self.stable = None, 0  # no save in flight: a later one starts its count afresh
             return None
-        on_disk = look_at_save(self.checkpoint_dir / iteration_dir_name(newest))
-        if on_disk is None:
-            self.last, self.stable = None, 0
-            return None
+        newest, on_disk = seen
         now = (newest, on_disk.signature())
         self.stable = self.stable + 1 if now == self.last else 1
         self.last = now
