@@ -644,6 +644,17 @@ def test_other_phases_ask_for_the_kill_on_the_rank_s_poll(w, tmp_path):
     assert injector.helper.requests[0]["watch"] is False
 
 
+def watching(pid: int) -> bool:
+    """Whether `pid` holds an inotify watch (its fdinfo lists one): the helper's watch is up."""
+    for info in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            if "inotify wd:" in open(f"/proc/{pid}/fdinfo/{info}").read():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_the_workload_s_end_stops_a_real_watch_quietly(w, tmp_path, capsys):
     """finish() while the real helper watches a save that never writes `.metadata`: the poller and the
     helper end, nothing is stopped or claimed, nothing logged as a failure."""
@@ -653,7 +664,7 @@ def test_the_workload_s_end_stops_a_real_watch_quietly(w, tmp_path, capsys):
     thread = injector.start()
     helper = injector.helper
     assert helper is not None
-    time.sleep(0.5)  # the watch is up (the helper waits on iter_0000008)
+    wait_until(lambda: watching(helper.process.pid), 30, 0.02, "the helper's inotify watch")
     assert thread.is_alive()
     injector.finish()
     thread.join(10)
