@@ -17,13 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
-from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate
+from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate, stop_grace
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.scenario import campaign_plan
@@ -298,11 +298,16 @@ class _ServerWatch:
 
 
 def _wait(
-    proc: subprocess.Popen, signals: _Signals, term_timeout: int, watch: _ServerWatch | None = None
+    proc: subprocess.Popen,
+    signals: _Signals,
+    budget_s: float,
+    watch: _ServerWatch | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> int | None:
-    """Wait for ft_launcher; after a forwarded signal (or a failed log server), only until term-timeout
-    plus a margin."""
+    """Wait for ft_launcher; after a forwarded signal (or a failed log server), only `budget_s` more
+    (ftqual.launch.stop_grace). `on_stop` is called once, when a stop from outside is first seen."""
     deadline = None
+    stop_seen = False
     while True:
         try:
             return proc.wait(timeout=0.5)
@@ -312,9 +317,12 @@ def _wait(
             # Training on would only produce a run without evidence: stop it now, as for a SIGTERM.
             print(f"ftqual launch: {watch.problem}; stopping the run", file=sys.stderr)
             signals.forward()
-            deadline = time.monotonic() + term_timeout + SHUTDOWN_MARGIN_S
-        if signals.first is not None and deadline is None:
-            deadline = time.monotonic() + term_timeout + SHUTDOWN_MARGIN_S
+            deadline = time.monotonic() + budget_s
+        if signals.first is not None and not stop_seen:
+            stop_seen = True
+            deadline = min(deadline or float("inf"), time.monotonic() + budget_s)
+            if on_stop is not None:
+                on_stop()
         if signals.hurry or (deadline is not None and time.monotonic() > deadline):
             return None
 
@@ -343,6 +351,9 @@ def _launch(
     env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
+    # Read before anything starts: at the stop there is no time to ask the controller.
+    record["scheduler_kill_wait_s"] = stop_grace.slurm_kill_wait_s(env)
+    budget_s = stop_grace.wait_budget_s(s.term_timeout, SHUTDOWN_MARGIN_S, record["scheduler_kill_wait_s"])
     mount = None
     if s.fault == "disk_full":
         try:
@@ -363,6 +374,12 @@ def _launch(
     ours = s.launchers == 1
     watch = _ServerWatch(s.run_dir / "logs", enabled=ours)
     signals = _Signals()
+
+    def stop_recorder() -> None:
+        # On record at once: a scheduler's SIGKILL may take us before the run's end is written.
+        if writes_run_json and signals.first is not None:
+            write_json_atomic(run_json, record | {"interrupted_by": signal.Signals(signals.first).name})
+
     try:
         try:
             proc = subprocess.Popen(plan.argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -375,7 +392,7 @@ def _launch(
             write_json_atomic(s.run_dir / "pids" / f"{host}.launcher.json", launcher_rec)
         except ProcessLookupError:
             pass  # it already exited (a bad flag): its exit code tells the story
-        rc = _wait(proc, signals, s.term_timeout, watch)
+        rc = _wait(proc, signals, budget_s, watch, on_stop=stop_recorder)
         # Whatever happened, nothing of this run may outlive us on this host.
         report = cleanup.kill_run(s.run_dir, host, run_id=s.run_id)
         if rc is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ftqual.launch import stop_grace
 from tests.support.wait import gone_within, stays, wait_until
 from tests.support.workflow import (
     ci_slurm_profile,
@@ -57,6 +58,12 @@ def baseline_jobs() -> set[str]:
     """Queued jobs whose comment (the executor plugin's) names the baseline's run_scenario."""
     out = subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True, check=True).stdout
     return {line.split()[0] for line in out.splitlines() if "rule_run_scenario_wildcards_baseline" in line}
+
+
+def kill_wait_s() -> int | None:
+    """This cluster's KillWait, as scontrol says it."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    return stop_grace.parse_kill_wait(out)
 
 
 def py_stacks(pid: int) -> str:
@@ -155,6 +162,8 @@ def assert_stopped_with_evidence(project: Path, stopped: Stopped) -> None:
     then = f"iteration {stopped.iteration}/{TRAIN_ITERS} then"
     finished_unsignalled(stopped.run_dir, stopped.signalled_at, then)
     run = read_json(stopped.run_dir / "run.json")
+    # the launcher read Slurm's KillWait and ended its wait before Slurm's SIGKILL could take it
+    assert run["scheduler_kill_wait_s"] == kill_wait_s(), run
     assert run["exit_code"] is not None and run.get("interrupted_by"), run
     assert (stopped.run_dir / "logs" / "train_cycle0.log").is_file()
     summary = project / "results" / "summary.md"

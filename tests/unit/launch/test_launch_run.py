@@ -79,7 +79,7 @@ DRIVER = textwrap.dedent("""
     from ftqual.launch import procs
     from ftqual.launch import command, run, settings
     from ftqual.stack import resolve as stack
-    run.SHUTDOWN_MARGIN_S = 1
+    run.SHUTDOWN_MARGIN_S = float(os.environ.get("FTQUAL_TEST_MARGIN_S", "1"))
     env = json.loads(sys.argv[1])
     s = settings.load_settings(env, [], pid=os.getpid())
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
@@ -103,10 +103,11 @@ def env(work):
     }
 
 
-def start_driver(repo_root, tmp_path, env, mode, nohup=False):
+def start_driver(repo_root, tmp_path, env, mode, nohup=False, extra_env=None):
     fake = tmp_path / "fake_ft_launcher.py"
     fake.write_text(FAKE_LAUNCHER)
-    child_env = {**os.environ, "PYTHONPATH": str(repo_root)}
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}  # a suite run in a job
+    child_env.update({"PYTHONPATH": str(repo_root), **(extra_env or {})})
     return subprocess.Popen(
         [sys.executable, "-c", DRIVER, json.dumps(env), str(fake), mode],
         env=child_env,
@@ -288,3 +289,61 @@ def test_a_file_where_a_directory_goes_is_still_refused_and_nothing_is_left(env,
     with pytest.raises(run.DirectoryError, match="File exists"):
         run.make_dirs(s)
     assert sorted(p.name for p in (work / "runs").iterdir()) == ["r1"] and s.run_dir.is_file()
+
+
+def fake_scontrol(tmp_path, kill_wait_s):
+    """A directory holding an `scontrol` that prints a config with this KillWait (the real one is asked in
+    tests/integration/slurm)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "scontrol"
+    tool.write_text(f"#!/bin/sh\necho 'Configuration data'\necho 'KillWait = {kill_wait_s} sec'\n")
+    tool.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_is_on_record_before_the_launcher_ends(repo_root, tmp_path, env, work):
+    """interrupted_by is written when the stop is seen, not only at the end: a scheduler's SIGKILL may take
+    the launcher while ft_launcher still shuts down, and the stop must stay on record."""
+    run_dir = work / "runs" / "r1"
+    driver = start_driver(repo_root, tmp_path, env, "ignore-term", extra_env={"FTQUAL_TEST_MARGIN_S": "120"})
+    try:
+        wait_for_worker(run_dir)
+        driver.send_signal(signal.SIGTERM)
+        record = wait_until(
+            lambda: (r := json.loads((run_dir / "run.json").read_text()))["interrupted_by"] and r,
+            20, what="run.json to record the stop",
+        )  # fmt: skip
+        assert driver.poll() is None and record["exit_code"] is None and record["finished_at"] is None
+        assert record["interrupted_by"] == "SIGTERM" and record["scheduler_kill_wait_s"] is None
+        driver.send_signal(signal.SIGTERM)  # a second signal: kill now
+        driver.communicate(timeout=30)
+        record = json.loads((run_dir / "run.json").read_text())
+        assert record["interrupted_by"] == "SIGTERM" and record["exit_code"] == -signal.SIGKILL
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
+@pytest.mark.timeout(60)
+def test_inside_a_slurm_job_the_wait_ends_before_slurms_kill_wait(repo_root, tmp_path, env, work):
+    """In a Slurm job the launcher waits for ft_launcher's shutdown only until RESERVE_S before KillWait, so
+    it records the run's end before Slurm's SIGKILL: here KillWait 5 s, a 120 s margin that never comes."""
+    run_dir = work / "runs" / "r1"
+    path = f"{fake_scontrol(tmp_path, 5)}:{os.environ['PATH']}"
+    extra = {"FTQUAL_TEST_MARGIN_S": "120", "SLURM_JOB_ID": "77", "PATH": path}
+    driver = start_driver(repo_root, tmp_path, env, "ignore-term", extra_env=extra)
+    try:
+        wait_for_worker(run_dir)
+        started = time.monotonic()
+        driver.send_signal(signal.SIGTERM)
+        driver.communicate(timeout=40)
+        took = time.monotonic() - started
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert took < 5, f"{took:.1f} s: the wait ignored Slurm's KillWait"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["scheduler_kill_wait_s"] == 5 and record["exit_code"] == -signal.SIGKILL
+    assert record["interrupted_by"] == "SIGTERM" and record["finished_at"]

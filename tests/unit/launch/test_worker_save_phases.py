@@ -527,7 +527,22 @@ FINALIZE = """
 import os, sys, time
 from pathlib import Path
 folder, tracker, gap = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
-time.sleep(0.5)  # the helper's watch is up
+# Write once the helper (the test's own process) watches this folder: its fdinfo names the folder's inode.
+fdinfo, wanted = f"/proc/{os.getppid()}/fdinfo", f"ino:{os.stat(folder).st_ino:x} "
+deadline = time.monotonic() + 60
+def watched():
+    for name in os.listdir(fdinfo):
+        try:
+            text = open(os.path.join(fdinfo, name)).read()
+        except OSError:
+            continue
+        if any(line.startswith("inotify wd:") and wanted in line for line in text.splitlines()):
+            return True
+    return False
+while not watched():
+    if time.monotonic() > deadline:
+        sys.exit("the helper never watched the folder")
+    time.sleep(0.005)
 (folder / ".metadata.tmp").write_bytes(b"m" * 64)
 os.rename(folder / ".metadata.tmp", folder / ".metadata")
 time.sleep(gap)
