@@ -516,7 +516,10 @@ def test_the_fallback_keeps_the_watch_off_the_rank_s_cpu(repo_root):
     out = run_in_child(
         repo_root,
         f"rank = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
-        f"os.sched_setaffinity(rank.pid, {{{cpus[0]}}}); time.sleep(0.3)\n"
+        f"os.sched_setaffinity(rank.pid, {{{cpus[0]}}})\n"
+        "deadline = time.monotonic() + 30\n"  # until the rank is seen on its CPU, however busy the machine
+        f"while open(f'/proc/{{rank.pid}}/stat').read().rsplit(')', 1)[1].split()[36] != '{cpus[0]}':\n"
+        "    assert time.monotonic() < deadline, 'the rank never ran on its CPU'; time.sleep(0.01)\n"
         f"w.avoid_cpu_of(rank.pid, {set(cpus)!r}); rank.kill()\n"
         "print(sorted(os.sched_getaffinity(0)))",
     )
