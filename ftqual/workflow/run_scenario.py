@@ -123,13 +123,15 @@ def show_progress(say: Say, watcher: progress.Watcher, state: dict[str, float]) 
 
 
 def wait_turn(say: Say, turn: gpu_turn.GpuTurn, stopped: list[str], chain: list[tuple[int, int]]) -> bool:
-    """Wait for this machine's GPUs (ftqual.launch.gpu_turn) while answering signals and noticing a vanished
-    workflow; True once taken, False when the run was stopped first (the reason is then in `stopped`)."""
-    if turn.take():
-        return True
-    holder = turn.current_holder() or f"see {turn.path}"
-    say(f"waiting for this machine's GPUs: another scenario run has them ({holder})", console=True)
+    """Wait for the GPUs this run uses (ftqual.launch.gpu_turn) while answering signals and noticing a
+    vanished workflow, saying whom it waits for (again when that changes); True once taken, False when the run
+    was stopped first (the reason is then in `stopped`)."""
+    said = ""
     while not turn.take():
+        waiting = f"waiting for {turn.waiting_for()}"
+        if waiting != said:
+            say(waiting, console=True)
+            said = waiting
         if stopped:
             return False
         gone = procs.first_gone(chain)
@@ -137,7 +139,8 @@ def wait_turn(say: Say, turn: gpu_turn.GpuTurn, stopped: list[str], chain: list[
             stopped.append(f"the workflow process {gone} is gone")
             return False
         time.sleep(0.5)
-    say("got the GPUs: launching", console=True)
+    if said:
+        say(f"got {turn.gpus.label()}: launching", console=True)
     return True
 
 
@@ -150,7 +153,7 @@ def run_launcher(
     turn: gpu_turn.GpuTurn | None = None,
 ) -> LauncherRun:
     """Run the launcher in its own session; stop it on a signal or when the workflow disappears. With a
-    `turn`, the launcher starts only once the machine's GPUs are this run's. Installs this process's
+    `turn`, the launcher starts only once the GPUs it uses are this run's. Installs this process's
     SIGINT, SIGTERM (and SIGHUP, unless ignored) handlers and leaves them in place, as the rule always
     has: a signal after the launcher ended is absorbed, so the job still records the attempt."""
     stopped: list[str] = []
@@ -478,9 +481,8 @@ def run(
     say("$ " + " ".join(cmd))
 
     watcher = progress.Watcher(run_dir, timeouts=s.timeouts.as_dict(), fault=s.fault)
-    turn = None
-    if gpu_turn.needed():
-        turn = gpu_turn.GpuTurn(gpu_turn.lock_path(), f"{run_id} (pid {os.getpid()}, {cwd})")
+    holder = f"scenario {scenario} (run {run_id}) of {cwd} (pid {os.getpid()})"
+    turn = gpu_turn.for_run(s.gpus_per_node, cfg.workload, holder)  # None: no GPU shared, no turn
     try:
         launched = run_launcher(say, cmd, env, console, watcher, turn)
         rc, stopped_by, started = launched.rc, launched.stopped_by, launched.started

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ftqual.launch import procs
+from ftqual.launch import gpu_turn, procs
 from ftqual.workflow import run_scenario as rs
 
 
@@ -32,19 +32,21 @@ def child(code: str) -> list[str]:
 
 
 class FakeTurn:
-    """A GPU turn that is taken on the n-th try (never when None)."""
+    """A GPU turn that is taken on the n-th try (never when None); its holder changes on `moves_on`."""
 
-    path = "/tmp/gpu.lock"
+    gpus = gpu_turn.GpuSet(("0", "1"))
 
-    def __init__(self, taken_on: int | None):
-        self.tries, self.taken_on = 0, taken_on
+    def __init__(self, taken_on: int | None, moves_on: int | None = None):
+        self.tries, self.taken_on, self.moves_on = 0, taken_on, moves_on
 
     def take(self) -> bool:
         self.tries += 1
         return self.taken_on is not None and self.tries >= self.taken_on
 
-    def current_holder(self) -> str:
-        return "baseline-1 (pid 7)"
+    def waiting_for(self) -> str:
+        if self.moves_on is not None and self.tries >= self.moves_on:
+            return "GPU 1 of GPUs 0,1: held by scenario hang (run hang-2) of /b (pid 8)"
+        return "GPU 0 of GPUs 0,1: held by scenario base (run base-1) of /a (pid 7)"
 
 
 def test_the_launcher_runs_in_its_own_session_with_its_output_in_the_console_log(tmp_path):
@@ -83,8 +85,18 @@ def test_the_launcher_waits_for_the_gpu_turn_and_says_so(tmp_path):
     result = rs.run_launcher(say, child("pass"), {}, tmp_path / "console.log", turn=turn)
     assert result.rc == 0 and turn.tries == 2
     assert console.getvalue().splitlines() == [
-        "ftqual: kill: waiting for this machine's GPUs: another scenario run has them (baseline-1 (pid 7))",
-        "ftqual: kill: got the GPUs: launching",
+        "ftqual: kill: waiting for GPU 0 of GPUs 0,1: held by scenario base (run base-1) of /a (pid 7)",
+        "ftqual: kill: got GPUs 0,1: launching",
+    ]
+
+
+def test_waiting_for_the_gpus_says_so_again_when_another_run_holds_them():
+    say, _, console = voice()
+    assert rs.wait_turn(say, FakeTurn(taken_on=5, moves_on=3), [], []) is True
+    assert console.getvalue().splitlines() == [
+        "ftqual: kill: waiting for GPU 0 of GPUs 0,1: held by scenario base (run base-1) of /a (pid 7)",
+        "ftqual: kill: waiting for GPU 1 of GPUs 0,1: held by scenario hang (run hang-2) of /b (pid 8)",
+        "ftqual: kill: got GPUs 0,1: launching",
     ]
 
 
@@ -103,7 +115,7 @@ def test_wait_turn_gives_up_at_once_when_already_stopped():
     stopped = ["SIGINT"]
     assert rs.wait_turn(say, FakeTurn(None), stopped, []) is False
     assert stopped == ["SIGINT"]
-    assert "waiting for this machine's GPUs" in console.getvalue()
+    assert "waiting for GPU 0 of GPUs 0,1: held by scenario base (run" in console.getvalue()
     say, _, console = voice()
     assert rs.wait_turn(say, FakeTurn(1), [], []) is True
     assert console.getvalue() == ""  # taken at once: nothing to say
