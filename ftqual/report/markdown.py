@@ -312,7 +312,8 @@ def fixed_timeouts_lines(table: dict) -> list[str]:
         "",
         f"`too tight`: headroom (timeout / observed) below {margins['too_tight_headroom']:g}×, a false alarm"
         f" is likely under load; `loose`: a hang is detected after more than {margins['loose_multiple']:g}×"
-        " what the section needs. Detection = timeout + rank monitor check interval. Observed figures"
+        " what the section needs and the recommended timeout is tighter (a section whose recommendation is"
+        " the same or larger is `ok`). Detection = timeout + rank monitor check interval. Observed figures"
         " are the verifier's bounds from the logs (verify.json `sections`), the injected hang's section"
         " left out.",
         "",

@@ -11,8 +11,11 @@ Per section:
   slower file system or a larger model (a false alarm: the launcher kills a healthy job).
 - `detection_s` = timeout + the rank monitor's check interval (`budgets.RANK_MONITOR_INTERVAL_S`, or the
   report's `expected.rank_monitor_interval_s`): how long a hang in that section goes unseen.
-- `loose` when detection_s / observed exceeds `LOOSE_MULTIPLE` (20x): a hang there costs more than twenty
-  times what the section needs, time every GPU of the job spends idle.
+- `loose` when detection_s / observed exceeds `LOOSE_MULTIPLE` (20x) and the recommended timeout (below) is
+  tighter than the one in force: a hang there costs more than twenty times what the section needs, time
+  every GPU of the job spends idle, and the recommendation would cut it. A section whose recommendation is
+  the same or larger (ftqual's floor raises it) is never `loose`: the table never calls a timeout too long
+  and then recommends a longer one.
 - `ok` otherwise; `not measured` when no run bounded it.
 
 Recommended timeouts. NVRx's own rule for calculated timeouts (`TimeoutsCalc.get_section_timeouts`,
@@ -109,12 +112,17 @@ def _configured(name: str, docs: Iterable[tuple[str, Mapping]]) -> tuple[float |
     return (max(timeouts) if timeouts else None), (max(intervals) if intervals else RANK_MONITOR_INTERVAL_S)
 
 
-def verdict(timeout: float | None, observed: float | None, detection: float | None) -> str:
+def verdict(
+    timeout: float | None, observed: float | None, detection: float | None, recommended: float | None
+) -> str:
+    """The section's verdict (module docstring): `loose` only where the recommendation is below the timeout
+    in force, so that a `loose` section is always one the recommendation tightens."""
     if observed is None or timeout is None:
         return "not measured" if observed is None else "no timeout"
     if observed <= 0 or timeout / observed < TOO_TIGHT_HEADROOM:
         return "too tight" if observed > 0 else "ok"
-    if detection is not None and detection / observed > LOOSE_MULTIPLE:
+    tighter = recommended is not None and recommended < timeout
+    if tighter and detection is not None and detection / observed > LOOSE_MULTIPLE:
         return "loose"
     return "ok"
 
@@ -225,7 +233,7 @@ def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict
                 "evidence": evidence[:4],
                 "headroom": None if not observed or timeout is None else round(timeout / observed, 2),
                 "detection_s": detection,
-                "verdict": verdict(timeout, observed, detection),
+                "verdict": verdict(timeout, observed, detection, rec),
                 "recommended_s": rec,
                 "recommended_basis": basis(observed, name, floors),
                 "recommended_detection_s": None if rec is None else rec + interval,

@@ -42,6 +42,26 @@ def test_verdicts_headroom_detection():
     assert _row(table, "out_of_section")["observed_in"] == "kill"
 
 
+def test_loose_only_where_the_recommendation_is_tighter():
+    """Issue 54: setup 120 s over a 0.5 s section is 245x what it needs, but the floor recommends 300 s: a
+    table that called it `loose` and then recommended a larger value contradicted itself. `loose` is only
+    where the recommendation is below the timeout in force; elsewhere the verdict is `ok`."""
+    doc = _doc({"setup": 120, "step": 30, "checkpointing": 600, "out_of_section": 120}, setup=0.5, step=0.2,
+               checkpointing=0.5, out_of_section=0.4)  # fmt: skip
+    table = tm.build_timeouts([("baseline", doc)])
+    by = {r["section"]: (r["verdict"], r["timeout_s"], r["recommended_s"]) for r in table["rows"]}
+    assert by == {
+        "setup": ("ok", 120, 300),  # the floor raises it: never `loose`
+        "step": ("ok", 30, 60),
+        "checkpointing": ("loose", 600, 120),  # the recommendation cuts it
+        "out_of_section": ("ok", 120, 120),  # the same value: nothing to tighten
+    }
+    for row in table["rows"]:
+        assert row["verdict"] != "loose" or row["recommended_s"] < row["timeout_s"], row
+    assert tm.verdict(120, 0.5, 125, 300) == "ok"
+    assert tm.verdict(600, 0.5, 605, 120) == "loose"
+
+
 def test_largest_over_scenarios_and_unmeasured():
     a = _doc(TIMEOUTS, setup=20.0, step=1.0, checkpointing=12.0, out_of_section=None)
     b = _doc(TIMEOUTS, setup=31.0, step=3.0, checkpointing=9.0, out_of_section=None)
