@@ -12,12 +12,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
+from pathlib import Path
 
 import pytest
 
 from ftqual.contract import SAVE_PHASES
-from tests.support.wait import wait_until
+from tests.support.wait import stays, wait_until
 
 SHARD = "__0_0.distcp"
 SHARD_BYTES = 4096
@@ -422,43 +422,121 @@ def watch_request(w, tmp_path, ckpt, save: int) -> dict:
     return json.loads(freeze_request(w, tmp_path, ckpt, "save_finalized", save, watch=True))
 
 
-def write_later(path, delay: float, rename: bool) -> threading.Thread:
-    """`.metadata` written after `delay`: in place, or as torch writes it (`.metadata.tmp`, then renamed)."""
+def write_metadata(folder, rename: bool) -> None:
+    """`.metadata` written in place, or as torch writes it (`.metadata.tmp`, then renamed)."""
+    if rename:
+        (folder / ".metadata.tmp").write_bytes(b"m" * 64)
+        os.rename(folder / ".metadata.tmp", folder / ".metadata")
+    else:
+        (folder / ".metadata").write_bytes(b"m" * 64)
 
-    def write() -> None:
-        time.sleep(delay)
-        if rename:
-            (path.parent / ".metadata.tmp").write_bytes(b"m" * 64)
-            os.rename(path.parent / ".metadata.tmp", path)
-        else:
-            path.write_bytes(b"m" * 64)
 
-    thread = threading.Thread(target=write)
-    thread.start()
-    return thread
+def metadata_on_disk(folder) -> bool:
+    """The test's own look (wait_for_metadata's may be stubbed): `.metadata` written, not empty."""
+    try:
+        return (folder / ".metadata").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def watch_while(w, request: dict, writer, timeout: float = 30, **kwargs) -> tuple[tuple, list[bool]]:
+    """wait_for_metadata on a thread of this process, as the helper runs it, while `writer(seen)` runs on
+    another: the watch's outcome, and `seen`, for each call of on_seen (the rank's stop), whether `.metadata`
+    was on disk at that moment. A watch still waiting at `timeout` fails the test; closing the pipe that
+    stands for the rank's requests then ends it. An exception of the writer or of the watch fails the test
+    too."""
+    folder = Path(request["checkpoint_dir"]) / f"iter_{int(request['save_iteration']):07d}"
+    read_end, write_end = os.pipe()
+    seen: list[bool] = []
+    outcome: list[tuple] = []
+    errors: list[BaseException] = []
+
+    def on_seen() -> None:
+        seen.append(metadata_on_disk(folder))
+
+    def caught(work) -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - said by the test, not lost on the thread
+            errors.append(exc)
+
+    def watch() -> None:
+        outcome.append(w.wait_for_metadata(request, read_end, on_seen=on_seen, **kwargs))
+
+    threads = [threading.Thread(target=caught, args=(job,)) for job in (watch, lambda: writer(seen))]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: outcome or errors, timeout, 0.01, "the watch to end")
+    finally:
+        os.close(write_end)  # a watch still waiting ends (the rank closed its requests)
+        for thread in threads:
+            thread.join(timeout)
+        os.close(read_end)
+    assert not errors, errors
+    return outcome[0], seen
 
 
 @pytest.mark.parametrize("rename", [False, True], ids=["in_place", "renamed"])
-def test_the_watch_wakes_on_the_metadata_event(w, tmp_path, rename):
+def test_the_watch_ends_once_metadata_is_written_and_not_before(w, tmp_path, rename):
+    """Whichever of the watch's event and its look comes first: the rank is stopped once, with `.metadata`
+    on disk; another file written in the save's folder does not end the watch."""
     ckpt = tmp_path / "ckpt"
     completed(ckpt, 4)
     folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
     request = watch_request(w, tmp_path, ckpt, 8)
-    (folder / "metadata.json").write_text("{}")  # another file's event does not trigger it
-    writer = write_later(folder / ".metadata", 0.3, rename)
-    # with inotify the watch looks at the disk only every WATCH_LOOK_S: the event is what woke it
-    assert w.wait_for_metadata(request, None) == (w.TRIGGER_INOTIFY, None)
-    writer.join()
+
+    def writer(seen: list[bool]) -> None:
+        wait_until(lambda: watching(os.getpid(), folder), 30, 0.005, "the watch on the save's folder")
+        (folder / "metadata.json").write_text("{}")  # its event and the looks after it: nothing to stop
+        stays(lambda: not seen, 0.3, "no stop while only metadata.json is written")
+        write_metadata(folder, rename)
+
+    outcome, seen = watch_while(w, request, writer)
+    assert outcome in ((w.TRIGGER_INOTIFY, None), (w.TRIGGER_HELPER_POLL, None))
+    assert seen == [True]  # stopped once, `.metadata` already there
 
 
-def test_without_inotify_the_helper_looks_itself(w, tmp_path):
+@pytest.mark.parametrize("rename", [False, True], ids=["in_place", "renamed"])
+def test_the_metadata_event_alone_ends_the_watch(w, tmp_path, monkeypatch, rename):
+    """The event path by itself: with the watch's looks made blind to `.metadata`, nothing races the
+    event, so it is what ended the watch (a broken event path would leave it waiting to the deadline)."""
+    monkeypatch.setattr(w, "metadata_written", lambda iter_dir: False)
     ckpt = tmp_path / "ckpt"
     completed(ckpt, 4)
     folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
-    writer = write_later(folder / ".metadata", 0.1, rename=True)
     request = watch_request(w, tmp_path, ckpt, 8)
-    assert w.wait_for_metadata(request, None, use_inotify=False) == (w.TRIGGER_HELPER_POLL, None)
-    writer.join()
+
+    def writer(seen: list[bool]) -> None:
+        # written after the watch is up: an event from before it never reaches the watch
+        wait_until(lambda: watching(os.getpid(), folder), 30, 0.005, "the watch on the save's folder")
+        write_metadata(folder, rename)
+
+    outcome, seen = watch_while(w, request, writer)
+    assert outcome == (w.TRIGGER_INOTIFY, None) and seen == [True]
+
+
+def test_without_inotify_the_helper_looks_itself(w, tmp_path, monkeypatch):
+    ckpt = tmp_path / "ckpt"
+    completed(ckpt, 4)
+    folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
+    request = watch_request(w, tmp_path, ckpt, 8)
+    looks: list[bool] = []
+    real = w.metadata_written
+
+    def looked(iter_dir) -> bool:
+        looks.append(real(iter_dir))
+        return looks[-1]
+
+    monkeypatch.setattr(w, "metadata_written", looked)
+
+    def writer(seen: list[bool]) -> None:
+        wait_until(lambda: looks, 30, 0.005, "the watch's first look")  # written after the watch began
+        write_metadata(folder, rename=True)
+
+    outcome, seen = watch_while(w, request, writer, use_inotify=False)
+    assert outcome == (w.TRIGGER_HELPER_POLL, None) and seen == [True]  # the only way without inotify
+    assert looks[0] is False and looks[-1] is True  # not there at its first look, found by a later one
 
 
 def test_metadata_written_before_the_watch_is_found_at_once(w, tmp_path):
@@ -555,8 +633,9 @@ time.sleep(60)
 
 
 def test_the_helper_kills_a_finalizing_rank_between_metadata_and_tracker(w, tmp_path):
-    """A rank that writes `.metadata` and then the tracker, as Megatron's finalize does: stopped on the
-    event, seen in the phase, killed; the tracker it was about to write never comes."""
+    """A rank that writes `.metadata` and then the tracker, as Megatron's finalize does: stopped once the
+    watch sees `.metadata` (by its event or by its look, whichever comes first: both are the helper's),
+    seen in the phase, killed; the tracker it was about to write never comes."""
     ckpt = tmp_path / "ckpt"
     completed(ckpt, 4)
     folder = in_flight(ckpt, 8, {SHARD: SHARD_BYTES})
@@ -566,14 +645,21 @@ def test_the_helper_kills_a_finalizing_rank_between_metadata_and_tracker(w, tmp_
         request = json.dumps(watch_request(w, tmp_path, ckpt, 8)) + "\n"
         replies = io.StringIO()
         assert w.freeze_helper(rank.pid, io.StringIO(request), replies) == 0, replies.getvalue()
+        assert replies.getvalue() == ""  # no miss, no error: it killed
         assert rank.wait(10) == -signal.SIGKILL
     finally:
         rank.kill()
         rank.wait()
-    assert tracker.read_text() == "4"
+    # killed between the two: `.metadata` written, the tracker still naming the completed save
+    assert tracker.read_text() == "4" and metadata_on_disk(folder)
     marker = json.loads((tmp_path / "marker.json").read_text())
-    assert marker["on_disk"]["metadata"] is True and marker["freeze"]["trigger"] == w.TRIGGER_INOTIFY
-    assert marker["freeze"]["polled_on_disk"]["metadata"] is False  # the poll that asked saw none yet
+    assert (marker["timing"], marker["save_iteration"]) == ("save_finalized", 8)
+    # the phase as the helper saw it with the rank stopped: every shard and `.metadata`, no metadata.json
+    assert marker["on_disk"] == {"shards": 1, "bytes": SHARD_BYTES, "metadata": True, "metadata_json": False}
+    freeze = marker["freeze"]
+    assert freeze["threads_stopped"] is True
+    assert freeze["trigger"] in (w.TRIGGER_INOTIFY, w.TRIGGER_HELPER_POLL)  # the watch's, either way
+    assert freeze["polled_on_disk"]["metadata"] is False  # the poll that asked saw none yet
 
 
 def test_a_watched_save_finalized_unseen_lets_the_rank_go_on(w, tmp_path, rank):
@@ -662,14 +748,17 @@ def test_other_phases_ask_for_the_kill_on_the_rank_s_poll(w, tmp_path):
     assert injector.helper.requests[0]["watch"] is False
 
 
-def watching(pid: int) -> bool:
-    """Whether `pid` holds an inotify watch (its fdinfo lists one): the helper's watch is up."""
+def watching(pid: int, folder=None) -> bool:
+    """Whether `pid` holds an inotify watch (its fdinfo lists one), on `folder`'s inode when given: the
+    helper's watch is up."""
+    wanted = f"ino:{os.stat(folder).st_ino:x} " if folder is not None else ""
     for info in os.listdir(f"/proc/{pid}/fdinfo"):
         try:
-            if "inotify wd:" in open(f"/proc/{pid}/fdinfo/{info}").read():
-                return True
+            text = open(f"/proc/{pid}/fdinfo/{info}").read()
         except OSError:
             continue
+        if any(line.startswith("inotify wd:") and wanted in line for line in text.splitlines()):
+            return True
     return False
 
 
