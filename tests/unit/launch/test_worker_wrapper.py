@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from tests.support.wait import stays, wait_until
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -284,12 +284,23 @@ def test_injection_line_on_stderr(w, tmp_path, capsys):
 def test_poller_thread_arms_from_the_file(w, tmp_path):
     injector, kills = make_injector(w, tmp_path, placement="immediate")
     injector.poll_seconds = 0.01
-    thread = injector.start()
+    looks = []
+    on_tracker = injector.on_tracker
+
+    def looked(value):
+        looks.append(value)
+        return on_tracker(value)
+
+    injector.on_tracker = looked  # what each of the poller's looks read
     (tmp_path / "tracker.txt").write_text("")  # truncated mid-write: ignored
-    stays(lambda: kills == [], 0.05, "no injection from an empty tracker")
+    thread = injector.start()
+    # looked at the empty tracker more than once (polling on after the first look), however slow the thread
+    done = lambda: len(looks) >= 2 or not thread.is_alive()  # noqa: E731
+    wait_until(done, 10, 0.01, "two of the poller's looks at the empty tracker, or its end")
+    assert kills == [] and thread.is_alive() and set(looks) == {None}
     (tmp_path / "tracker.txt").write_text("4")
-    thread.join(2)
-    assert not thread.is_alive() and len(kills) == 1
+    wait_until(lambda: not thread.is_alive(), 10, 0.01, "the poller to arm and end")
+    assert len(kills) == 1 and looks[-1] == 4
 
 
 def fake_rank_monitor_client(monkeypatch, calls: list) -> type:
