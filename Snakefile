@@ -12,13 +12,17 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# rules/common.smk checks the config first (a line per mistake, exit 2: ftqual.scenario.config_problems);
+# Snakemake's validate then only fills in the schema's defaults.
+include: "rules/common.smk"
+
+
 validate(config, "config/schema.yaml")
 
 
 report: "report/workflow.rst"
 
 
-include: "rules/common.smk"
 include: "rules/preflight.smk"
 include: "rules/run_scenario.smk"
 include: "rules/verify.smk"

@@ -6,8 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock, rule_inputs
 
@@ -16,8 +14,18 @@ def _say(line):
     print(line, file=sys.stderr)
 
 
+def refuse(refusal):
+    """A line per problem (a config mistake with the file that sets it), then exit 2."""
+    for line in workflow_plan.refusal_lines(
+        refusal, workflow.configfiles, workflow.overwrite_configfiles
+    ):
+        _say(line)
+    sys.exit(2)
+
+
 def _plan():
-    """The plan of this invocation (ftqual.workflow.plan.make); its refusals as WorkflowErrors."""
+    """The plan of this invocation (ftqual.workflow.plan.make). A refusal prints a line per problem and
+    exits 2: no Snakemake traceback, no schema dump, nothing launched."""
     try:
         return workflow_plan.make(
             config,
@@ -29,7 +37,7 @@ def _plan():
             say=_say,
         )
     except workflow_plan.Refusal as exc:
-        raise WorkflowError(str(exc)) from None
+        refuse(exc)
 
 
 PLAN = _plan()
@@ -49,7 +57,7 @@ def refuse_before_jobs():
     """onstart: other rerun triggers than mtime, a Slurm account the plugin cannot check (one line each)."""
     refusal = workflow_plan.onstart_refusal(workflow_plan.Invocation.of(workflow))
     if refusal:
-        raise WorkflowError(refusal)
+        refuse(refusal)
 
 
 def salvage_summary():

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,18 @@ LAUNCHER_VARIABLES = tuple(name for name in fields.INTERFACE_VARIABLES if not na
 
 
 class ConfigError(ValueError):
-    """The config cannot be read or breaks a rule; the message says what and how to fix it."""
+    """The config cannot be read or breaks rules; the message says what and how to fix it. `problems`: one
+    line per mistake (the message itself when there is one)."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems) or (message,)
+
+    @classmethod
+    def of(cls, problems: Sequence[str]) -> ConfigError:
+        """One error for every mistake, a line each, each saying it is one."""
+        lines = [p if p.startswith("invalid config") else f"invalid config: {p}" for p in problems]
+        return cls("\n".join(lines), lines)
 
 
 @dataclass(frozen=True)
@@ -230,7 +241,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
 
 def with_defaults(raw: Mapping[str, Any], schema: dict | None = None) -> dict[str, Any]:
     """`raw` validated against the schema, top-level defaults filled in (as Snakemake's validate does)."""
-    import jsonschema
+    from ftqual.scenario import config_problems  # jsonschema: imported only where a config is read
 
     schema = schema or load_schema()
     config = copy.deepcopy(dict(raw))
@@ -238,12 +249,11 @@ def with_defaults(raw: Mapping[str, Any], schema: dict | None = None) -> dict[st
         if key not in config and isinstance(prop, dict) and "default" in prop:
             config[key] = copy.deepcopy(prop["default"])
     try:
-        jsonschema.validate(config, schema)
-    except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path) or "(top level)"
-        raise ConfigError(f"invalid config at {where}: {exc.message}") from exc
+        problems = config_problems.schema_problems(config, schema)
     except RecursionError as exc:
         raise ConfigError("invalid config: nested too deeply") from exc
+    if problems:
+        raise ConfigError.of(problems)
     return config
 
 
@@ -363,7 +373,13 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         megatron_path, source = (env.get("MEGATRON_PATH") or None), "env MEGATRON_PATH"
         if not megatron_path:
             source = "unset"
-    config["megatron_args"] = _team_args(config, env)
+    # Every mistake at once: the team's arguments, settings that exclude each other, cross-field rules.
+    problems: list[str] = []
+    try:
+        config["megatron_args"] = _team_args(config, env)
+    except ConfigError as exc:
+        problems += exc.problems
+        config["megatron_args"] = []
     top = {key: config[key] for key in RUN_SETTINGS}
     defaults = _scenario("(top level)", top, {"fault": "none"})
     scenarios = tuple(
@@ -373,8 +389,9 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     )
     scenarios = _resume_lengths(scenarios, config["scenarios"])
     if config.get("calc_ft_timeouts") and config.get("timeouts_from") is not None:
-        raise ConfigError(
-            "calc_ft_timeouts and timeouts_from: NVRx's calculated timeouts are no recommendation"
+        problems.append(
+            "invalid config: calc_ft_timeouts and timeouts_from: NVRx's calculated timeouts are no "
+            "recommendation; set one of them"
         )
     if config.get("checkpoint_dir"):
         root = os.path.abspath(os.path.expanduser(config["checkpoint_dir"]))
@@ -404,9 +421,11 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         storage_probe_mb=config["storage_probe_mb"],
         checkpoint_payloads=config["checkpoint_payloads"],
     )
-    problems = cross_field_problems(cfg)
+    problems += [
+        f"invalid config at {p}" if p.startswith("scenarios.") else p for p in cross_field_problems(cfg)
+    ]
     if problems:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+        raise ConfigError.of(problems)
     return cfg
 
 

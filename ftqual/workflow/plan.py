@@ -26,7 +26,8 @@ decides, in this order:
 Two refusals come later, from `onstart` (`onstart_refusal`), where the main process knows its settings and
 no job has started yet: rerun triggers other than mtime, and a Slurm account the plugin cannot check.
 `summary_argv` is the one `ftqual report` command line, for the summary rule and for `salvage_summary`
-(onerror). Every refusal is one line, raised as `Refusal` (rules/common.smk makes it a WorkflowError).
+(onerror). Every refusal is a line per problem, raised as `Refusal`; rules/common.smk prints its lines
+(`refusal_lines`) and exits 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftqual.report import scope as timeouts_scope
+from ftqual.scenario import config_problems
 from ftqual.scenario import model as scenarios
+from ftqual.scenario.checkpoint_dir import checkpoint_dir_problems
 from ftqual.stack import current as stack_current
 from ftqual.stack.identity import StackIdentity
 from ftqual.workflow import attempts, slurm_orphans, slurm_submit
@@ -53,7 +56,26 @@ SALVAGE_LOG = Path("logs") / "summary-after-error.log"
 
 
 class Refusal(Exception):
-    """The workflow will not run this: one line saying why and what to do."""
+    """The workflow will not run this: a line per problem saying what is wrong and what to do."""
+
+
+def _below_cwd(path: str) -> str:
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def refusal_lines(
+    refusal: Refusal | str, configfiles: Sequence[str] = (), overriding: Sequence[str] = ()
+) -> list[str]:
+    """What a refusal prints: a line per problem, a config mistake prefixed with the config file that sets
+    the key: the last of `overriding` (the --configfile files, in order) that does, else of `configfiles`
+    (Snakemake's list of every config file, the Snakefile's `configfile:` among them, which they override)."""
+    lines = [line for line in str(refusal).splitlines() if line.strip()]
+    given = [str(name) for name in overriding]
+    ordered = [str(name) for name in configfiles if str(name) not in given] + given
+    shown = [_below_cwd(name) for name in ordered]
+    located = config_problems.located(lines, shown, scenarios.read_config_file)
+    return [line if line.startswith("ftqual") else f"ftqual: {line}" for line in located]
 
 
 def _quiet(line: str) -> None:
@@ -113,15 +135,33 @@ class Invocation:
 # the scenarios and the refusals
 
 
-def resolve_config(config: Mapping, basedir: str | os.PathLike, env: Mapping[str, str] | None = None):
-    """The scenarios of the config Snakemake holds, in config/config.yaml's order; Refusal if not valid."""
+def resolve_config(
+    config: Mapping,
+    basedir: str | os.PathLike,
+    env: Mapping[str, str] | None = None,
+    invocation: Invocation | None = None,
+):
+    """The scenarios of the config Snakemake holds, in config/config.yaml's order; Refusal with every
+    mistake if not valid. With the main process's `invocation`, the configured checkpoint_dir must also
+    exist and be writable here, unless a Slurm preflight judges it on a training node (a cluster's
+    filesystem may be mounted only there)."""
+    problems: list[str] = []
     try:
-        return scenarios.in_config_order(
+        cfg = scenarios.in_config_order(
             scenarios.resolve(config, env),
             list(scenarios.read_config_file(Path(basedir) / "config" / "config.yaml")["scenarios"]),
         )
     except scenarios.ConfigError as exc:
-        raise Refusal(str(exc)) from None
+        problems, cfg = list(exc.problems), None
+    root = config.get("checkpoint_dir")
+    here = invocation is not None and invocation.is_main_process
+    if here and invocation.executor == "slurm" and cfg is not None and preflight_on_node(cfg):
+        here = False
+    if here and isinstance(root, str) and root:
+        problems += [f"invalid config: {p}" for p in checkpoint_dir_problems(root)]
+    if problems:
+        raise Refusal("\n".join(problems))
+    return cfg
 
 
 def multinode_refusal(cfg, invocation: Invocation) -> str | None:
@@ -326,7 +366,7 @@ def make(
     (stderr); a job says nothing."""
     workdir = Path(cwd)
     say = say if invocation.is_main_process else _quiet
-    cfg = resolve_config(config, basedir, env)
+    cfg = resolve_config(config, basedir, env, invocation)
     refusal = multinode_refusal(cfg, invocation)
     if refusal:
         raise Refusal(refusal)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.support.workflow import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
 
 
@@ -93,13 +95,95 @@ def test_disabled_scenario_is_left_out(project):
     assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "kill"]
 
 
-def test_bad_config_fails_the_dry_run_with_the_schema_message(project):
-    """One CLI-level rejection: the schema's message on the console, nothing planned (the other
-    rejections are checked in-process in tests/unit/scenario/test_model.py)."""
-    proc = run_snakemake(project, "-n", "--config", "train_iter=5")
-    assert proc.returncode != 0
-    assert "Additional properties are not allowed ('train_iter' was unexpected)" in proc.stdout, proc.stdout
-    assert "Job stats" not in proc.stdout
+SNAKEMAKE_PREAMBLE = ("Using profiles ", "Using workflow specific profile", "Config file ")
+
+
+def printed(proc) -> list[str]:
+    """The lines a refusal printed, without Snakemake's two lines about the profile and the config files."""
+    return [
+        line for line in proc.stdout.splitlines() if line.strip() and not line.startswith(SNAKEMAKE_PREAMBLE)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("config", "lines"),
+    [
+        (
+            "save_intervall: 5\n",
+            [
+                "ftqual: bad.yaml: invalid config at "
+                "save_intervall: unknown setting; did you mean save_interval?"
+            ],
+        ),
+        (
+            "scenarios:\n  kill:\n    fault: kill\n    rnak: 1\n",
+            ["ftqual: bad.yaml: invalid config at scenarios.kill.rnak: unknown setting; did you mean rank?"],
+        ),
+        (
+            "scenarios:\n  kill:\n    fault: sigkill\n",
+            [
+                "ftqual: bad.yaml: invalid config at "
+                "scenarios.kill.fault: 'sigkill' is not a choice; did you mean kill?"
+            ],
+        ),
+        (
+            "timeouts:\n  step: -5\n",
+            [
+                "ftqual: bad.yaml: invalid config at "
+                "timeouts.step: -5 is less than or equal to the minimum of 0"
+            ],
+        ),
+        (
+            "save_intervall: 5\ntimeouts:\n  step: -5\n",
+            [
+                "ftqual: bad.yaml: invalid config at "
+                "save_intervall: unknown setting; did you mean save_interval?",
+                "ftqual: bad.yaml: invalid config at "
+                "timeouts.step: -5 is less than or equal to the minimum of 0",
+            ],
+        ),
+        (
+            "checkpoint_dir: /nonexistent/ckpt\n",
+            [
+                "ftqual: invalid config: checkpoint_dir /nonexistent/ckpt does not exist "
+                "(its nearest existing parent is /): create it on the filesystem you want qualified "
+                "(ftqual makes only each run's folder below "
+                "it), or fix the path"
+            ],
+        ),
+        (
+            "checkpoint_dir: /proc\n",
+            ["ftqual: invalid config: checkpoint_dir /proc "],
+        ),  # not writable, even as root
+        (
+            "megatron_args: [--save, /team/ckpt]\n",
+            ["ftqual: invalid config: megatron_args: --save is ftqual's"],
+        ),
+    ],
+    ids=[
+        "top-level typo",
+        "nested typo",
+        "unknown fault",
+        "negative timeout",
+        "two mistakes",
+        "missing checkpoint_dir",
+        "read-only checkpoint_dir",
+        "owned megatron flag",
+    ],
+)
+def test_a_config_mistake_is_a_line_each_and_nothing_runs(project, config, lines):
+    """A line per mistake (file, key's path, what is wrong, a suggestion), all at once, exit 2: no schema
+    dump, no traceback, nothing planned or launched; a real run refuses it the same way."""
+    (project / "bad.yaml").write_text(config)
+    for args in (("-n",), ("--profile", "profiles/local")):
+        proc = run_snakemake(project, *args, "--configfile", "bad.yaml")
+        assert proc.returncode == 2, proc.stdout
+        shown = printed(proc)
+        assert len(shown) == len(lines), proc.stdout
+        for line, expected in zip(shown, lines, strict=True):
+            assert line.startswith(expected), proc.stdout
+        assert "Traceback" not in proc.stdout and 'File "' not in proc.stdout
+        assert not (project / "results").exists() and not (project / "runs").exists()
 
 
 def test_multinode_scenario_is_rejected_on_the_local_profile(project):
