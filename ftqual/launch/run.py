@@ -201,11 +201,15 @@ def write_node_record(
 
 
 def make_dirs(s: Settings) -> None:
-    """Create the run's directories, all or none: on failure, what was created is removed again."""
+    """Create the run's directories, all or none: on failure, what was created is removed again.
+
+    The checkpoint directory below NVRX_CHECKPOINT_ROOT is made alone, never the root or anything above it
+    (the root is the team's, checked by runstate.check_directories): a root gone since is a failure here."""
     created: list[Path] = []
     try:
         for target in s.run_dirs:
-            for path in [*reversed(target.parents), target]:
+            own_only = target == s.checkpoint_dir and s.checkpoint_from_root
+            for path in [target] if own_only else [*reversed(target.parents), target]:
                 if not path.is_dir():
                     try:
                         path.mkdir()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ftqual.launch.settings import INT_RE, Settings, SettingsError, shown
+from ftqual.scenario.checkpoint_dir import checkpoint_dir_problems
 
 TRACKER_MAX_BYTES = 64  # Megatron writes a decimal iteration; anything longer is not its tracker
 # ft_launcher (NVRx 0.7.0) puts its IPC sockets in tempfile.gettempdir(): the longest name it makes there
@@ -64,7 +65,15 @@ def check_directories(s: Settings) -> None:
 
     `os.access` sees read-only mounts and immutable inodes even for root; what it cannot see (root on a
     directory that refuses creation, such as /proc) is caught when the directories are made, and undone.
+
+    NVRX_CHECKPOINT_ROOT is the team's: it must already exist as a writable directory (proved with a
+    probe file, ftqual.scenario.checkpoint_dir), as only the run's own folder is made below it; a mistyped
+    root is refused, never created on the disk above it.
     """
+    if s.checkpoint_from_root and s.checkpoint_root is not None:
+        problems = checkpoint_dir_problems(s.checkpoint_root, "NVRX_CHECKPOINT_ROOT")
+        if problems:
+            raise SettingsError(problems[0])
     for target in (s.work_dir, *s.run_dirs):
         problem = _directory_problem(target, s)
         if problem:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, verdict
 from ftqual.preflight.checks_host import (
+    check_checkpoint_dir,
     check_disk_space,
     check_gpu_memory,
     check_log_server_port,
@@ -71,6 +72,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_parallelism,
     check_work_dir,
     check_shared_fs,
+    check_checkpoint_dir,
     check_disk_space,
     check_gpu_memory,
     check_storage_floor,

@@ -84,6 +84,41 @@ def check_work_dir(ctx: Context) -> CheckResult:
     )
 
 
+def filesystem_words(
+    fs_type: str | None, mount_point: str | None, device: str | None, free_bytes: int | None
+) -> str:
+    """A filesystem in words, as the storage lines name it: `xfs at /lus (device /dev/md0), 1.20 TiB free`."""
+    words = f"{fs_type or 'unknown fs'} at {mount_point or '?'}"
+    if device:
+        words += f" (device {device})"
+    return words + (f", {gib(free_bytes)} free" if free_bytes is not None else ", free space unknown")
+
+
+def check_checkpoint_dir(ctx: Context) -> CheckResult:
+    """The config's checkpoint_dir is an existing, writable directory (ftqual.scenario.checkpoint_dir), and
+    the filesystem holding it is named: a mistyped root must not qualify whatever disk is above it."""
+    root = ctx.cfg.defaults.checkpoint_root
+    if not root:
+        return CheckResult(
+            "checkpoint_dir", SKIP, "not set: each run keeps its checkpoints in its run directory (work_dir)"
+        )
+    problems = ctx.facts.checkpoint_dir_problems
+    if problems:
+        return CheckResult(
+            "checkpoint_dir",
+            FAIL,
+            "; ".join(problems),
+            "checkpoint_dir must be an existing, writable directory on the filesystem to qualify",
+        )
+    d = ctx.facts.checkpoint_dir
+    where = (
+        "filesystem unknown"
+        if d is None
+        else filesystem_words(d.fs_type, d.mount_point, d.device, d.free_bytes)
+    )
+    return CheckResult("checkpoint_dir", PASS, f"{root}: an existing, writable directory on {where}")
+
+
 def check_shared_fs(ctx: Context) -> CheckResult:
     w = ctx.facts.work_dir
     if w is None or w.fs_type is None:
@@ -156,6 +191,12 @@ def disk_estimate(cfg: WorkflowConfig) -> tuple[int, str]:
 
 
 def check_disk_space(ctx: Context) -> CheckResult:
+    if (
+        ctx.facts.checkpoint_dir_problems
+    ):  # its nearest parent's free space is not the runs' (a mistyped root)
+        return CheckResult(
+            "disk_space", SKIP, "not judged: checkpoint_dir is not usable (the check checkpoint_dir says why)"
+        )
     w = ctx.facts.checkpoint_dir or ctx.facts.work_dir
     where = "checkpoint_dir" if ctx.facts.checkpoint_dir else "work_dir"
     need, how = disk_estimate(ctx.cfg)
@@ -326,18 +367,21 @@ def check_storage_floor(ctx: Context) -> CheckResult:
     floor = ctx.facts.storage
     if floor is None:
         return CheckResult("storage_floor", SKIP, "not measured")
+    # the filesystem measured, named wherever it is known (a root that is not usable has none)
+    words = filesystem_words(floor.filesystem, floor.mount_point, floor.device, floor.free_bytes)
+    where = f" ({words})" if floor.mount_point or floor.filesystem else ""
     if floor.method == "skipped":
-        return CheckResult("storage_floor", SKIP, f"not measured at {floor.path}: {floor.error}")
+        return CheckResult("storage_floor", SKIP, f"not measured at {floor.path}{where}: {floor.error}")
     if floor.method == "failed":
         return CheckResult(
             "storage_floor",
             WARN,
-            f"could not measure {floor.path}: {floor.error}",
+            f"could not measure {floor.path}{where}: {floor.error}",
             "make the checkpoint directory writable, or set storage_probe_mb: 0 to skip the measurement",
         )
     return CheckResult(
         "storage_floor",
         PASS,
-        f"{floor.path} ({floor.filesystem or 'unknown fs'}): write {floor.write_gbps} GB/s, read "
-        f"{floor.read_gbps} GB/s over {gib(floor.bytes)} (fsync'd; read {floor.method})",
+        f"{floor.path} ({words}): write {floor.write_gbps} GB/s, read {floor.read_gbps} GB/s over "
+        f"{gib(floor.bytes)} (fsync'd; read {floor.method})",
     )

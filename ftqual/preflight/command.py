@@ -19,9 +19,11 @@ from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_
 from ftqual.preflight.dump_probe import probe_stack_dumps
 from ftqual.preflight.flags import build_argv, has_entrypoint
 from ftqual.preflight.megatron_args import parse_with_megatron, workload_args
+from ftqual.preflight.mounts import Mount, mount_for, read_mount_table
 from ftqual.preflight.nvrx_args import parse_with_nvrx
 from ftqual.preflight.storage import StorageFloor, checkpoint_root, measure, probe_megabytes
 from ftqual.scenario import job as jobshape
+from ftqual.scenario.checkpoint_dir import checkpoint_dir_problems
 from ftqual.scenario.model import ConfigError, WorkflowConfig, load
 from ftqual.stack import resolve as launch_stack
 from ftqual.stack.facts import ft_launcher_executable, probe_stack, resolve_for_stack
@@ -35,17 +37,32 @@ def work_dir_of(cfg: WorkflowConfig) -> str:
     return os.path.abspath(os.path.expanduser(cfg.work_dir)) if cfg.work_dir else os.getcwd()
 
 
-def measure_storage(cfg: WorkflowConfig, mounts: list[tuple[str, str]]) -> StorageFloor:
+def measure_storage(
+    cfg: WorkflowConfig, mounts: list[Mount], problems: tuple[str, ...] | None = None
+) -> StorageFloor:
     """The floor of the directory the runs checkpoint to (config `checkpoint_dir`, else work_dir/runs), as
-    config `storage_probe_mb` sizes it; a preflight leaves nothing there."""
-    root = checkpoint_root(cfg.defaults.checkpoint_root or "", work_dir_of(cfg))
+    config `storage_probe_mb` sizes it, with the filesystem it measured; a preflight leaves nothing there.
+
+    A configured `checkpoint_dir` is measured only where it is usable (`problems`, its
+    checkpoint_dir_problems, computed here when not given): a mistyped root is never measured on the disk
+    above it, and the check `checkpoint_dir` fails. The default root (work_dir/runs), which ftqual creates,
+    is measured in its nearest existing ancestor when not made yet: the filesystem it will be made on."""
+    configured = cfg.defaults.checkpoint_root or ""
+    root = checkpoint_root(configured, work_dir_of(cfg))
+    if configured:
+        problems = tuple(checkpoint_dir_problems(configured)) if problems is None else problems
+        if problems:
+            why = "checkpoint_dir is not usable (the check checkpoint_dir says why)"
+            return StorageFloor(root, None, 0, None, None, None, None, "skipped", why)
+        where = Path(root)
+    else:
+        where = probes.nearest_existing(Path(root))
     payload = max((s.checkpoint_payload_mb for s in (cfg.defaults, *cfg.scenarios)), default=0)
     size = probe_megabytes(cfg.storage_probe_mb, cfg.workload, payload)
-    # The preflight creates nothing: a checkpoint root not made yet is measured in its nearest existing
-    # ancestor, the filesystem it will be made on (the record's `path` says which).
-    where = probes.nearest_existing(Path(root))
-    _, fs_type = probes.mount_of(os.path.realpath(where), mounts)
-    return measure(where, size, fs_type)
+    mount = mount_for(os.path.realpath(where), mounts)
+    if mount is None:
+        return measure(where, size)
+    return measure(where, size, mount.fs_type, mount.point, mount.device)
 
 
 def gather(
@@ -82,8 +99,10 @@ def gather(
         tools = tools_f.result() if tools_f else None
         mlm_parsed = tuple(mlm_f.result()) if mlm_f else ()
         dumps = dumps_f.result()
-    mounts = probes.read_mounts()
-    storage = measure_storage(cfg, mounts)  # alone, after the probes: its figures are the disk's
+    mounts = read_mount_table()
+    root = cfg.defaults.checkpoint_root
+    root_problems = tuple(checkpoint_dir_problems(root)) if root else ()
+    storage = measure_storage(cfg, mounts, root_problems)  # alone, after the probes: the disk's figures
     return probes.Facts(
         stack=stack,
         python_executable=python,
@@ -103,11 +122,8 @@ def gather(
         megatron_args=mlm_parsed,
         ft_launcher_exe=ft_launcher_executable(python),
         stack_dumps=dumps,
-        checkpoint_dir=(
-            probes.probe_dir(cfg.defaults.checkpoint_root, mounts=mounts)
-            if cfg.defaults.checkpoint_root
-            else None
-        ),
+        checkpoint_dir=probes.probe_dir(root, mounts=mounts) if root else None,
+        checkpoint_dir_problems=root_problems,
         storage=storage,
     )
 

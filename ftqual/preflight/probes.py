@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ftqual.preflight.dump_probe import DumpProbe
 from ftqual.preflight.megatron_args import MegatronParse
+from ftqual.preflight.mounts import Mount, mount_for, read_mount_table
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.preflight.storage import StorageFloor
 from ftqual.stack.facts import StackFacts
@@ -41,6 +42,7 @@ class DirFacts:
     mount_point: str | None
     free_bytes: int | None
     error: str | None = None
+    device: str | None = None  # the mount's source (ftqual/preflight/mounts.py)
 
 
 @dataclass(frozen=True)
@@ -102,34 +104,12 @@ class Facts:
     ft_launcher_exe: str | None = None  # launch.command.ft_launcher_executable: what the launcher runs
     stack_dumps: DumpProbe | None = None  # whether the rank sentinels can dump stacks here (dump_probe)
     checkpoint_dir: DirFacts | None = None  # the config's checkpoint_dir (None: checkpoints go in work_dir)
+    # ftqual.scenario.checkpoint_dir.checkpoint_dir_problems of the config's checkpoint_dir: one line each
+    checkpoint_dir_problems: tuple[str, ...] = ()
     storage: StorageFloor | None = None  # the checkpoint directory's measured floor (storage.py)
 
 
 # ------------------------------------------------------------------------------------------------ filesystem
-
-
-def read_mounts(path: str = "/proc/mounts") -> list[tuple[str, str]]:
-    """(mount point, fs type) pairs; octal escapes (\\040 for a space) decoded."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    mounts = []
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 3:
-            mounts.append((parts[1].encode().decode("unicode_escape"), parts[2]))
-    return mounts
-
-
-def mount_of(path: str, mounts: list[tuple[str, str]]) -> tuple[str | None, str | None]:
-    """The mount point holding `path` (longest prefix; the last mount of a point wins) and its fs type."""
-    best: tuple[str | None, str | None] = (None, None)
-    for point, fstype in mounts:
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and (best[0] is None or len(point) >= len(best[0])):
-            best = (point, fstype)
-    return best
 
 
 def nearest_existing(path: Path) -> Path:
@@ -139,15 +119,13 @@ def nearest_existing(path: Path) -> Path:
     return p
 
 
-def probe_dir(path: str, base: str | None = None, mounts: list[tuple[str, str]] | None = None) -> DirFacts:
+def probe_dir(path: str, base: str | None = None, mounts: list[Mount] | None = None) -> DirFacts:
     raw = Path(os.path.expanduser(path))
     absolute = raw.is_absolute()
     full = raw if absolute else Path(base or os.getcwd()) / raw
     full = Path(os.path.normpath(full))
     probe = nearest_existing(full)
-    real = os.path.realpath(probe)
-    mounts = read_mounts() if mounts is None else mounts
-    point, fstype = mount_of(real, mounts)
+    mount = mount_for(os.path.realpath(probe), read_mount_table() if mounts is None else mounts)
     try:
         free = shutil.disk_usage(probe).free
         error = None
@@ -159,10 +137,11 @@ def probe_dir(path: str, base: str | None = None, mounts: list[tuple[str, str]] 
         exists=full.is_dir(),
         probe_path=str(probe),
         writable=probe.is_dir() and os.access(probe, os.W_OK | os.X_OK),
-        fs_type=fstype,
-        mount_point=point,
+        fs_type=mount.fs_type if mount else None,
+        mount_point=mount.point if mount else None,
         free_bytes=free,
         error=error,
+        device=mount.device if mount else None,
     )
 
 

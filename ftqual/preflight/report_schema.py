@@ -38,6 +38,7 @@ def problems(doc: object) -> list[str]:
 
 
 STORAGE_NUMBERS = ("write_gbps", "read_gbps", "write_s", "read_s")
+STORAGE_PLACE_TEXTS = ("filesystem", "mount_point", "device")
 
 
 def storage_problems(storage: object) -> list[str]:
@@ -53,6 +54,14 @@ def storage_problems(storage: object) -> list[str]:
         value = storage.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             out.append(f"storage.{key} is neither a number nor null")
+    # the filesystem measured (absent in reports written before it was recorded)
+    for key in STORAGE_PLACE_TEXTS:
+        value = storage.get(key)
+        if value is not None and not isinstance(value, str):
+            out.append(f"storage.{key} is neither a string nor null")
+    free = storage.get("free_bytes")
+    if free is not None and (isinstance(free, bool) or not isinstance(free, int)):
+        out.append("storage.free_bytes is neither an integer nor null")
     return out
 
 

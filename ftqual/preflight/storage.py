@@ -46,6 +46,11 @@ class StorageFloor:
     read_s: float | None
     method: str  # "o_direct" | "fadvise_dontneed" | "skipped" | "failed"
     error: str = ""  # why it was skipped or failed, one line
+    # The filesystem measured (ftqual/preflight/mounts.py): its mount point and source, and the bytes free
+    # to this user before the probe (statvfs f_bavail); null where unknown or nothing was measured.
+    mount_point: str | None = None
+    device: str | None = None
+    free_bytes: int | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -169,22 +174,36 @@ def _read_fadvise(paths: list[Path]) -> tuple[float, str]:
         buffer.close()
 
 
-def measure(directory: str | Path, megabytes: int, filesystem: str | None = None) -> StorageFloor:
+def measure(
+    directory: str | Path,
+    megabytes: int,
+    filesystem: str | None = None,
+    mount_point: str | None = None,
+    device: str | None = None,
+) -> StorageFloor:
     """Write `megabytes` MiB (capped by a quarter of the free space) of probe files in a folder of their own
     in the existing `directory`, fsync'd, read them back uncached, delete them (the folder too: nothing is
-    left). Never raises: a failure is the record's `method` "failed"."""
+    left). `filesystem`, `mount_point` and `device` name the mount holding `directory`, for the record.
+    Never raises: a failure is the record's `method` "failed"."""
     directory = Path(directory)
     shown = str(directory)
-    if megabytes <= 0:
-        return StorageFloor(shown, filesystem, 0, None, None, None, None, "skipped", "storage_probe_mb is 0")
     try:
-        free = shutil.disk_usage(directory).free
+        free: int | None = shutil.disk_usage(directory).free
+        usage_error = None
     except OSError as exc:
-        return StorageFloor(shown, filesystem, 0, None, None, None, None, "failed", _why(exc))
+        free, usage_error = None, exc
+    fs_place = {"mount_point": mount_point, "device": device, "free_bytes": free}
+    if megabytes <= 0:
+        return StorageFloor(
+            shown, filesystem, 0, None, None, None, None, "skipped", "storage_probe_mb is 0", **fs_place
+        )
+    if usage_error is not None or free is None:
+        why = _why(usage_error) if usage_error else "free space unknown"
+        return StorageFloor(shown, filesystem, 0, None, None, None, None, "failed", why, **fs_place)
     size = min(megabytes * MIB, (free // FREE_SHARE) // BLOCK * BLOCK)
     if size < BLOCK:
         why = f"only {free // MIB} MiB free: too little to measure"
-        return StorageFloor(shown, filesystem, 0, None, None, None, None, "skipped", why)
+        return StorageFloor(shown, filesystem, 0, None, None, None, None, "skipped", why, **fs_place)
     probe = directory / f"{PROBE_DIR_PREFIX}{os.getpid()}"
     try:
         probe.mkdir()
@@ -197,7 +216,7 @@ def measure(directory: str | Path, megabytes: int, filesystem: str | None = None
         del block
         read_s, method = _read(paths)
     except OSError as exc:
-        return StorageFloor(shown, filesystem, size, None, None, None, None, "failed", _why(exc))
+        return StorageFloor(shown, filesystem, size, None, None, None, None, "failed", _why(exc), **fs_place)
     finally:
         shutil.rmtree(probe, ignore_errors=True)
     return StorageFloor(
@@ -209,6 +228,7 @@ def measure(directory: str | Path, megabytes: int, filesystem: str | None = None
         write_s=round(write_s, 3),
         read_s=round(read_s, 3),
         method=method,
+        **fs_place,
     )
 
 

@@ -21,6 +21,8 @@ PHASES = (  # the restart phases, in the order they happen: (key, label)
     ("first_step_s", "first step"),
 )
 FLOOR_KEYS = ("path", "filesystem", "bytes", "write_gbps", "read_gbps", "method")
+# the filesystem measured, in preflight reports that name it (ftqual/preflight/mounts.py)
+FLOOR_PLACE_KEYS = ("mount_point", "device", "free_bytes")
 
 
 def _num(value: object) -> float | None:
@@ -37,7 +39,9 @@ def storage_floor(preflight_doc: dict | None) -> dict | None:
     storage = (preflight_doc or {}).get("storage")
     if not isinstance(storage, dict) or _num(storage.get("write_gbps")) is None:
         return None
-    return {key: storage.get(key) for key in FLOOR_KEYS}
+    return {key: storage.get(key) for key in FLOOR_KEYS} | {
+        key: storage[key] for key in FLOOR_PLACE_KEYS if key in storage
+    }
 
 
 def build_checkpoints(inputs: list[ScenarioInput], preflight_doc: dict | None) -> dict:
@@ -92,8 +96,13 @@ def markdown_lines(section: dict | None, plot: str | None = None) -> list[str]:
     floor = section.get("floor")
     out = []
     if floor:
+        fs = floor.get("filesystem") or "unknown fs"
+        if floor.get("mount_point"):
+            fs += f" at {floor['mount_point']}" + (
+                f" (device {floor['device']})" if floor.get("device") else ""
+            )
         out.append(
-            f"Storage floor (preflight, {floor.get('path')}, {floor.get('filesystem') or 'unknown fs'}, "
+            f"Storage floor (preflight, {floor.get('path')}, {fs}, "
             f"{_gb(floor.get('bytes'))} probed, read {floor.get('method')}): write "
             f"{_rate(floor.get('write_gbps'), None)}, read {_rate(floor.get('read_gbps'), None)}."
         )

@@ -58,12 +58,47 @@ def test_tp_is_bounded_by_the_jobs_heads(megatron_env, run_launch):
 
 def test_checkpoints_go_below_the_root_in_the_runs_own_directory(megatron_env, work, tmp_path, run_launch):
     root = tmp_path / "storage"
+    root.mkdir()
     result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)})
     assert result.rc == 0, result.err
     assert f"Checkpoint directory: {root / 'r1'}" in result.out
     args = workload_args(result.argv)
     assert f"--save={root / 'r1'}" in args and f"--load={root / 'r1'}" in args
     assert not (work / "runs" / "r1" / "checkpoints").exists()
+
+
+def test_a_missing_root_is_refused_and_never_created(megatron_env, work, tmp_path, run_launch):
+    """A mistyped root is not made on the disk above it (the run would qualify that disk instead)."""
+    root = tmp_path / "nonexistent" / "ckpt"
+    result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)})
+    assert result.rc == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert f"NVRX_CHECKPOINT_ROOT {root} does not exist" in result.err
+    assert not (tmp_path / "nonexistent").exists() and not (work / "runs").exists()
+
+
+def test_a_root_that_is_a_file_is_refused(megatron_env, tmp_path, run_launch):
+    root = tmp_path / "storage"
+    root.write_text("x")
+    result = run_launch({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)})
+    assert result.rc == 2 and "is a file, not a directory" in result.err
+
+
+def test_only_the_runs_own_directory_is_made_below_the_root(megatron_env, tmp_path):
+    """make_dirs makes <root>/<run-id> alone: a root removed after the checks fails, and is not remade."""
+    from ftqual.launch import run
+    from ftqual.launch.settings import load_settings
+
+    root = tmp_path / "storage"
+    root.mkdir()
+    s = load_settings({**megatron_env, "NVRX_CHECKPOINT_ROOT": str(root)}, pid=1)
+    assert s.checkpoint_from_root
+    root.rmdir()
+    with pytest.raises(run.DirectoryError, match="No such file or directory"):
+        run.make_dirs(s)
+    assert not root.exists() and not s.run_dir.exists()
+    root.mkdir()
+    run.make_dirs(s)
+    assert s.checkpoint_dir.is_dir() and s.checkpoint_dir.parent == root
 
 
 def test_a_used_checkpoint_directory_below_the_root_is_refused(megatron_env, tmp_path, run_launch):

@@ -443,3 +443,36 @@ def test_the_jobs_gpu_memory_is_judged_against_the_gpus(make_ctx):
     assert H.check_gpu_memory(make_ctx({"model": "8b"}, stack=h200)).status == "fail"
     assert H.check_gpu_memory(make_ctx({"model": "tiny"}, stack=small)).status == "pass"
     assert H.check_gpu_memory(make_ctx({"workload": "smoke"}, stack=small)).status == "skip"
+
+
+def test_checkpoint_dir_missing_fails_in_one_line(make_ctx):
+    """The config's checkpoint_dir must exist and be writable: its problems (gathered by the probe,
+    ftqual.scenario.checkpoint_dir) fail the preflight in one line."""
+    said = (
+        "checkpoint_dir /nonexistent/ckpt does not exist (its nearest existing parent is /): create it on "
+        "the filesystem you want qualified (ftqual makes only each run's folder below it), or fix the path"
+    )
+    ctx = make_ctx({"checkpoint_dir": "/nonexistent/ckpt"}, checkpoint_dir_problems=(said,))
+    r = H.check_checkpoint_dir(ctx)
+    assert r.status == "fail" and r.detail == said and "\n" not in r.detail and r.fix
+    assert C.verdict(C.run_checks(ctx)) == "fail"
+    # the free space of the disk above a missing root is not judged: it is not where the runs would write
+    assert H.check_disk_space(ctx).status == "skip"
+    two = make_ctx({"checkpoint_dir": "/x"}, checkpoint_dir_problems=("one", "two"))
+    assert H.check_checkpoint_dir(two).detail == "one; two"
+
+
+def test_checkpoint_dir_names_the_filesystem_it_is_on(make_ctx):
+    where = replace(
+        good_facts().work_dir, path="/lus/team/ckpt", mount_point="/lus", device="10.0.0.1@tcp:/fs"
+    )
+    r = H.check_checkpoint_dir(make_ctx({"checkpoint_dir": "/lus/team/ckpt"}, checkpoint_dir=where))
+    assert r.status == "pass"
+    assert r.detail == (
+        "/lus/team/ckpt: an existing, writable directory on lustre at /lus (device 10.0.0.1@tcp:/fs), "
+        "500.00 GiB free"
+    )
+
+
+def test_checkpoint_dir_not_set_is_skipped(make_ctx):
+    assert H.check_checkpoint_dir(make_ctx()).status == "skip"

@@ -12,6 +12,7 @@ from ftqual.preflight import storage
 from ftqual.preflight.checks import FAIL, PASS, SKIP, WARN, run_checks
 from ftqual.preflight.checks_host import check_storage_floor
 from ftqual.preflight.command import build_report, measure_storage
+from ftqual.preflight.mounts import Mount
 from ftqual.preflight.report_schema import problems
 from ftqual.scenario.model import resolve
 
@@ -36,7 +37,11 @@ def test_measure_writes_reads_and_deletes_real_bytes(tmp_path):
         "write_s",
         "read_s",
         "method",
+        "mount_point",
+        "device",
+        "free_bytes",
     }
+    assert floor.free_bytes > 0 and floor.mount_point is None  # not named by the caller
 
 
 def test_probe_larger_than_a_file_is_split(tmp_path, monkeypatch):
@@ -89,27 +94,59 @@ def test_checkpoint_root():
 
 def test_measure_storage_uses_the_config_and_the_report_records_it(tmp_path, make_ctx):
     cfg = resolve({"work_dir": str(tmp_path), "storage_probe_mb": 8}, env={})
-    floor = measure_storage(cfg, [("/", "ext4")])
+    floor = measure_storage(cfg, [Mount("/", "ext4", "/dev/sda1", "8:1")])
     # runs/ is not made yet: measured where it will be made, and nothing left behind
     assert floor.path == str(tmp_path) and floor.bytes == 8 * storage.MIB
     assert os.listdir(tmp_path) == []
     (tmp_path / "runs").mkdir()
     assert measure_storage(cfg, []).path == str(tmp_path / "runs")
-    assert floor.filesystem == "ext4"
+    assert (floor.filesystem, floor.mount_point, floor.device) == ("ext4", "/", "/dev/sda1")
+    assert floor.free_bytes > 0
     ctx = make_ctx()
     ctx = dataclasses.replace(ctx, facts=dataclasses.replace(ctx.facts, storage=floor))
     report = build_report(ctx, run_checks(ctx))
     assert report["storage"]["write_gbps"] == floor.write_gbps
+    assert report["storage"]["mount_point"] == "/" and report["storage"]["device"] == "/dev/sda1"
+    assert report["storage"]["free_bytes"] == floor.free_bytes
     assert problems(report) == []
-    assert next(c for c in report["checks"] if c["id"] == "storage_floor")["status"] == PASS
+    line = next(c for c in report["checks"] if c["id"] == "storage_floor")
+    assert line["status"] == PASS
+    assert (
+        f"{floor.path} (ext4 at / (device /dev/sda1), " in line["detail"]
+        and " free): write " in line["detail"]
+    )
 
 
 def test_config_zero_skips_and_checkpoint_dir_is_where_it_measures(tmp_path):
     cfg = resolve({"work_dir": str(tmp_path), "storage_probe_mb": 0}, env={})
     assert measure_storage(cfg, []).method == "skipped"
-    cfg = resolve({"storage_probe_mb": 8, "checkpoint_dir": str(tmp_path / "team")}, env={})
     (tmp_path / "team").mkdir()
+    cfg = resolve({"storage_probe_mb": 8, "checkpoint_dir": str(tmp_path / "team")}, env={})
     assert measure_storage(cfg, []).path == str(tmp_path / "team")
+
+
+def test_a_missing_checkpoint_dir_is_never_measured_on_the_disk_above_it(tmp_path):
+    """The issue's case: `checkpoint_dir: /nonexistent/ckpt` must not qualify `/`."""
+    missing = str(tmp_path / "nonexistent" / "ckpt")
+    # set past the config's validation, which may refuse the path itself
+    cfg = resolve({"storage_probe_mb": 8}, env={})
+    cfg = dataclasses.replace(cfg, defaults=dataclasses.replace(cfg.defaults, checkpoint_root=missing))
+    floor = measure_storage(cfg, [Mount("/", "ext4", "/dev/sda1")])
+    assert floor.method == "skipped" and floor.bytes == 0 and floor.write_gbps is None
+    assert floor.path == missing and floor.mount_point is None
+    assert "checkpoint_dir" in floor.error
+    assert os.listdir(tmp_path) == []  # nothing was created, nothing probed above it
+    # problems already gathered are taken as given (the preflight computes them once)
+    (tmp_path / "team").mkdir()
+    cfg = resolve({"storage_probe_mb": 8, "checkpoint_dir": str(tmp_path / "team")}, env={})
+    assert measure_storage(cfg, [], ("checkpoint_dir x is bad",)).method == "skipped"
+
+
+def test_the_default_root_is_still_measured_where_it_will_be_made(tmp_path):
+    cfg = resolve({"work_dir": str(tmp_path / "w"), "storage_probe_mb": 8}, env={})
+    (tmp_path / "w").mkdir()
+    floor = measure_storage(cfg, [Mount(str(tmp_path), "xfs", "/dev/md0")])
+    assert floor.path == str(tmp_path / "w") and floor.mount_point == str(tmp_path)
 
 
 def test_bad_config_value_is_refused():
@@ -126,6 +163,18 @@ def test_schema_refuses_a_malformed_storage(make_ctx):
     report["storage"] = {"path": "/x", "method": "o_direct", "bytes": "many", "write_gbps": "fast"}
     assert any("storage.bytes" in p for p in problems(report))
     assert any("storage.write_gbps" in p for p in problems(report))
+    good = {
+        "path": "/x",
+        "method": "o_direct",
+        "bytes": 8,
+        "mount_point": "/",
+        "device": None,
+        "free_bytes": 9,
+    }
+    assert problems({**report, "storage": good}) == []
+    bad = {**good, "mount_point": 3, "device": ["sda"], "free_bytes": 1.5}
+    said = problems({**report, "storage": bad})
+    assert {"storage.mount_point", "storage.device", "storage.free_bytes"} <= {p.split()[0] for p in said}
 
 
 @pytest.mark.parametrize(("method", "status"), [("o_direct", PASS), ("skipped", SKIP), ("failed", WARN)])

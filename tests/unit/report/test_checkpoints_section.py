@@ -63,6 +63,16 @@ def test_against_the_floor():
     assert "![checkpoints and restarts](plots/checkpoints.png)" in text
 
 
+def test_the_floor_names_the_filesystem_where_the_preflight_did():
+    old = "\n".join(markdown_lines(build_checkpoints([], {"storage": FLOOR})))
+    assert "(preflight, /lus/team/ckpt, lustre, 1.074 GB probed" in old  # a report before mount points
+    named = {**FLOOR, "mount_point": "/lus", "device": "10.0.0.1@tcp:/fs", "free_bytes": 2**40}
+    section = build_checkpoints([], {"storage": named})
+    assert section["floor"]["mount_point"] == "/lus" and section["floor"]["free_bytes"] == 2**40
+    text = "\n".join(markdown_lines(section))
+    assert "(preflight, /lus/team/ckpt, lustre at /lus (device 10.0.0.1@tcp:/fs), 1.074 GB probed" in text
+
+
 def test_without_a_floor_rates_stand_alone():
     assert storage_floor({"storage": {**FLOOR, "write_gbps": None, "method": "skipped"}}) is None
     section = build_checkpoints([_input("kill", ACCOUNT)], None)
