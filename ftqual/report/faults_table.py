@@ -50,7 +50,7 @@ def held_sections(doc: dict) -> list[dict]:
     return out
 
 
-def _row(scenario: str, fault: str, measured: dict, verdict: str) -> dict:
+def _row(scenario: str, fault: str, measured: dict, verdict: str, run_state: str | None = None) -> dict:
     expected, seen = detection_path(fault), _seen_path(measured.get("detected_by"))
     row = {
         "scenario": scenario,
@@ -65,9 +65,11 @@ def _row(scenario: str, fault: str, measured: dict, verdict: str) -> dict:
         "verdict": verdict,
     }
     row.update({key: measured.get(key) for key in COLUMNS})
-    # what held the rank: the dump's line; None with `dumped` False where the run predates the sentinels
+    # what held the rank: the dump's line; None with `dumped` False where the report records no dumps (why:
+    # the scenario's run_state, ftqual.report.summary.run_state)
     row.update(held_by=measured.get("held_by"), stack_dump=measured.get("stack_dump"))
     row["dumped"] = "stack_dump" in measured
+    row["run_state"] = run_state
     return row
 
 
@@ -86,10 +88,11 @@ def build_fault_table(scenarios: list[dict], campaigns: dict[str, dict] | None =
             for f in entry["faults"]:
                 kind = f["fault"] if f["fault"] in FAULT_ACTIONS else "campaign"
                 measured = cycles.get(f["fault_index"], {})
-                rows.append(_row(f"{sc['name']} #{f['fault_index']}", kind, measured, f["verdict"]))
+                name = f"{sc['name']} #{f['fault_index']}"
+                rows.append(_row(name, kind, measured, f["verdict"], sc.get("run_state")))
             continue
         measured = {} if fault == "campaign" else (sc.get("metrics") or {})  # no campaign part: no figures
-        row = _row(sc["name"], fault, measured, sc["verdict"])
+        row = _row(sc["name"], fault, measured, sc["verdict"], sc.get("run_state"))
         if sc.get("held"):
             row["held"] = sc["held"]
         rows.append(row)
@@ -104,12 +107,23 @@ def _cell(value: object, unit: str = " s") -> str:
     return f"{value}{unit if unit != ' s' else ''}"
 
 
+# Where the report records no dump, why, as far as the verify report tells (its run_state); otherwise the
+# neutral fact: nothing says the run is older than the rank sentinels.
+NO_DUMP_CELL = {
+    "not launched": "— (not launched)",
+    "no verify report": "— (no verify report)",
+    "not verified": "— (run not verified)",
+}
+NO_DUMP_RECORDED = "no dump recorded"
+
+
 def _held_by_cell(r: dict) -> str:
-    """The dump's line and file; where there is none, why (a run before the sentinels, or nothing held)."""
+    """The dump's line and file; where there is none, why (not launched, no report, none recorded, or the
+    dumps show nothing that held the rank)."""
     if r.get("held_by"):
         return f"{r['held_by']} (`{r['stack_dump']}`)".replace("|", "\\|")
     if not r.get("dumped"):
-        return "no dump (the run predates them)"
+        return NO_DUMP_CELL.get(r.get("run_state") or "", NO_DUMP_RECORDED)
     return "— (no dump)"
 
 

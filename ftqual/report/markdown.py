@@ -62,11 +62,19 @@ def evidence_line(ev: dict, want_text: bool = True) -> str:
     return f"{code(where)} (no excerpt)" if want_text else code(where)
 
 
+def _gpus(count: object, model: object) -> str:
+    """The header's GPUs: `2 × NVIDIA H200`; `no GPU` once where there is none (never `0 × no GPU`)."""
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+    model = model if isinstance(model, str) and model and model != UNKNOWN else None
+    if model is None:
+        return "no GPU" if count is None else f"{count} × GPU (model unknown)"
+    return model if count is None else f"{count} × {model}"
+
+
 def _stack_line(stack: dict) -> str:
     if all(v == UNKNOWN for v in stack.values()):
         return "stack unknown (no preflight report)"
-    gpus = f"{stack.get('gpu_count') or 0} × {stack.get('gpu_model') or 'no GPU'}"
-    parts = [gpus] + [
+    parts = [_gpus(stack.get("gpu_count"), stack.get("gpu_model"))] + [
         f"{label} {stack[key]}"
         for key, label in (("torch", "torch"), ("nvrx", "NVRx"), ("megatron", "Megatron"))
         if stack.get(key)
@@ -156,13 +164,34 @@ def identity_section(summary: dict) -> list[str]:
     return out
 
 
+# Why a scenario's verify report carries no job (its run_state, ftqual.report.summary.run_state): what the
+# report knows, never a guess at the run's age.
+NO_JOB_WHY = {
+    "not launched": "not launched",
+    "no verify report": "no verify report",
+    "not verified": "run not verified",
+    "interrupted": "interrupted run, none recorded",
+    "verified": "none recorded",
+}
+
+
+def _no_job_why(scenarios: list[dict]) -> str:
+    """`kill, hang: not launched; baseline: no verify report`: the scenarios by why they carry no job."""
+    groups: dict[str, list[str]] = {}
+    for sc in scenarios:
+        why = NO_JOB_WHY.get(sc.get("run_state") or "", "none recorded")
+        groups.setdefault(why, []).append(str(sc.get("name")))
+    return "; ".join(f"{cell(', '.join(names))}: {why}" for why, names in groups.items())
+
+
 def job_section(summary: dict) -> list[str]:
     """The job the runs trained (summary.json `job`, from run.json's through the verify reports): its shape,
     the estimates the preflight judged, and every Megatron argument of the model, data and training that ran
     (the flags ftqual owns are in each run's command.txt)."""
     job = summary.get("job")
     if not isinstance(job, dict):
-        return ["The verify reports carry no job record (runs of an ftqual before run.json's `job`)."]
+        why = _no_job_why(summary.get("scenarios") or [])
+        return [f"No job record in the verify reports{': ' + why if why else ''}."]
     digest = job.get("digest")
     lines = [f"**{cell(job.get('describe') or job.get('model'))}**, job shape `{digest or 'differs'}`."]
     estimates = [
@@ -177,10 +206,12 @@ def job_section(summary: dict) -> list[str]:
         lines += ["", "Estimated from the arguments: " + "; ".join(estimates) + "."]
     by_scenario = job.get("by_scenario") or {}
     if digest is None and by_scenario:
-        lines += [
-            "",
-            "Job shape by scenario: " + ", ".join(f"{k} `{v}`" for k, v in sorted(by_scenario.items())),
+        states = {sc.get("name"): sc.get("run_state") for sc in summary.get("scenarios") or []}
+        shapes = [
+            f"{k} `{v}`" if v else f"{k} none ({NO_JOB_WHY.get(states.get(k) or '', 'none recorded')})"
+            for k, v in sorted(by_scenario.items())
         ]
+        lines += ["", "Job shape by scenario: " + ", ".join(shapes)]
     args = job.get("megatron_args")
     if isinstance(args, list):
         shown = " ".join(str(a) for a in args) or "(none: the workload runs no Megatron model)"

@@ -88,6 +88,10 @@ _SCENARIO = {
     "properties": {
         "name": {"type": "string"},
         "verdict": _VERDICT,
+        # what the verify report tells of the run (ftqual.report.summary.RUN_STATES); older summaries lack it
+        "run_state": {
+            "enum": ["verified", "interrupted", "not verified", "not launched", "no verify report"]
+        },
         "reason": _STR,
         "source": {"type": "string"},
         "run_id": _STR,

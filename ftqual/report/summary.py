@@ -148,6 +148,37 @@ def scenario_fault(name: str, doc: dict | None) -> str:
     return max(named, key=len) if named else "none"
 
 
+# What the report can know of a scenario's run from its verify report (`run_state`): why a record a run
+# writes (its job, its stack dumps) may be missing, said as what happened, never guessed as the run's age.
+NO_REPORT = "no verify report"  # none was written (an interrupted workflow, a job that failed, not run yet)
+NOT_LAUNCHED = "not launched"  # the attempt's record says nothing was launched (preflight, baseline, refusal)
+NOT_VERIFIED = "not verified"  # launched, but its run directory could not be verified (no readable run.json)
+INTERRUPTED = "interrupted"  # verified; the launcher was stopped from outside (run.json `interrupted_by`)
+VERIFIED = "verified"
+RUN_STATES = (VERIFIED, INTERRUPTED, NOT_VERIFIED, NOT_LAUNCHED, NO_REPORT)
+
+
+def run_state(doc: dict | None) -> str:
+    """The scenario's `run_state` (RUN_STATES) from its verify report: the workflow's report of an attempt
+    that was not launched fails its `launched` check, one whose run directory could not be verified fails
+    `evidence_readable` (ftqual.workflow.verify_rule); a run stopped from outside is the verifier's cause
+    of kind `interrupted`."""
+    if doc is None:
+        return NO_REPORT
+    attempt = doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {}
+    failed = {
+        c.get("id") for c in doc.get("checks") or [] if isinstance(c, dict) and c.get("status") == "fail"
+    }
+    if attempt.get("launched") is False or "launched" in failed:
+        return NOT_LAUNCHED
+    if "evidence_readable" in failed:
+        return NOT_VERIFIED
+    found = doc.get("cause_evidence")
+    if isinstance(found, dict) and found.get("kind") == "interrupted":
+        return INTERRUPTED
+    return VERIFIED
+
+
 def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     doc = item.doc
     fault = scenario_fault(item.name, doc)
@@ -155,6 +186,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         return {
             "name": item.name,
             "verdict": "inconclusive",
+            "run_state": NO_REPORT,
             "reason": item.error,
             "cause": item.error,
             "cause_given": False,
@@ -224,6 +256,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     scenario = {
         "name": item.name,
         "verdict": verdict,
+        "run_state": run_state(doc),
         "reason": reason,
         "cause": cause,
         "cause_given": given is not None,
@@ -447,7 +480,55 @@ def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict
     return items
 
 
-def headline(verdict: str, scenarios: list[dict], items: list[dict]) -> str:
+# How the workflow's refusal names these two causes (ftqual.workflow.run_scenario.refusal: "the preflight
+# failed (...)", "the baseline's attempt (...) is fail: ..."); a refusal for a reason of its own (timeouts the
+# baseline's measurements rule out, a job shape) is a problem of its own.
+PREFLIGHT_REFUSAL = "not launched: the preflight "
+BASELINE_REFUSAL = "not launched: the baseline's attempt "
+
+
+def not_launched_by(scenarios: list[dict], preflight_failed: bool, baseline: str | None) -> dict[str, str]:
+    """Scenarios not launched as a consequence of another problem the report shows, by name: `preflight`
+    (it failed: nothing launches) or `baseline` (it did not pass: no fault scenario launches after it), as
+    the workflow refuses them (ftqual.workflow.run_scenario.refusal) and as their cause says."""
+    base = next((sc for sc in scenarios if sc["name"] == baseline), None)
+    baseline_failed = base is not None and base["verdict"] != "pass"
+    out = {}
+    for sc in scenarios:
+        if sc.get("run_state") != NOT_LAUNCHED:
+            continue
+        # the `launched` check says why (the scenario's cause, unless a negative control's expectation)
+        said = [c["detail"] for c in sc.get("checks") or [] if c.get("id") == "launched"]
+        cause = " ".join(said) or sc.get("cause") or ""
+        if preflight_failed and PREFLIGHT_REFUSAL in cause:
+            out[sc["name"]] = "preflight"
+        elif baseline_failed and sc["name"] != baseline and BASELINE_REFUSAL in cause:
+            out[sc["name"]] = "baseline"
+    return out
+
+
+def independent(blocking: list[dict], consequences: dict[str, str]) -> list[dict]:
+    """The items that are problems of their own: not those of a scenario not launched because of another
+    problem, nor a failed check that a scenario's cause item already quotes (`<id>: <detail>`)."""
+    causes = {i["scenario"]: i["detail"].removeprefix("cause: ") for i in blocking if i["check"] is None}
+    out = []
+    for item in blocking:
+        if item["scenario"] in consequences:
+            continue
+        cause = causes.get(item["scenario"]) if item["check"] is not None else None
+        if cause is not None and (cause == item["detail"] or f"{item['check']}: {item['detail']}" in cause):
+            continue  # the cause item of its scenario says it (a not-launched one: its `launched` check)
+        out.append(item)
+    return out
+
+
+def headline(
+    verdict: str,
+    scenarios: list[dict],
+    items: list[dict],
+    preflight_failed: bool = False,  # failed, or missing: the scenarios it refused are its consequences
+    baseline: str | None = None,
+) -> str:
     passed = sum(sc["verdict"] == "pass" for sc in scenarios)
     if not scenarios:
         return "ftqual: INCONCLUSIVE — no scenario to report"
@@ -462,13 +543,21 @@ def headline(verdict: str, scenarios: list[dict], items: list[dict]) -> str:
         return f"ftqual: PASS — recovery qualified ({passed}/{len(scenarios)} scenarios){note}"
     blocking = [i for i in items if i["status"] == verdict]
     if blocking:
-        first = blocking[0]
+        # "+N more" counts problems, not their consequences: the scenarios a failed preflight or baseline
+        # kept from launching are said as such, once
+        held = not_launched_by(scenarios, preflight_failed, baseline) if verdict == "fail" else {}
+        problems = independent(blocking, held)
+        first = problems[0] if problems else blocking[0]
         what = (
             f"{first['check']} {'failed' if verdict == 'fail' else 'inconclusive'}"
             if first["check"]
             else (first["detail"])
         )
-        more = f" (+{len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        notes = [f"+{len(problems) - 1} more"] if len(problems) > 1 else []
+        unlaunched = len([name for name in held if name != first["scenario"]])
+        if unlaunched:
+            notes.append(f"{unlaunched} scenario{'s' if unlaunched != 1 else ''} not launched")
+        more = f" ({'; '.join(notes)})" if notes else ""
         return f"ftqual: {verdict.upper()} — {first['scenario']}: {what}{more}"
     bad = next(sc for sc in scenarios if sc["verdict"] == verdict)
     return f"ftqual: {verdict.upper()} — {bad['name']}: {bad['reason'] or 'verdict ' + verdict}"
@@ -500,7 +589,9 @@ def build_summary(
         "schema": SCHEMA,
         "created_at": created_at,
         "verdict": verdict,
-        "headline": headline(verdict, scenarios, items),
+        "headline": headline(
+            verdict, scenarios, items, pf.get("verdict") not in ("pass", "warn"), baseline_name
+        ),
         "scenario_counts": {v: sum(sc["verdict"] == v for sc in scenarios) for v in VERDICTS},
         "stack": build_stack(preflight),
         "stack_identity": stack_identity,

@@ -31,7 +31,7 @@ def test_each_fault_with_its_own_path_and_the_wrong_one_marked():
     text = "\n".join(fault_table_section(rows))
     assert (
         "| segfault | `segfault` | a segmentation fault (SIGSEGV) | exit | exit "
-        "| no dump (the run predates them) | 0.20 s | 2.60 s |" in text
+        "| no dump recorded | 0.20 s | 2.60 s |" in text
     )
     assert "**section:step** (not the fault's path)" in text
 
@@ -55,7 +55,7 @@ def test_what_held_the_rank_is_shown_from_its_dump_or_said_missing():
     assert cells == [
         f"{held} (`dumps/h.cycle0.rank1.2.json`)",
         "— (no dump)",
-        "no dump (the run predates them)",
+        "no dump recorded",  # nothing says why: never a guess at the run's age
     ]
 
 
