@@ -1,5 +1,6 @@
-"""`ftqual recommend-timeouts RESULTS`: the timeouts a qualified set of runs recommends, as ft_launcher flags
-and as a config snippet to rerun the scenarios under (`--configfile`); the rerun's report proves them.
+"""`ftqual recommend-timeouts [RESULTS]`: the timeouts a qualified set of runs recommends, as ft_launcher
+flags and as a config snippet to rerun the scenarios under (`--configfile`); the rerun's report proves them.
+RESULTS defaults to `results/`, where the workflow writes; it prints the command to run next.
 
 It reads the summary the workflow's gate published (`RESULTS/summary.json`, or that file named directly):
 its measured sections and the timeouts they ran under. It refuses, in one line and exit 2, a summary that is
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from pathlib import Path
 from ftqual.report import timeouts as tt
 
 SNIPPET_NAME = "timeouts-recommended.yaml"
+DEFAULT_RESULTS = Path("results")
 
 
 class RecommendError(Exception):
@@ -170,12 +173,38 @@ def snippet(rec: Recommendation) -> str:
     )
 
 
+def _slurm_jobs(doc: Mapping) -> set[str]:
+    """The Slurm jobs the summary's attempts ran in (verify.json `attempt.machine.slurm_job_id`)."""
+    jobs = set()
+    for sc in doc.get("scenarios") or []:
+        attempt = sc.get("attempt") if isinstance(sc, Mapping) else None
+        machine = attempt.get("machine") if isinstance(attempt, Mapping) else None
+        job = machine.get("slurm_job_id") if isinstance(machine, Mapping) else None
+        if isinstance(job, str | int) and str(job):
+            jobs.add(str(job))
+    return jobs
+
+
+def next_command(doc: Mapping, snippet_path: Path) -> str:
+    """The workflow command that reruns the scenarios under the snippet: the Slurm profile where the attempts
+    ran as Slurm jobs of their own (each its own job, as only that profile runs them), else the local one.
+    The summary records no config files, so the snippet is the one `--configfile` named."""
+    profile = "profiles/slurm" if len(_slurm_jobs(doc)) > 1 else "profiles/local"
+    return f"snakemake --profile {profile} --configfile {shlex.quote(str(snippet_path))}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ftqual recommend-timeouts",
         description="Recommend timeouts from a passed workflow's summary; write them as a config snippet.",
     )
-    parser.add_argument("results", type=Path, help="the workflow's results/ (or a summary.json)")
+    parser.add_argument(
+        "results",
+        type=Path,
+        nargs="?",
+        default=DEFAULT_RESULTS,
+        help=f"the workflow's results/ (or a summary.json); default {DEFAULT_RESULTS}/",
+    )
     parser.add_argument(
         "--output",
         "-o",
@@ -201,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"ftqual recommend-timeouts: cannot write {out}: {exc}", file=sys.stderr)
             return 2
-        print(f"wrote {out}: rerun with --configfile ... {out}")
+        print(f"wrote {out}; prove it by rerunning the scenarios under it:")
+        print(f"  {next_command(doc, out)}")
+        print(
+            "  (the summary does not record the config files the qualified run was given: if it had "
+            "--configfile FILES, give them first and this file last)"
+        )
     else:
         print(text, end="")
     return 0

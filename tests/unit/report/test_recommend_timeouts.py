@@ -74,6 +74,35 @@ def test_the_snippet_is_a_config_whose_scenarios_run_under_the_recommendation(tm
     assert json.loads(json.dumps(cfg.to_json()))["megatron_path_source"] == "config"
 
 
+def test_without_an_argument_it_reads_results_and_prints_the_whole_next_command(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 54 (d): `ftqual recommend-timeouts` alone exited 2 (RESULTS was required), and its hint left
+    `--configfile ...` for the user to fill in."""
+    from ftqual import cli
+
+    _summary(tmp_path, setup=3.1, step=0.4, checkpointing=1.2, out_of_section=0.5)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["recommend-timeouts"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "results" / recommend.SNIPPET_NAME).is_file()
+    assert "..." not in out
+    assert "\n  snakemake --profile profiles/local --configfile results/timeouts-recommended.yaml\n" in out
+
+
+def test_the_next_command_takes_the_slurm_profile_where_each_attempt_was_a_slurm_job():
+    def doc(*jobs):
+        return {"scenarios": [{"attempt": {"machine": {"slurm_job_id": j}}} for j in jobs]}
+
+    path = Path("results/timeouts-recommended.yaml")
+    local = "snakemake --profile profiles/local --configfile results/timeouts-recommended.yaml"
+    assert recommend.next_command({}, path) == local
+    assert recommend.next_command(doc(None, None), path) == local
+    assert recommend.next_command(doc("41", "41"), path) == local  # the local profile inside one allocation
+    assert recommend.next_command(doc("41", "42", None), path) == local.replace("local", "slurm")
+    assert recommend.next_command({}, Path("my results/t.yaml")).endswith("--configfile 'my results/t.yaml'")
+
+
 def test_nvrx_rule_without_floors(tmp_path, capsys):
     results = _summary(tmp_path, setup=3.1, step=0.4, checkpointing=1.2, out_of_section=0.5)
     assert recommend.main([str(results), "--no-floors", "-o", "-"]) == 0
