@@ -52,6 +52,7 @@ onerror:
 # before any job starts.
 onstart:
     refuse_before_jobs()
+    forward_interrupts()
 
 
 onsuccess:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock, rule_inputs
+from ftqual.workflow import interrupts
 
 
 def _say(line):
@@ -58,6 +59,12 @@ def refuse_before_jobs():
     refusal = workflow_plan.onstart_refusal(workflow_plan.Invocation.of(workflow))
     if refusal:
         refuse(refusal)
+
+
+def forward_interrupts():
+    """onstart: a SIGINT, SIGTERM or SIGHUP to this process alone reaches the scenario runs too
+    (ftqual.workflow.interrupts), then stops the workflow as Ctrl-C does."""
+    interrupts.forward_to_jobs(PLAN.workdir, _say)
 
 
 def salvage_summary():

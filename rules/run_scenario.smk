@@ -23,5 +23,8 @@ rule run_scenario:
         # The stack this attempt is keyed by (ftqual.stack.current) and why this slot (shown in the report).
         stack=PLAN.stack.to_json(),
         slot_reason=lambda wildcards: PLAN.slots[wildcards.scenario].reason,
+        # The reports it waits for, also when a rerun of an existing record names no inputs.
+        preflight=preflight_report(),
+        baseline=lambda wildcards: PLAN.current_verify_reports()[BASELINE],
     script:
         "../scripts/rule_run_scenario.py"

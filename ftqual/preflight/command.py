@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load(args.config)
     except ConfigError as exc:
-        print(f"ftqual preflight: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"ftqual preflight: {problem}", file=sys.stderr)
         return 2
     facts = gather(cfg)
     resolved = resolve_for_stack(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.launch import payloads as checkpoint_payloads
+from ftqual.workflow import interrupts
 from ftqual.workflow import plan as workflow_plan
 
 Ancient = Callable[[str], Any]
@@ -20,8 +21,10 @@ Ancient = Callable[[str], Any]
 def run_scenario(plan: workflow_plan.Plan, scenario: str, slot: str, ancient: Ancient) -> dict[str, Any]:
     """run_scenario's inputs: the preflight first; every other scenario after the baseline's current attempt
     has a verdict. Ordering only (`ancient`), and only while the attempt is still to run: an attempt that
-    exists never waits for (nor reruns after) a later preflight or baseline attempt."""
-    if (plan.workdir / f"results/{scenario}/{slot}/attempt.json").exists():
+    exists never waits for (nor reruns after) a later preflight or baseline attempt; one that an
+    interrupt left incomplete is redone, in order."""
+    record = f"results/{scenario}/{slot}/attempt.json"
+    if (plan.workdir / record).exists() and not interrupts.left_incomplete(plan.workdir, record):
         return {}
     inputs = {"preflight": ancient(plan.preflight_report())}
     if scenario != plan.baseline:

@@ -50,7 +50,7 @@ from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack.identity import probe_machine
 from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
-from ftqual.workflow import attempts, progress
+from ftqual.workflow import attempts, interrupts, progress
 from ftqual.workflow.attempts import attempt_key
 
 TAIL_LINES = 12
@@ -187,39 +187,41 @@ def run_launcher(
         handled.append(signal.SIGHUP)
     for sig in handled:
         signal.signal(sig, on_signal)
-    # Start ticks, not psutil's create_time(): that moves by a second when a VM's clock is adjusted, and a
-    # live workflow then looked gone (seen on CI: the run was stopped with SIGTERM, its job failed).
-    chain = procs.ancestry()
-    progress_state: dict[str, float] = {}
-    if stopped:
-        return LauncherRun(1, stopped[0], None)
-    with open(console, "w") as out:
-        if turn is not None and not wait_turn(say, turn, stopped, chain):
+    # On record while it may launch: a signal to the workflow's own pid reaches this job too (interrupts).
+    with interrupts.registered(Path.cwd()):
+        # Start ticks, not psutil's create_time(): that moves by a second when a VM's clock is adjusted, and a
+        # live workflow then looked gone (seen on CI: the run was stopped with SIGTERM, its job failed).
+        chain = procs.ancestry()
+        progress_state: dict[str, float] = {}
+        if stopped:
             return LauncherRun(1, stopped[0], None)
-        launched = time.monotonic()
-        with lock:
-            started.append(
-                subprocess.Popen(
-                    cmd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+        with open(console, "w") as out:
+            if turn is not None and not wait_turn(say, turn, stopped, chain):
+                return LauncherRun(1, stopped[0], None)
+            launched = time.monotonic()
+            with lock:
+                started.append(
+                    subprocess.Popen(
+                        cmd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
                 )
-            )
-            if stopped:  # a signal came while it was starting
-                terminate()
-        while True:
-            try:
-                rc = started[0].wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                if watcher is not None:
-                    show_progress(say, watcher, progress_state)
-                gone = procs.first_gone(chain)
-                if gone is not None and not stopped:
-                    stop(f"the workflow process {gone} is gone")
+                if stopped:  # a signal came while it was starting
+                    terminate()
+            while True:
+                try:
+                    rc = started[0].wait(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    if watcher is not None:
+                        show_progress(say, watcher, progress_state)
+                    gone = procs.first_gone(chain)
+                    if gone is not None and not stopped:
+                        stop(f"the workflow process {gone} is gone")
     return LauncherRun(rc, stopped[0] if stopped else None, launched)
 
 
@@ -260,11 +262,13 @@ def telling_line(lines: Sequence[str]) -> str | None:
     return None
 
 
-def verdict_of(path: str | Path, judge: Callable[[Any], Any] = lambda doc: doc.get("verdict")) -> Any:
+def verdict_of(path: str | Path | None, judge: Callable[[Any], Any] = lambda doc: doc.get("verdict")) -> Any:
     """The verdict of a report, as `judge` reads it; None when the file cannot be read."""
+    if path is None:
+        return None
     try:
         return judge(json.loads(Path(path).read_text()))
-    except (OSError, ValueError, RecursionError, AttributeError):
+    except (OSError, ValueError, RecursionError, AttributeError, TypeError):
         return None
 
 
@@ -320,7 +324,7 @@ def too_short(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
     return f"{problem} (baseline run {pointer.get('run_id')})" if problem else None
 
 
-def seed_checkpoint(baseline_verify: Path, dest: Path) -> dict | str:
+def seed_checkpoint(baseline_verify: Path, dest: Path, make_parents: bool = True) -> dict | str:
     """Copy the baseline run's last completed checkpoint (its tracker and iter_<K> folder) to `dest`, a
     folder of this run's own: the walkthrough's resume of an existing run through NVRX_CHECKPOINT_DIR.
     Returns what was copied, or a one-line reason why it cannot be."""
@@ -342,7 +346,8 @@ def seed_checkpoint(baseline_verify: Path, dest: Path) -> dict | str:
     folder = f"iter_{iteration:07d}"
     if not (source / folder).is_dir():
         return f"resume_from: the baseline's tracker names iteration {iteration}; {source / folder} is absent"
-    dest.mkdir(parents=True)
+    # Below a configured checkpoint_dir only the run's own folder is made (the team's root must exist).
+    dest.mkdir(parents=make_parents)
     shutil.copytree(source / folder, dest / folder, symlinks=True)
     shutil.copyfile(tracker, dest / TRACKER_NAME)
     return {
@@ -366,7 +371,7 @@ def invalidate_summary(say: Say, names: Sequence[str] = STALE_SUMMARY) -> None:
 def refusal(
     cfg: scenarios.WorkflowConfig,
     scenario: str,
-    preflight: str | Path,
+    preflight: str | Path | None,
     baseline: str | Path | None,
 ) -> str | None:
     """Why this attempt of `scenario` must not launch (the preflight, the baseline's verdict, what the
@@ -375,11 +380,13 @@ def refusal(
     # 'malformed' for a preflight.json that is not one (ftqual.preflight.report_schema)
     verdict = verdict_of(preflight, preflight_schema.verdict_of)
     if verdict not in ("pass", "warn"):
+        if preflight is None or not Path(preflight).is_file():
+            return f"the preflight report ({preflight or 'none given'}) is missing"
         what = "report is malformed" if verdict == "malformed" else "failed"
         return f"the preflight {what} ({preflight})"
     if scenario != cfg.baseline_scenario:
         base = verdict_of(baseline)
-        if base != "pass":
+        if base != "pass" or baseline is None:
             return (
                 f"the baseline's attempt ({baseline}) is {base or 'missing'}: "
                 "fault scenarios run after the baseline passes"
@@ -455,7 +462,7 @@ def run(
     if s.resume_from is not None:
         # below the config's checkpoint_dir where it names one: the run's checkpoints on the team's storage
         root = Path(s.checkpoint_root) if s.checkpoint_root else work_dir / "checkpoints"
-        seeded = seed_checkpoint(Path(baseline), root / run_id)
+        seeded = seed_checkpoint(Path(baseline), root / run_id, make_parents=not s.checkpoint_root)
         if isinstance(seeded, str):
             return not_launched(say, out_run, record, seeded)
         record["resume_from"] = seeded

@@ -85,6 +85,7 @@ def test_telling_line_is_the_last_error_line_without_nvrx_logger_prefix():
 
 def test_verdict_of_is_none_for_a_missing_unparsable_or_non_object_report(tmp_path):
     assert rs.verdict_of(tmp_path / "absent.json") is None
+    assert rs.verdict_of(None) is None
     (tmp_path / "bad.json").write_text("{not json")
     assert rs.verdict_of(tmp_path / "bad.json") is None
     assert rs.verdict_of(write_json(tmp_path / "list.json", [1])) is None
@@ -101,7 +102,11 @@ def test_refusal_names_a_failed_missing_or_malformed_preflight(tmp_path, cfg):
     failed = write_json(tmp_path / "failed.json", {**VALID_PREFLIGHT, "verdict": "fail"})
     assert rs.refusal(cfg, "baseline", failed, None) == f"the preflight failed ({failed})"
     missing = tmp_path / "absent.json"
-    assert rs.refusal(cfg, "baseline", missing, None) == f"the preflight failed ({missing})"
+    assert rs.refusal(cfg, "baseline", missing, None) == f"the preflight report ({missing}) is missing"
+    # a rerun whose record existed named no input (an interrupt's leftover): no TypeError, a refusal
+    assert rs.refusal(cfg, "baseline", None, None) == "the preflight report (none given) is missing"
+    passed = write_json(tmp_path / "pass.json", {**VALID_PREFLIGHT, "verdict": "pass"})
+    assert "the baseline's attempt (None) is missing" in rs.refusal(cfg, "kill", passed, None)
     malformed = write_json(tmp_path / "malformed.json", {"verdict": "pass"})
     assert rs.refusal(cfg, "baseline", malformed, None) == f"the preflight report is malformed ({malformed})"
     warned = write_json(tmp_path / "warn.json", {**VALID_PREFLIGHT, "verdict": "warn"})

@@ -133,7 +133,8 @@ def test_an_invalid_config_is_refused_in_its_own_words(config, tmp_path):
     with pytest.raises(plan.Refusal) as exc:
         make(config, tmp_path, plan.Invocation())
     assert str(exc.value) == (
-        "invalid config: baseline_scenario 'nosuch' is not an enabled scenario (enabled: baseline, kill, hang)"
+        "invalid config: baseline_scenario 'nosuch' is not an enabled scenario "
+        "(enabled: baseline, kill, hang)"
     )
     assert not (tmp_path / ".snakemake").exists()  # refused before the directory is taken
 
