@@ -1,4 +1,4 @@
-"""What summary.md says after an interrupted or refused workflow (issue 54, items 4 and 6): a fresh attempt
+"""What summary.md says after an interrupted or refused workflow: a fresh attempt
 that was not launched, or that left no verify report, is never described as a run of an older ftqual; the
 headline counts problems, not the scenarios they kept from launching; the header names no GPU once."""
 
@@ -64,7 +64,7 @@ def preflight_refused_everything(tmp_path: Path) -> dict:
 
 
 def test_a_failed_preflight_heads_the_report_with_the_scenarios_it_kept_from_launching(tmp_path):
-    """Issue 54 (b): before, `FAIL — preflight: cuda failed (+20 more)`, each unlaunched scenario counted
+    """Before, `FAIL — preflight: cuda failed (+20 more)`, each unlaunched scenario counted
     twice (its cause and its `launched` check) as a problem of its own."""
     summary = preflight_refused_everything(tmp_path)
     assert summary["verdict"] == "fail"
@@ -122,7 +122,7 @@ def test_a_cause_and_the_check_it_quotes_are_one_problem():
 
 
 def test_unlaunched_and_unreported_runs_are_never_said_to_predate_the_records(tmp_path):
-    """Issue 54 (a): the fault table's dump cell and the Job section said "the run predates them" and "runs
+    """The fault table's dump cell and the Job section said "the run predates them" and "runs
     of an ftqual before run.json's `job`" of attempts that were refused or left no verify report."""
     summary = preflight_refused_everything(tmp_path)
     text = render_markdown(summary)
@@ -178,7 +178,7 @@ def test_every_run_state_is_said_and_valid_in_the_schema():
 
 
 def test_the_header_says_no_gpu_once(tmp_path):
-    """Issue 54 (e): `0 × no GPU` read as a count of missing GPUs."""
+    """`0 × no GPU` read as a count of missing GPUs."""
     assert (
         _stack_line({"gpu_count": 0, "gpu_model": None, "torch": "2.11.0+cpu"}) == "no GPU, torch 2.11.0+cpu"
     )

@@ -77,7 +77,7 @@ def test_the_snippet_is_a_config_whose_scenarios_run_under_the_recommendation(tm
 def test_without_an_argument_it_reads_results_and_prints_the_whole_next_command(
     tmp_path, capsys, monkeypatch
 ):
-    """Issue 54 (d): `ftqual recommend-timeouts` alone exited 2 (RESULTS was required), and its hint left
+    """`ftqual recommend-timeouts` alone exited 2 (RESULTS was required), and its hint left
     `--configfile ...` for the user to fill in."""
     from ftqual import cli
 

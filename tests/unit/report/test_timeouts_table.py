@@ -43,7 +43,7 @@ def test_verdicts_headroom_detection():
 
 
 def test_loose_only_where_the_recommendation_is_tighter():
-    """Issue 54: setup 120 s over a 0.5 s section is 245x what it needs, but the floor recommends 300 s: a
+    """Setup 120 s over a 0.5 s section is 245x what it needs, but the floor recommends 300 s: a
     table that called it `loose` and then recommended a larger value contradicted itself. `loose` is only
     where the recommendation is below the timeout in force; elsewhere the verdict is `ok`."""
     doc = _doc({"setup": 120, "step": 30, "checkpointing": 600, "out_of_section": 120}, setup=0.5, step=0.2,
