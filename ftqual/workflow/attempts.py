@@ -145,6 +145,13 @@ def scenario_slot(
     latest = f"{fingerprint}-{numbers[-1]}"
     report = _read_json(folder / latest / "verify.json")
     if report is None:
+        # An interrupt may leave a record whose launched run's directory is gone (deleted since): there is no
+        # evidence left to verify, so the attempt is redone in the next slot.
+        record = _read_json(record_path(folder / latest))
+        if record is not None and not _run_dir_exists(record, workdir):
+            return Slot(
+                f"{fingerprint}-{numbers[-1] + 1}", f"run directory of unverified attempt {latest} is gone"
+            )
         return Slot(latest, "latest attempt unfinished")
     # The outcome judged against the scenario's expectation (a negative control that failed as expected is
     # done); the expectation is part of the fingerprint, so the one the report carries is the current one.

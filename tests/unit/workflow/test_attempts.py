@@ -57,6 +57,20 @@ def test_an_unfinished_attempt_is_finished_in_its_slot(tmp_path):
     assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"
 
 
+def test_what_an_interrupt_leaves_unverified_is_finished_or_redone(tmp_path):
+    """No verify report yet: a record whose run directory exists is verified in its slot; one whose run
+    directory is gone, or a torn record, never crashes the plan."""
+    attempt(tmp_path, 1, None, run_dir="runs/gone")
+    (tmp_path / "runs" / "gone").rmdir()
+    slot = scenario_slot(tmp_path, "kill", FP)
+    assert slot.name == f"{FP}-2" and slot.reason == f"run directory of unverified attempt {FP}-1 is gone"
+    torn = attempt(tmp_path, 2, None)
+    (torn / "attempt.json").write_text('{"run_dir": "runs/')  # half-written
+    assert scenario_slot(tmp_path, "kill", FP).name == f"{FP}-2"  # unfinished: Snakemake redoes the record
+    never = attempt(tmp_path, 3, None, launched=False, run_dir=None)
+    assert scenario_slot(tmp_path, "kill", FP).name == never.name  # not launched: no directory to lose
+
+
 def test_a_passed_attempt_whose_run_directory_is_gone_is_redone(tmp_path):
     attempt(tmp_path, 1, "pass", run_dir="runs/gone")
     (tmp_path / "runs" / "gone").rmdir()
