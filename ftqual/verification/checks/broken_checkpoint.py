@@ -151,13 +151,8 @@ def _judge(snap: RunSnapshot, exp: RunPlan | None) -> CheckResult:
 
 def _ending(snap, kind, damaged, after, code, burned) -> tuple[str | None, str, tuple]:
     """(outcome, what the logs show, refs) of the job once a replacement met the damage."""
-    if snap.meta.interrupted_by:
-        return None, f"the run was stopped from outside ({snap.meta.interrupted_by})", (snap.meta.ref,)
-    if (end := endings.silent_end(snap)) is not None:
-        return "silent_end", f"{end.text} after the {kind} damage", end.refs
-    if scratch := endings.scratch_restarts(snap):
-        first = scratch[0]
-        return "restarted_from_scratch", f"{first.text} (after the {kind} damage)", first.refs
+    if (first := endings.first_ending(snap, f"after the {kind} damage")) is not None:
+        return first
     if kind in DAMAGES_TO_FILES and damaged is not None:
         for log in after:
             if endings.restored_iteration(log) == damaged:

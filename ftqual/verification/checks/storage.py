@@ -226,13 +226,8 @@ def _last_begun(snap: RunSnapshot) -> int | None:
 
 def _ending(snap, after, code, burned, failed, tracker) -> tuple[str | None, str, tuple]:
     """(outcome, what the logs show, refs) of the job once the storage failed."""
-    if snap.meta.interrupted_by:
-        return None, f"the run was stopped from outside ({snap.meta.interrupted_by})", (snap.meta.ref,)
-    if (end := endings.silent_end(snap)) is not None:
-        return "silent_end", f"{end.text} after the storage fault", end.refs
-    if scratch := endings.scratch_restarts(snap):
-        first = scratch[0]
-        return "restarted_from_scratch", f"{first.text} (after the storage fault)", first.refs
+    if (first := endings.first_ending(snap, "after the storage fault")) is not None:
+        return first
     for log in after:
         restored = endings.restored_iteration(log)
         if failed is not None and restored == failed:

@@ -151,6 +151,19 @@ def scratch_restarts(snap: RunSnapshot) -> list[ScratchRestart]:
     return found
 
 
+def first_ending(snap: RunSnapshot, after: str) -> tuple[str | None, str, tuple] | None:
+    """The endings a job meets first whatever broke it, as (outcome, what the logs show, refs): stopped from
+    outside (outcome None: nothing to judge), a silent end, a restart from scratch; None for none of them.
+    `after` says what broke it ("after the storage fault")."""
+    if snap.meta.interrupted_by:
+        return None, f"the run was stopped from outside ({snap.meta.interrupted_by})", (snap.meta.ref,)
+    if (end := silent_end(snap)) is not None:
+        return "silent_end", f"{end.text} {after}", end.refs
+    if scratch := scratch_restarts(snap):
+        return "restarted_from_scratch", f"{scratch[0].text} ({after})", scratch[0].refs
+    return None
+
+
 def burned_cycles(snap: RunSnapshot) -> BurnedCycles | None:
     """The replacement cycles that completed no checkpoint beyond the one they restored, in a run that
     ended with NVRx's no-progress stop (exit 93) or with its restarts exhausted (exit 1); None otherwise."""
