@@ -264,8 +264,7 @@ def flag(name: str, default: bool, source: str, write_false: bool = True, **kw: 
 
 def _parse_fault(raw: str, name: str) -> str:
     if raw not in FAULTS:
-        # The walkthrough's own message, word for word (node_loss and campaign are the workflow's extensions).
-        raise SettingsError(f"{name} must be none, kill, or hang (got {shown(raw)})")
+        raise SettingsError(f"{name} must be one of {', '.join(FAULTS)} (got {shown(raw)})")
     return raw
 
 

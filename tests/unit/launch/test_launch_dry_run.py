@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from ftqual.contract import FAULTS
 from ftqual.launch import command, settings
 from ftqual.stack import resolve as stack
 from tests.support.launch import tree
@@ -306,7 +307,7 @@ def test_seed_entry_script_dry_run(repo_root, megatron_checkout, work):
     )
     assert bad.returncode == 2
     assert bad.stdout == ""
-    assert bad.stderr.strip() == "NVRX_DEMO_FAULT must be none, kill, or hang (got 'meteor')"
+    assert bad.stderr.strip() == f"NVRX_DEMO_FAULT must be one of {', '.join(FAULTS)} (got 'meteor')"
 
 
 def test_multinode_log_server_port_is_common_to_all_nodes(base_env, run_launch):

@@ -25,7 +25,7 @@ ENV_CASES = [
     ({"NVRX_WORK_DIR": "relative/dir"}, "NVRX_WORK_DIR must be absolute"),
     ({"NVRX_WORKLOAD": "bert"}, "NVRX_WORKLOAD must be megatron or smoke"),
     ({"NVRX_WORKLOAD": "megatron"}, "Set MEGATRON_PATH"),
-    ({"NVRX_DEMO_FAULT": "crash"}, "NVRX_DEMO_FAULT must be none, kill, or hang"),
+    ({"NVRX_DEMO_FAULT": "crash"}, "NVRX_DEMO_FAULT must be one of none, kill, hang, node_loss, segfault"),
     ({"GPUS_PER_NODE": "3", "TP": "2"}, "World size 3 (NNODES*GPUS_PER_NODE) must be divisible by TP*PP=2"),
     ({"GPUS_PER_NODE": "3", "PP": "3"}, "PP=3 must divide the model's 4 layers"),
     ({"GPUS_PER_NODE": "3", "TP": "3"}, "TP=3 must divide the model's 8 attention heads"),
