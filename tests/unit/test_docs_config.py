@@ -72,7 +72,7 @@ def test_every_setting_in_config_readme_is_in_the_schema():
 
 
 def test_no_row_is_a_second_description():
-    long = [f"config/README.md:{i}: {len(row)} characters" for i, row, _ in settings_rows() if len(row) > MAX_ROW]
+    long = [f"config/README.md:{i}: {len(row)} chars" for i, row, _ in settings_rows() if len(row) > MAX_ROW]
     assert not long, (
         f"settings rows longer than {MAX_ROW} characters (move the description to config/schema.yaml's "
         "description and keep the row's gist):\n" + "\n".join(long)
