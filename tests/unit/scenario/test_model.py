@@ -229,11 +229,15 @@ def test_workflow_preflight_and_launcher_see_the_same_settings(names, tmp_path):
     raw = merged(*names)
     if raw["workload"] == "megatron":
         raw["megatron_path"] = str(megatron)
+    here = {"megatron_path": raw["megatron_path"]}
+    if raw.get("checkpoint_dir"):  # the team's storage of an example: one that exists here
+        (tmp_path / "team-ckpt").mkdir()
+        raw["checkpoint_dir"] = here["checkpoint_dir"] = str(tmp_path / "team-ckpt")
     ours = resolve(copy.deepcopy(raw), env={})
 
     # the workflow: the Snakefile's own resolution of the same config files
     extra = tmp_path / "extra.yaml"
-    extra.write_text(yaml.safe_dump({"megatron_path": raw["megatron_path"]}))
+    extra.write_text(yaml.safe_dump(here))
     with SnakemakeApi(OutputSettings(quiet=set())) as api:
         workflow_api = api.workflow(
             resource_settings=ResourceSettings(cores=1),
