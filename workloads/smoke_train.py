@@ -54,7 +54,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from megatron_gpt_worker import load_contract
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -63,9 +62,11 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-# ftqual/contract.py's, loaded by path as the worker loads it (workloads/ is sys.path[0]: the worker runs
-# this file from there, and so does `python workloads/smoke_train.py`).
-TRACKER_NAME = load_contract().TRACKER_NAME
+try:  # ftqual/contract.py's: installed, or imported by the worker from its checkout
+    from ftqual.contract import TRACKER_NAME
+except ImportError:  # `python workloads/smoke_train.py` in a checkout that is not installed
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+    from ftqual.contract import TRACKER_NAME
 PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
 # Megatron core_v0.19's dist_checkpointing/validation.py: the integrity manifest and how it is hashed
 INTEGRITY_NAME = "integrity.json"

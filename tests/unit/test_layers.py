@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ftqual.contract",
         "ftqual.jsonfile",
     ),  # the version, the shared constants, records written whole
+    ("ftqual.rank",),  # the code that runs in a rank: the standard library and the contract only
     ("ftqual.stack",),  # the stack under test
     ("ftqual.scenario",),  # the scenario model and its rules
     ("ftqual.preflight",),  # will the runs work here

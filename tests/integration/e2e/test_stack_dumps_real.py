@@ -23,9 +23,9 @@ pytestmark = [
 
 # What holds each faulted rank, as the dump of rank 1 in cycle 0 says it.
 HELD = {
-    "hang": r"^main thread in megatron_gpt_worker\.py `Injector\.action\.<locals>\.<lambda>` "
+    "hang": r"^main thread in (?:ftqual/rank/)?faults\.py `by_signal\.<locals>\.<lambda>` "
     r".*stopped process",
-    "gil_lock": r"^thread ftqual-gil-lock holds the GIL in megatron_gpt_worker\.py `hold_gil_forever`",
+    "gil_lock": r"^thread ftqual-gil-lock holds the GIL in (?:ftqual/rank/)?faults\.py `hold_gil_forever`",
     "exception": r"^main thread in multiprocessing/util\.py `_exit_function` -> `BaseProcess\.join` .*"
     r"waiting on 1 child process: pid \d+ in smoke_train\.py `data_worker`",
 }

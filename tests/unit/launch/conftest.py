@@ -8,7 +8,6 @@ import pytest
 
 from ftqual import launch
 from tests.support.launch import LaunchResult
-from tests.support.scripts import load_script
 
 
 @pytest.fixture
@@ -40,9 +39,3 @@ def megatron_checkout(tmp_path) -> Path:
     path.mkdir()
     (path / "pretrain_gpt.py").write_text("raise SystemExit('not for running in tests')\n")
     return path
-
-
-@pytest.fixture(scope="session")
-def worker_module(repo_root):
-    """workloads/megatron_gpt_worker.py imported as a module (its helpers are unit-tested)."""
-    return load_script("megatron_gpt_worker")

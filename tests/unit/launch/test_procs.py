@@ -15,9 +15,7 @@ import psutil
 import pytest
 
 from ftqual.launch import procs
-from tests.support.scripts import load_script
-
-wrapper = load_script("megatron_gpt_worker")  # the stdlib wrapper records the same ticks
+from ftqual.rank import procfs
 
 
 @pytest.fixture
@@ -32,8 +30,8 @@ def flipping_boot_time(monkeypatch):
 
 
 def test_start_time_are_the_kernels_and_the_wrappers():
-    assert procs.start_time(os.getpid()) == wrapper.proc_start_time(os.getpid())
-    assert procs.read_stat(os.getpid()).start_time == wrapper.proc_start_time()
+    assert procs.start_time(os.getpid()) == procfs.proc_start_time(os.getpid())
+    assert procs.read_stat(os.getpid()).start_time == procfs.proc_start_time()
 
 
 def test_start_time_survive_a_command_name_with_spaces_and_parentheses(tmp_path):
@@ -41,7 +39,7 @@ def test_start_time_survive_a_command_name_with_spaces_and_parentheses(tmp_path)
     odd.symlink_to(sys.executable)
     child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"])
     try:  # Popen returns once the child exec'd: its stat shows the odd name
-        assert procs.start_time(child.pid) == wrapper.proc_start_time(child.pid)
+        assert procs.start_time(child.pid) == procfs.proc_start_time(child.pid)
     finally:
         child.kill()
         child.wait()

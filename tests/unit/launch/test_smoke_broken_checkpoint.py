@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ftqual.rank.damage import damage_checkpoint
 from tests.unit.launch.test_smoke_workload import ITERATION, LOADING, free_port
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -84,9 +85,9 @@ def test_an_intact_checkpoint_resumes(repo_root, ckpt):
     [None, b"", b"  \n", b"four", b"\xff\xfe"],
     ids=["nuls", "empty", "blank", "text", "not-utf8"],
 )
-def test_a_tracker_that_is_not_a_number_ends_the_rank_with_status_0(repo_root, worker_module, ckpt, content):
+def test_a_tracker_that_is_not_a_number_ends_the_rank_with_status_0(repo_root, ckpt, content):
     if content is None:  # the wrapper's damage: NULs of the tracker's length
-        record = worker_module.damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 4)
+        record = damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 4)
         assert record["tracker_after"] == "\\x00"
     else:
         (ckpt / TRACKER).write_bytes(content)
@@ -108,8 +109,8 @@ def test_a_release_tracker_is_iteration_0(repo_root, ckpt):
     assert done.returncode != 0 and "FileNotFoundError" in done.stderr  # no iter_0000000 here
 
 
-def test_no_tracker_with_exit_on_missing_checkpoint_exits_0(repo_root, worker_module, ckpt):
-    worker_module.damage_checkpoint("tracker_removed", ckpt / TRACKER, 4)
+def test_no_tracker_with_exit_on_missing_checkpoint_exits_0(repo_root, ckpt):
+    damage_checkpoint("tracker_removed", ckpt / TRACKER, 4)
     done = run_smoke(repo_root, ckpt, "--train-iters=6", "--exit-on-missing-checkpoint")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -123,8 +124,8 @@ def test_no_tracker_with_exit_on_missing_checkpoint_exits_0(repo_root, worker_mo
     assert f"  exit_on_missing_checkpoint {'.' * 22} True" in lines
 
 
-def test_no_tracker_without_the_flag_starts_from_random(repo_root, worker_module, ckpt):
-    worker_module.damage_checkpoint("tracker_removed", ckpt / TRACKER, 4)
+def test_no_tracker_without_the_flag_starts_from_random(repo_root, ckpt):
+    damage_checkpoint("tracker_removed", ckpt / TRACKER, 4)
     done = run_smoke(repo_root, ckpt, "--train-iters=2")
     assert done.returncode == 0, done.stderr
     assert EXIT_LINE not in done.stdout
@@ -133,8 +134,8 @@ def test_no_tracker_without_the_flag_starts_from_random(repo_root, worker_module
     assert "exit_on_missing_checkpoint" not in done.stdout
 
 
-def test_a_missing_iteration_directory_raises_before_any_load(repo_root, worker_module, ckpt):
-    worker_module.damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 4)
+def test_a_missing_iteration_directory_raises_before_any_load(repo_root, ckpt):
+    damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 4)
     done = run_smoke(repo_root, ckpt, "--train-iters=6")
     assert done.returncode not in (0, None)
     assert f"FileNotFoundError: [Errno 2] No such file or directory: '{ckpt / 'iter_0000004'}'" in done.stderr
@@ -142,8 +143,8 @@ def test_a_missing_iteration_directory_raises_before_any_load(repo_root, worker_
     assert iterations(done.stdout) == []
 
 
-def test_a_truncated_shard_fails_the_load(repo_root, worker_module, ckpt):
-    record = worker_module.damage_checkpoint("shard_truncated", ckpt / TRACKER, 4)
+def test_a_truncated_shard_fails_the_load(repo_root, ckpt):
+    record = damage_checkpoint("shard_truncated", ckpt / TRACKER, 4)
     assert record["path"] == "iter_0000004/__0_0.distcp"
     assert record["size_after"] == record["size_before"] // 2 > 0
     done = run_smoke(repo_root, ckpt, "--train-iters=6")
@@ -165,10 +166,10 @@ def verified(repo_root, tmp_path_factory):
     return ckpt
 
 
-def test_a_corrupted_shard_loads_without_an_error_and_trains_on_other_numbers(repo_root, worker_module, ckpt):
+def test_a_corrupted_shard_loads_without_an_error_and_trains_on_other_numbers(repo_root, ckpt):
     intact = run_smoke(repo_root, Path(shutil.copytree(ckpt, ckpt.parent / "intact")), "--train-iters=6")
     assert intact.returncode == 0, intact.stderr
-    record = worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    record = damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
     shard = ckpt / record["path"]
     assert record["path"] == "iter_0000004/__0_0.distcp" and record["xor"] == 0xFF
     assert record["size_after"] == record["size_before"] == shard.stat().st_size
@@ -180,11 +181,11 @@ def test_a_corrupted_shard_loads_without_an_error_and_trains_on_other_numbers(re
     assert losses(done.stdout) != losses(intact.stdout)  # ... and the model it trains is another one
 
 
-def test_the_damage_is_undone_by_the_same_xor(repo_root, worker_module, ckpt):
+def test_the_damage_is_undone_by_the_same_xor(repo_root, ckpt):
     """Nothing is lost: the record says where, and inverting those bytes again restores the checkpoint."""
     shard = ckpt / "iter_0000004" / "__0_0.distcp"
     before = shard.read_bytes()
-    record = worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    record = damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
     after = bytearray(shard.read_bytes())
     start, end = record["offset"], record["offset"] + record["length"]
     assert after != before and after[:start] == before[:start] and after[end:] == before[end:]
@@ -204,9 +205,9 @@ def test_verify_integrity_saves_a_manifest_and_loads_an_intact_checkpoint(repo_r
     assert f"  verify_integrity {'.' * 32} True" in done.stdout.splitlines()
 
 
-def test_verify_integrity_refuses_a_corrupted_shard(repo_root, worker_module, verified, tmp_path):
+def test_verify_integrity_refuses_a_corrupted_shard(repo_root, verified, tmp_path):
     ckpt = Path(shutil.copytree(verified, tmp_path / "ckpt"))
-    worker_module.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
+    damage_checkpoint("shard_corrupted", ckpt / TRACKER, 4)
     done = run_smoke(repo_root, ckpt, "--train-iters=6", "--verify-integrity")
     assert done.returncode not in (0, None)
     assert (

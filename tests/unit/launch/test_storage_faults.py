@@ -18,6 +18,10 @@ import pytest
 
 from ftqual.contract import FILLER_NAME
 from ftqual.launch import capped_storage, command
+from ftqual.rank.damage import DamageError
+from ftqual.rank.injector import Injector
+from ftqual.rank.storage import fill_filesystem, writers_of
+from ftqual.rank.worker import parse_args
 
 TRACKER = "latest_checkpointed_iteration.txt"
 
@@ -184,11 +188,6 @@ def test_a_real_capped_mount_fills_up_and_its_files_survive_the_unmount(tmp_path
 
 
 @pytest.fixture
-def w(worker_module):
-    return worker_module
-
-
-@pytest.fixture
 def ckpt(tmp_path):
     root = tmp_path / "ckpt"
     (root / "iter_0000040").mkdir(parents=True)
@@ -202,25 +201,25 @@ def _free(free: int):
     return lambda path: {"size_bytes": 1 << 30, "free_bytes": free}
 
 
-def test_the_filler_leaves_half_a_checkpoint_free(w, ckpt, monkeypatch):
-    monkeypatch.setattr(w, "filesystem_record", _free(10_000))
-    record = w.fill_filesystem(ckpt, 40, is_mount=lambda path: True)
+def test_the_filler_leaves_half_a_checkpoint_free(ckpt, monkeypatch):
+    monkeypatch.setattr("ftqual.rank.storage.filesystem_record", _free(10_000))
+    record = fill_filesystem(ckpt, 40, is_mount=lambda path: True)
     assert (record["checkpoint_bytes"], record["headroom_bytes"], record["filler_bytes"]) == (1200, 600, 9400)
     assert (ckpt / FILLER_NAME).stat().st_size == 9400
     assert record["kind"] == "disk_full" and record["iteration"] == 40 and record["at"].endswith("Z")
 
 
-def test_the_filler_is_never_made_outside_a_mount_point_or_without_room(w, ckpt, monkeypatch):
-    with pytest.raises(w.DamageError, match="is not a mount point"):
-        w.fill_filesystem(ckpt, 40)  # a test's tmp directory is no mount point: nothing is filled
-    monkeypatch.setattr(w, "filesystem_record", _free(500))
-    with pytest.raises(w.DamageError, match="already under the 600 bytes of headroom"):
-        w.fill_filesystem(ckpt, 40, is_mount=lambda path: True)
+def test_the_filler_is_never_made_outside_a_mount_point_or_without_room(ckpt, monkeypatch):
+    with pytest.raises(DamageError, match="is not a mount point"):
+        fill_filesystem(ckpt, 40)  # a test's tmp directory is no mount point: nothing is filled
+    monkeypatch.setattr("ftqual.rank.storage.filesystem_record", _free(500))
+    with pytest.raises(DamageError, match="already under the 600 bytes of headroom"):
+        fill_filesystem(ckpt, 40, is_mount=lambda path: True)
     assert not (ckpt / FILLER_NAME).exists()
 
 
-def _injector(w, ckpt, fault, kills):
-    return w.Injector(
+def _injector(ckpt, fault, kills):
+    return Injector(
         fault=fault,
         placement="immediate",
         tracker=ckpt / TRACKER,
@@ -232,28 +231,30 @@ def _injector(w, ckpt, fault, kills):
     )
 
 
-def test_disk_full_fills_then_claims_and_never_signals(w, ckpt, monkeypatch):
-    monkeypatch.setattr(w, "filesystem_record", _free(10_000))
-    monkeypatch.setattr(w, "fill_filesystem", partial(w.fill_filesystem, is_mount=lambda path: True))
+def test_disk_full_fills_then_claims_and_never_signals(ckpt, monkeypatch):
+    monkeypatch.setattr("ftqual.rank.storage.filesystem_record", _free(10_000))
+    monkeypatch.setattr(
+        "ftqual.rank.injector.fill_filesystem", partial(fill_filesystem, is_mount=lambda path: True)
+    )
     kills = []
-    injector = _injector(w, ckpt, "disk_full", kills)
+    injector = _injector(ckpt, "disk_full", kills)
     assert injector.on_tracker(40) is True
     marker = json.loads((ckpt.parent / "fault_injected.json").read_text())
     assert marker["fault"] == "disk_full" and marker["storage"]["filler_bytes"] == 9400
     assert kills == [] and injector.claimed
 
 
-def test_disk_full_that_cannot_be_made_is_not_claimed(w, ckpt, capsys):
+def test_disk_full_that_cannot_be_made_is_not_claimed(ckpt, capsys):
     kills = []
-    injector = _injector(w, ckpt, "disk_full", kills)
+    injector = _injector(ckpt, "disk_full", kills)
     injector.on_tracker(40)
     assert not injector.claimed and not (ckpt.parent / "fault_injected.json").exists()
     assert "disk_full after iteration 40 cannot be made" in capsys.readouterr().err
 
 
-def test_writer_stall_stops_the_writers_it_found(w, ckpt):
+def test_writer_stall_stops_the_writers_it_found(ckpt):
     kills = []
-    injector = _injector(w, ckpt, "writer_stall", kills)
+    injector = _injector(ckpt, "writer_stall", kills)
     injector.armed_at, injector.save_iteration = 40, 44
     injector.writers = [{"pid": 4242, "command": "writer", "files": ["__1_0.distcp"]}]
     assert injector.inject(None) is True
@@ -262,7 +263,7 @@ def test_writer_stall_stops_the_writers_it_found(w, ckpt):
     assert marker["storage"] == {"kind": "writer_stall", "iteration": 44, "writers": injector.writers}
 
 
-def test_the_writers_are_the_rank_s_descendants_holding_the_save_s_files(w, tmp_path):
+def test_the_writers_are_the_rank_s_descendants_holding_the_save_s_files(tmp_path):
     iter_dir = tmp_path / "iter_0000044"
     iter_dir.mkdir()
     own = open(iter_dir / "own.distcp", "wb")  # the rank's own file: never a writer
@@ -272,26 +273,26 @@ def test_the_writers_are_the_rank_s_descendants_holding_the_save_s_files(w, tmp_
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "open"
-        found = w.writers_of(iter_dir)
+        found = writers_of(iter_dir)
         assert [(x["pid"], x["files"]) for x in found] == [(child.pid, ["__1_0.distcp"])]
         assert "import time" in found[0]["command"]
-        assert w.writers_of(tmp_path / "elsewhere") == []
+        assert writers_of(tmp_path / "elsewhere") == []
     finally:
         child.kill()
         child.wait()
         own.close()
     deadline = time.monotonic() + 5
-    while w.writers_of(iter_dir) and time.monotonic() < deadline:
+    while writers_of(iter_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert w.writers_of(iter_dir) == []
+    assert writers_of(iter_dir) == []
 
 
 BASE = ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault-rank", "0"]
 
 
-def test_the_wrapper_takes_writer_stall_only_at_a_save_phase(w, capsys):
-    args, _ = w.parse_args([*BASE, "--fault", "writer_stall", "--fault-timing", "save_shards_partial"])
+def test_the_wrapper_takes_writer_stall_only_at_a_save_phase(capsys):
+    args, _ = parse_args([*BASE, "--fault", "writer_stall", "--fault-timing", "save_shards_partial"])
     assert args.fault == "writer_stall"
     with pytest.raises(SystemExit):
-        w.parse_args([*BASE, "--fault", "writer_stall"])
+        parse_args([*BASE, "--fault", "writer_stall"])
     assert "--fault writer_stall needs a save phase" in capsys.readouterr().err

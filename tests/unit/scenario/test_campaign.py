@@ -4,7 +4,6 @@ in tests/integration/e2e/test_e2e_campaign.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,6 +11,9 @@ import pytest
 from snakemake.utils import validate
 
 from ftqual.launch import settings
+from ftqual.rank.injector import Injector
+from ftqual.rank.sections import SectionWatch
+from ftqual.rank.worker import read_campaign_plan
 from ftqual.scenario import campaign_plan, campaign_setup
 from ftqual.scenario.model import ConfigError, launcher_env, resolve
 from ftqual.verification.campaign.cycles import trend
@@ -19,15 +21,6 @@ from tests.unit.scenario.test_fault_catalog import SCHEMA, merged
 
 REPO = Path(__file__).resolve().parents[3]
 ENV = {"NVRX_CAMPAIGN_FAULTS": "8", "NVRX_CAMPAIGN_SEED": "3", "NVRX_CAMPAIGN_MTTI": "4"}
-
-
-@pytest.fixture(scope="module")
-def worker():
-    path = REPO / "workloads" / "megatron_gpt_worker.py"
-    spec = importlib.util.spec_from_file_location("megatron_gpt_worker_campaign", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def launch_env(tmp_path, **extra) -> dict[str, str]:
@@ -113,10 +106,10 @@ def test_a_campaign_too_long_for_its_run_is_refused_by_the_config():
         resolve(config, env={})
 
 
-def test_the_wrapper_reads_the_plan_and_refuses_a_malformed_one(worker, tmp_path):
+def test_the_wrapper_reads_the_plan_and_refuses_a_malformed_one(tmp_path):
     plan = campaign_setup.plan_from_env(ENV, "smoke", 2, 2)
     path = campaign_plan.write(plan, tmp_path)
-    faults = worker.read_campaign_plan(path)
+    faults = read_campaign_plan(path)
     assert [(f["fault"], f["rank"], f["arm_iteration"]) for f in faults] == [
         (f.fault, f.rank, f.arm_iteration) for f in plan.faults
     ]
@@ -124,18 +117,18 @@ def test_the_wrapper_reads_the_plan_and_refuses_a_malformed_one(worker, tmp_path
     data["faults"][2]["index"] = 7
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="entry 3 is malformed"):
-        worker.read_campaign_plan(path)
+        read_campaign_plan(path)
 
 
-def test_the_worker_arms_a_campaign_fault_only_at_its_planned_checkpoint(worker, tmp_path):
-    injector = worker.Injector(
+def test_the_worker_arms_a_campaign_fault_only_at_its_planned_checkpoint(tmp_path):
+    injector = Injector(
         fault="kill",
         placement="step",
         tracker=tmp_path / "t",
         marker=tmp_path / "m",
         baseline=4,
         identity={},
-        watch=worker.SectionWatch(),
+        watch=SectionWatch(),
         arm_iteration=8,
         plan_index=3,
     )

@@ -4,7 +4,6 @@ by the config, the launcher and the wrapper, each in one line."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,9 @@ from snakemake.utils import update_config, validate
 from ftqual import contract
 from ftqual.launch import main as launch_main
 from ftqual.launch import settings
+from ftqual.rank.faults import gpu_present
+from ftqual.rank.injector import Injector
+from ftqual.rank.worker import parse_args
 from ftqual.scenario.model import ConfigError, resolve
 
 REPO = Path(__file__).resolve().parents[3]
@@ -29,15 +31,6 @@ def merged(*names: str, override: dict | None = None) -> dict:
     if override:
         update_config(config, override)
     return config
-
-
-@pytest.fixture(scope="module")
-def worker():
-    path = REPO / "workloads" / "megatron_gpt_worker.py"
-    spec = importlib.util.spec_from_file_location("megatron_gpt_worker_catalog", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_catalog_fault_has_one_detection_path():
@@ -120,22 +113,22 @@ def test_the_launcher_passes_each_cpu_fault_to_the_wrapper(fault, tmp_path, caps
 
 
 @pytest.mark.parametrize("fault", contract.GPU_ONLY_FAULTS)
-def test_the_wrapper_refuses_a_gpu_only_fault_on_the_smoke_workload(worker, fault, capsys):
+def test_the_wrapper_refuses_a_gpu_only_fault_on_the_smoke_workload(fault, capsys):
     argv = ["--entrypoint", "workloads/smoke_train.py", "--checkpoint-dir", "c", "--fault-marker", "m"]
     with pytest.raises(SystemExit) as exc:
-        worker.parse_args([*argv, "--fault", fault, "--fault-rank", "1"])
+        parse_args([*argv, "--fault", fault, "--fault-rank", "1"])
     assert exc.value.code == 2
     assert f"--fault {fault} is GPU-only" in capsys.readouterr().err
-    args, _ = worker.parse_args(
+    args, _ = parse_args(
         ["--entrypoint", "m/pretrain_gpt.py", *argv[2:], "--fault", fault, "--fault-rank", "1"]
     )
     assert args.fault == fault
 
 
-def test_the_wrapper_prepares_each_cpu_fault_with_its_method(worker, tmp_path):
+def test_the_wrapper_prepares_each_cpu_fault_with_its_method(tmp_path):
     """Injector.action names how each fault is injected (the marker's `method`) without injecting it."""
     for fault in ("kill", "hang", "segfault", "abort", "exception", "sigterm", "sigint", "gil_lock"):
-        injector = worker.Injector(
+        injector = Injector(
             fault=fault,
             placement="step",
             tracker=tmp_path / "t",
@@ -147,7 +140,7 @@ def test_the_wrapper_prepares_each_cpu_fault_with_its_method(worker, tmp_path):
         )
         method, act = injector.action()
         assert method and callable(act), fault
-    gpu = worker.Injector(
+    gpu = Injector(
         fault="gpu_error",
         placement="step",
         tracker=tmp_path / "t",
@@ -156,5 +149,5 @@ def test_the_wrapper_prepares_each_cpu_fault_with_its_method(worker, tmp_path):
         identity={"run_id": "r", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
         watch=None,
     )
-    if not worker.gpu_present():
+    if not gpu_present():
         assert gpu.action() is None  # no CUDA device: not injected (and the marker never claimed)

@@ -6,22 +6,17 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
+from ftqual.rank.leftovers import resources_now, write_leftovers
 
 
-@pytest.fixture
-def w(worker_module):
-    return worker_module
-
-
-def test_resources_now_keeps_each_dev_shm_entry_s_size_and_allocated_bytes_and_the_room(w, tmp_path):
+def test_resources_now_keeps_each_dev_shm_entry_s_size_and_allocated_bytes_and_the_room(tmp_path):
     shm = tmp_path / "shm"  # stands in for /dev/shm
     shm.mkdir()
     (shm / "torch_1040_2992804948_0").write_bytes(b"x" * 10_000)
     (shm / "sem.loky-1040-13h3").write_bytes(b"s" * 32)
     with open(shm / "sparse", "wb") as fh:  # 1 MiB long, nothing written: allocates (almost) nothing
         fh.truncate(1 << 20)
-    got = w.resources_now(shm, parent=os.getpid())
+    got = resources_now(shm, parent=os.getpid())
     assert got["shm_segments"] == ["sem.loky-1040-13h3", "sparse", "torch_1040_2992804948_0"]
     usage = got["shm"]
     by_name = {e["name"]: e for e in usage["entries"]}
@@ -41,22 +36,20 @@ def test_resources_now_keeps_each_dev_shm_entry_s_size_and_allocated_bytes_and_t
     assert got["agent_open_fds"] > 0
 
 
-def test_resources_now_says_why_dev_shm_could_not_be_read(w, tmp_path):
-    got = w.resources_now(tmp_path / "absent", parent=os.getpid())
+def test_resources_now_says_why_dev_shm_could_not_be_read(tmp_path):
+    got = resources_now(tmp_path / "absent", parent=os.getpid())
     assert got["shm_segments"] is None and got["shm"]["entries"] is None and got["shm"]["count"] is None
     assert "cannot be listed" in got["shm"]["error"] and "statvfs" in got["shm"]["fs_error"]
     assert got["shm"]["fs"] is None
 
 
-def test_the_leftovers_record_carries_the_dev_shm_sample(w, tmp_path, monkeypatch):
+def test_the_leftovers_record_carries_the_dev_shm_sample(tmp_path, monkeypatch):
     shm = tmp_path / "shm"
     shm.mkdir()
     (shm / "cuda.shm.0.410.1").write_bytes(b"c" * 4096)
-    monkeypatch.setattr(w, "SHM_DIR", shm)
-    monkeypatch.setattr(w.resources_now, "__defaults__", (shm, None))
-    path = w.write_leftovers(
-        tmp_path / "left", tmp_path, "h", 1, {"sampled": False, "error": "x", "apps": []}
-    )
+    monkeypatch.setattr("ftqual.rank.leftovers.SHM_DIR", shm)
+    monkeypatch.setattr(resources_now, "__defaults__", (shm, None))
+    path = write_leftovers(tmp_path / "left", tmp_path, "h", 1, {"sampled": False, "error": "x", "apps": []})
     record = json.loads(path.read_text())
     assert record["shm_segments"] == ["cuda.shm.0.410.1"]
     assert record["shm"]["entries"][0]["size"] == 4096 and record["shm"]["count"] == 1

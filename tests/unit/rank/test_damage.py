@@ -10,6 +10,14 @@ import sys
 
 import pytest
 
+from ftqual import contract
+from ftqual.rank.damage import DAMAGE_FUNCTIONS, DamageError, damage_checkpoint, damage_tracker_not_a_number
+from ftqual.rank.ids import EXIT_BAD_TRACKER, EXIT_FAULT_NEVER_INJECTED
+from ftqual.rank.injector import Injector
+from ftqual.rank.markers import marker_damage
+from ftqual.rank.tracker import TrackerError, poll_tracker, read_tracker_baseline
+from ftqual.rank.worker import main, parse_args
+
 TRACKER = "latest_checkpointed_iteration.txt"
 RECORD_KEYS = {
     "kind",
@@ -22,11 +30,6 @@ RECORD_KEYS = {
     "tracker_after",
     "at",
 }
-
-
-@pytest.fixture
-def w(worker_module):
-    return worker_module
 
 
 @pytest.fixture
@@ -55,17 +58,17 @@ def without_at(record):
     return {k: v for k, v in record.items() if k != "at"}
 
 
-def test_the_kinds_are_the_contracts(w):
-    assert tuple(w.DAMAGE_FUNCTIONS) == w.contract.CHECKPOINT_DAMAGES
-    assert w.DAMAGE_SUFFIX == w.contract.DAMAGE_SUFFIX == ".ftqual-moved"
+def test_the_kinds_are_the_contracts():
+    assert tuple(DAMAGE_FUNCTIONS) == contract.CHECKPOINT_DAMAGES
+    assert contract.DAMAGE_SUFFIX == ".ftqual-moved"
 
 
 # --- each damage -----------------------------------------------------------------------------------------
 
 
-def test_tracker_not_a_number_overwrites_it_with_nuls_of_its_length(w, ckpt):
+def test_tracker_not_a_number_overwrites_it_with_nuls_of_its_length(ckpt):
     before = tree(ckpt)
-    record = w.damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
+    record = damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
     assert (ckpt / TRACKER).read_bytes() == b"\0\0"
     after = tree(ckpt)
     assert {k: v for k, v in after.items() if k != TRACKER} == {
@@ -84,23 +87,23 @@ def test_tracker_not_a_number_overwrites_it_with_nuls_of_its_length(w, ckpt):
     json.dumps(record)  # the marker can carry it
 
 
-def test_tracker_not_a_number_of_an_empty_tracker_writes_one_nul(w, ckpt):
+def test_tracker_not_a_number_of_an_empty_tracker_writes_one_nul(ckpt):
     (ckpt / TRACKER).write_bytes(b"")
-    record = w.damage_tracker_not_a_number(ckpt / TRACKER, 40)
+    record = damage_tracker_not_a_number(ckpt / TRACKER, 40)
     assert (ckpt / TRACKER).read_bytes() == b"\0"
     assert (record["size_before"], record["size_after"], record["tracker_after"]) == (0, 1, "\\x00")
 
 
-def test_tracker_not_a_number_leaves_a_tracker_the_worker_refuses(w, ckpt):
-    w.damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
-    with pytest.raises(w.TrackerError, match="does not hold an integer"):
-        w.read_tracker_baseline(ckpt / TRACKER)
-    assert w.poll_tracker(ckpt / TRACKER) is None
+def test_tracker_not_a_number_leaves_a_tracker_the_worker_refuses(ckpt):
+    damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
+    with pytest.raises(TrackerError, match="does not hold an integer"):
+        read_tracker_baseline(ckpt / TRACKER)
+    assert poll_tracker(ckpt / TRACKER) is None
 
 
-def test_tracker_missing_iteration_moves_the_directory_aside(w, ckpt):
+def test_tracker_missing_iteration_moves_the_directory_aside(ckpt):
     before = tree(ckpt / "iter_0000040")
-    record = w.damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 40)
+    record = damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 40)
     assert not (ckpt / "iter_0000040").exists()
     assert tree(ckpt / "iter_0000040.ftqual-moved") == before  # moved, nothing deleted
     assert (ckpt / TRACKER).read_text() == "40"  # the tracker still names it
@@ -117,8 +120,8 @@ def test_tracker_missing_iteration_moves_the_directory_aside(w, ckpt):
     }
 
 
-def test_tracker_removed_moves_the_tracker_aside(w, ckpt):
-    record = w.damage_checkpoint("tracker_removed", ckpt / TRACKER, 40)
+def test_tracker_removed_moves_the_tracker_aside(ckpt):
+    record = damage_checkpoint("tracker_removed", ckpt / TRACKER, 40)
     assert not (ckpt / TRACKER).exists()
     assert (ckpt / (TRACKER + ".ftqual-moved")).read_text() == "40"
     assert (ckpt / "iter_0000040").is_dir() and (ckpt / "iter_0000020").is_dir()
@@ -132,12 +135,12 @@ def test_tracker_removed_moves_the_tracker_aside(w, ckpt):
         "tracker_before": "40",
         "tracker_after": None,
     }
-    assert w.read_tracker_baseline(ckpt / TRACKER) == 0  # what a replacement's wrapper sees: no tracker
+    assert read_tracker_baseline(ckpt / TRACKER) == 0  # what a replacement's wrapper sees: no tracker
 
 
-def test_shard_truncated_cuts_the_largest_shard_to_half(w, ckpt):
+def test_shard_truncated_cuts_the_largest_shard_to_half(ckpt):
     before = tree(ckpt)
-    record = w.damage_checkpoint("shard_truncated", ckpt / TRACKER, 40)
+    record = damage_checkpoint("shard_truncated", ckpt / TRACKER, 40)
     assert (ckpt / "iter_0000040" / "__1_0.distcp").read_bytes() == b"b" * 150  # floor(301 / 2)
     after = tree(ckpt)
     changed = {k for k in before if before[k] != after.get(k)}
@@ -154,9 +157,9 @@ def test_shard_truncated_cuts_the_largest_shard_to_half(w, ckpt):
     }
 
 
-def test_shard_corrupted_inverts_bytes_in_the_middle_of_a_file_that_is_not_torch_s(w, ckpt):
+def test_shard_corrupted_inverts_bytes_in_the_middle_of_a_file_that_is_not_torch_s(ckpt):
     before = tree(ckpt)
-    record = w.damage_checkpoint("shard_corrupted", ckpt / TRACKER, 40)
+    record = damage_checkpoint("shard_corrupted", ckpt / TRACKER, 40)
     after = tree(ckpt)
     changed = {k for k in before if before[k] != after.get(k)}
     assert changed == {"iter_0000040/__1_0.distcp"} and set(after) == set(before)
@@ -178,7 +181,7 @@ def test_shard_corrupted_inverts_bytes_in_the_middle_of_a_file_that_is_not_torch
     }
 
 
-def test_shard_corrupted_hits_the_largest_tensor_of_a_torch_dist_shard(w, tmp_path):
+def test_shard_corrupted_hits_the_largest_tensor_of_a_torch_dist_shard(tmp_path):
     """A real torch_dist save: the inverted bytes lie inside the largest tensor's bytes, so the load reads
     the archive as before and only that tensor's values change."""
     torch = pytest.importorskip("torch")
@@ -189,7 +192,7 @@ def test_shard_corrupted_hits_the_largest_tensor_of_a_torch_dist_shard(w, tmp_pa
     with pytest.warns(UserWarning):  # no process group: torch says it saves in a single process
         dcp.save(state, checkpoint_id=str(root / "iter_0000004"))
     (root / TRACKER).write_text("4")
-    record = w.damage_checkpoint("shard_corrupted", root / TRACKER, 4)
+    record = damage_checkpoint("shard_corrupted", root / TRACKER, 4)
     assert record["length"] == 4096 and record["size_after"] == record["size_before"]
     loaded = {k: torch.zeros_like(v) for k, v in state.items()}
     with pytest.warns(UserWarning):
@@ -201,53 +204,53 @@ def test_shard_corrupted_hits_the_largest_tensor_of_a_torch_dist_shard(w, tmp_pa
 # --- damages that cannot be made: refused, nothing changed -------------------------------------------------
 
 
-def test_shard_truncated_without_a_shard_is_refused(w, ckpt):
+def test_shard_truncated_without_a_shard_is_refused(ckpt):
     for shard in (ckpt / "iter_0000040").glob("*.distcp"):
         shard.unlink()
     before = tree(ckpt)
-    with pytest.raises(w.DamageError, match=r"holds no \*\.distcp shard"):
-        w.damage_checkpoint("shard_truncated", ckpt / TRACKER, 40)
+    with pytest.raises(DamageError, match=r"holds no \*\.distcp shard"):
+        damage_checkpoint("shard_truncated", ckpt / TRACKER, 40)
     assert tree(ckpt) == before
 
 
-def test_a_missing_iteration_directory_is_refused(w, ckpt):
+def test_a_missing_iteration_directory_is_refused(ckpt):
     (ckpt / TRACKER).write_text("60")
     before = tree(ckpt)
-    with pytest.raises(w.DamageError, match="does not exist"):
-        w.damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 60)
+    with pytest.raises(DamageError, match="does not exist"):
+        damage_checkpoint("tracker_missing_iteration", ckpt / TRACKER, 60)
     assert tree(ckpt) == before
 
 
-def test_a_move_never_replaces_an_earlier_one(w, ckpt):
+def test_a_move_never_replaces_an_earlier_one(ckpt):
     (ckpt / (TRACKER + ".ftqual-moved")).write_text("20")
-    with pytest.raises(w.DamageError, match="already exists"):
-        w.damage_checkpoint("tracker_removed", ckpt / TRACKER, 40)
+    with pytest.raises(DamageError, match="already exists"):
+        damage_checkpoint("tracker_removed", ckpt / TRACKER, 40)
     assert (ckpt / TRACKER).read_text() == "40"
     assert (ckpt / (TRACKER + ".ftqual-moved")).read_text() == "20"
 
 
-def test_a_tracker_that_moved_on_is_refused_for_the_directory_damages(w, ckpt):
+def test_a_tracker_that_moved_on_is_refused_for_the_directory_damages(ckpt):
     """The replacement would load the newer checkpoint and never meet a damage to the one that armed it."""
     before = tree(ckpt)
     for kind in ("tracker_missing_iteration", "shard_truncated"):
-        with pytest.raises(w.DamageError, match="names 40, not iteration 20"):
-            w.damage_checkpoint(kind, ckpt / TRACKER, 20)
+        with pytest.raises(DamageError, match="names 40, not iteration 20"):
+            damage_checkpoint(kind, ckpt / TRACKER, 20)
     assert tree(ckpt) == before
 
 
-def test_a_missing_tracker_cannot_be_overwritten(w, ckpt):
+def test_a_missing_tracker_cannot_be_overwritten(ckpt):
     (ckpt / TRACKER).unlink()
-    with pytest.raises(w.DamageError, match="cannot open the tracker"):
-        w.damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
+    with pytest.raises(DamageError, match="cannot open the tracker"):
+        damage_checkpoint("tracker_not_a_number", ckpt / TRACKER, 40)
     assert not (ckpt / TRACKER).exists()
 
 
 # --- the injection -----------------------------------------------------------------------------------------
 
 
-def make_injector(w, ckpt, damage):
+def make_injector(ckpt, damage):
     kills = []
-    injector = w.Injector(
+    injector = Injector(
         fault="kill",
         placement="immediate",
         tracker=ckpt / TRACKER,
@@ -262,8 +265,8 @@ def make_injector(w, ckpt, damage):
 
 
 @pytest.mark.parametrize("kind", ["tracker_not_a_number", "tracker_missing_iteration", "shard_truncated"])
-def test_injection_damages_the_checkpoint_then_claims_and_kills(w, ckpt, kind, capsys):
-    injector, kills = make_injector(w, ckpt, kind)
+def test_injection_damages_the_checkpoint_then_claims_and_kills(ckpt, kind, capsys):
+    injector, kills = make_injector(ckpt, kind)
     assert injector.on_tracker(40) is True
     assert kills == [(os.getpid(), signal.SIGKILL)] and injector.claimed
     marker = json.loads((ckpt.parent / "fault_injected.json").read_text())
@@ -274,26 +277,26 @@ def test_injection_damages_the_checkpoint_then_claims_and_kills(w, ckpt, kind, c
     assert json.loads(line.split(" ", 1)[1])["damage"] == marker["damage"]
 
 
-def test_injection_without_its_damage_is_not_made(w, ckpt, capsys):
+def test_injection_without_its_damage_is_not_made(ckpt, capsys):
     for shard in (ckpt / "iter_0000040").glob("*.distcp"):
         shard.unlink()
-    injector, kills = make_injector(w, ckpt, "shard_truncated")
+    injector, kills = make_injector(ckpt, "shard_truncated")
     injector.on_tracker(40)
     assert kills == [] and not injector.claimed
     assert not (ckpt.parent / "fault_injected.json").exists()
     assert "checkpoint damage shard_truncated of iteration 40 cannot be made" in capsys.readouterr().err
 
 
-def test_no_damage_when_the_marker_was_claimed_elsewhere(w, ckpt):
+def test_no_damage_when_the_marker_was_claimed_elsewhere(ckpt):
     (ckpt.parent / "fault_injected.json").write_text("{}")
     before = tree(ckpt)
-    injector, kills = make_injector(w, ckpt, "tracker_removed")
+    injector, kills = make_injector(ckpt, "tracker_removed")
     injector.on_tracker(40)
     assert kills == [] and tree(ckpt) == before
 
 
-def test_injection_without_damage_has_no_damage_key(w, ckpt):
-    injector, kills = make_injector(w, ckpt, None)
+def test_injection_without_damage_has_no_damage_key(ckpt):
+    injector, kills = make_injector(ckpt, None)
     injector.on_tracker(40)
     assert len(kills) == 1
     assert "damage" not in json.loads((ckpt.parent / "fault_injected.json").read_text())
@@ -305,14 +308,14 @@ def test_injection_without_damage_has_no_damage_key(w, ckpt):
 BASE = ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault-rank", "0"]
 
 
-def test_damage_defaults_to_none(w):
-    args, _ = w.parse_args([*BASE, "--fault", "kill"])
+def test_damage_defaults_to_none():
+    args, _ = parse_args([*BASE, "--fault", "kill"])
     assert args.checkpoint_damage == "none"
 
 
 @pytest.mark.parametrize("kind", ["tracker_not_a_number", "shard_truncated"])
-def test_damage_is_accepted_with_a_kill(w, kind):
-    args, _ = w.parse_args([*BASE, "--fault", "kill", "--checkpoint-damage", kind])
+def test_damage_is_accepted_with_a_kill(kind):
+    args, _ = parse_args([*BASE, "--fault", "kill", "--checkpoint-damage", kind])
     assert args.checkpoint_damage == kind
 
 
@@ -328,16 +331,16 @@ def test_damage_is_accepted_with_a_kill(w, kind):
         ),
     ],
 )
-def test_damage_with_another_fault_or_timing_is_refused(w, extra, said, capsys):
+def test_damage_with_another_fault_or_timing_is_refused(extra, said, capsys):
     with pytest.raises(SystemExit) as exc:
-        w.parse_args([*BASE, *extra, "--checkpoint-damage", "tracker_removed"])
+        parse_args([*BASE, *extra, "--checkpoint-damage", "tracker_removed"])
     assert exc.value.code == 2
     assert said in capsys.readouterr().err
 
 
-def test_an_unknown_damage_is_refused(w, capsys):
+def test_an_unknown_damage_is_refused(capsys):
     with pytest.raises(SystemExit):
-        w.parse_args([*BASE, "--fault", "kill", "--checkpoint-damage", "tracker_eaten"])
+        parse_args([*BASE, "--fault", "kill", "--checkpoint-damage", "tracker_eaten"])
     assert "invalid choice" in capsys.readouterr().err
 
 
@@ -367,20 +370,20 @@ def rank_env(monkeypatch):
     sys.argv[:], sys.path[:] = saved_argv, saved_path
 
 
-def run_wrapper(w, entrypoint, tmp_path, ckpt, *extra):
+def run_wrapper(entrypoint, tmp_path, ckpt, *extra):
     argv = ["--entrypoint", str(entrypoint), "--checkpoint-dir", str(ckpt)]
     argv += ["--fault-marker", str(tmp_path / "fault_injected.json"), "--fault", "kill", "--fault-rank", "1"]
-    return w.main([*argv, *extra, "--", "--out", str(tmp_path / "ran.txt")])
+    return main([*argv, *extra, "--", "--out", str(tmp_path / "ran.txt")])
 
 
-def test_a_damage_that_cannot_be_made_fails_the_cycle(w, entrypoint, tmp_path, ckpt, rank_env, monkeypatch):
+def test_a_damage_that_cannot_be_made_fails_the_cycle(entrypoint, tmp_path, ckpt, rank_env, monkeypatch):
     """The fault cycle: no shard to cut, so no fault, no marker, and the wrapper's exit 3."""
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
-    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+    monkeypatch.setattr("ftqual.rank.worker.install_section_hooks", lambda watch: False)
     for shard in (ckpt / "iter_0000040").glob("*.distcp"):
         shard.unlink()
     (ckpt / TRACKER).write_text("20")
-    original = w.Injector.start
+    original = Injector.start
     kills = []
 
     def start(self):
@@ -391,17 +394,17 @@ def test_a_damage_that_cannot_be_made_fails_the_cycle(w, entrypoint, tmp_path, c
         thread.join(5)
         return thread
 
-    monkeypatch.setattr(w.Injector, "start", start)
-    rc = run_wrapper(w, entrypoint, tmp_path, ckpt, "--checkpoint-damage", "shard_truncated")
-    assert rc == w.EXIT_FAULT_NEVER_INJECTED and kills == []
+    monkeypatch.setattr(Injector, "start", start)
+    rc = run_wrapper(entrypoint, tmp_path, ckpt, "--checkpoint-damage", "shard_truncated")
+    assert rc == EXIT_FAULT_NEVER_INJECTED and kills == []
     assert not (tmp_path / "fault_injected.json").exists()
 
 
-def test_the_fault_cycle_damages_and_kills(w, entrypoint, tmp_path, ckpt, rank_env, monkeypatch):
+def test_the_fault_cycle_damages_and_kills(entrypoint, tmp_path, ckpt, rank_env, monkeypatch):
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
-    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+    monkeypatch.setattr("ftqual.rank.worker.install_section_hooks", lambda watch: False)
     (ckpt / TRACKER).write_text("20")
-    original = w.Injector.start
+    original = Injector.start
     kills = []
 
     def start(self):
@@ -412,8 +415,8 @@ def test_the_fault_cycle_damages_and_kills(w, entrypoint, tmp_path, ckpt, rank_e
         thread.join(5)
         return thread
 
-    monkeypatch.setattr(w.Injector, "start", start)
-    rc = run_wrapper(w, entrypoint, tmp_path, ckpt, "--checkpoint-damage", "tracker_not_a_number")
+    monkeypatch.setattr(Injector, "start", start)
+    rc = run_wrapper(entrypoint, tmp_path, ckpt, "--checkpoint-damage", "tracker_not_a_number")
     assert rc == 0 and kills == [signal.SIGKILL]
     marker = json.loads((tmp_path / "fault_injected.json").read_text())
     assert marker["damage"]["kind"] == "tracker_not_a_number" and marker["damage"]["iteration"] == 40
@@ -429,9 +432,9 @@ def damaged_run(tmp_path, ckpt, damage):
     (tmp_path / "fault_injected.json").write_text(json.dumps(marker))
 
 
-def test_replacement_meets_a_tracker_this_run_damaged(w, entrypoint, tmp_path, ckpt, rank_env, capsys):
+def test_replacement_meets_a_tracker_this_run_damaged(entrypoint, tmp_path, ckpt, rank_env, capsys):
     damaged_run(tmp_path, ckpt, {"kind": "tracker_not_a_number", "iteration": 40})
-    rc = run_wrapper(w, entrypoint, tmp_path, ckpt, "--checkpoint-damage", "tracker_not_a_number")
+    rc = run_wrapper(entrypoint, tmp_path, ckpt, "--checkpoint-damage", "tracker_not_a_number")
     assert rc == 0
     assert (tmp_path / "ran.txt").read_text() == "ran"
     err = capsys.readouterr().err
@@ -447,27 +450,27 @@ def test_replacement_meets_a_tracker_this_run_damaged(w, entrypoint, tmp_path, c
     ids=["no-damage", "unknown-kind", "not-a-record"],
 )
 def test_replacement_still_refuses_a_bad_tracker_it_did_not_break(
-    w, entrypoint, tmp_path, ckpt, rank_env, damage, capsys
+    entrypoint, tmp_path, ckpt, rank_env, damage, capsys
 ):
     damaged_run(tmp_path, ckpt, damage)
-    rc = run_wrapper(w, entrypoint, tmp_path, ckpt)
-    assert rc == w.EXIT_BAD_TRACKER
+    rc = run_wrapper(entrypoint, tmp_path, ckpt)
+    assert rc == EXIT_BAD_TRACKER
     assert not (tmp_path / "ran.txt").exists()
     assert "refusing to start the workload" in capsys.readouterr().err
 
 
-def test_replacement_refuses_a_bad_tracker_without_any_marker(w, entrypoint, tmp_path, ckpt, rank_env):
+def test_replacement_refuses_a_bad_tracker_without_any_marker(entrypoint, tmp_path, ckpt, rank_env):
     (ckpt / TRACKER).write_bytes(b"\0\0")
-    assert run_wrapper(w, entrypoint, tmp_path, ckpt) == w.EXIT_BAD_TRACKER
+    assert run_wrapper(entrypoint, tmp_path, ckpt) == EXIT_BAD_TRACKER
     assert not (tmp_path / "ran.txt").exists()
 
 
-def test_marker_damage_reads_only_a_damage_record(w, tmp_path):
+def test_marker_damage_reads_only_a_damage_record(tmp_path):
     marker = tmp_path / "fault_injected.json"
-    assert w.marker_damage(marker) is None
+    assert marker_damage(marker) is None
     marker.write_text("not json")
-    assert w.marker_damage(marker) is None
+    assert marker_damage(marker) is None
     marker.write_text("[1]")
-    assert w.marker_damage(marker) is None
+    assert marker_damage(marker) is None
     marker.write_text(json.dumps({"damage": {"kind": "shard_truncated", "iteration": 4}}))
-    assert w.marker_damage(marker) == {"kind": "shard_truncated", "iteration": 4}
+    assert marker_damage(marker) == {"kind": "shard_truncated", "iteration": 4}

@@ -13,26 +13,28 @@ import types
 
 import pytest
 
+from ftqual.rank.ids import EXIT_BAD_TRACKER, EXIT_FAULT_NEVER_INJECTED
+from ftqual.rank.injector import Injector
+from ftqual.rank.leftovers import leftovers_record, sample_gpu_apps, write_pid_record
+from ftqual.rank.markers import claim_marker, count_markers, marker_path
+from ftqual.rank.procfs import proc_start_time
+from ftqual.rank.sections import SectionWatch, install_section_hooks
+from ftqual.rank.tracker import TrackerError, newest_checkpoint_iteration, poll_tracker, read_tracker_baseline
+from ftqual.rank.worker import main, parse_args
 from tests.support.wait import wait_until
-
-
-@pytest.fixture
-def w(worker_module):
-    return worker_module
-
 
 # --- tracker ---------------------------------------------------------------------------------------------
 
 
-def test_absent_tracker_is_a_zero_baseline(w, tmp_path):
-    assert w.read_tracker_baseline(tmp_path / "latest_checkpointed_iteration.txt") == 0
+def test_absent_tracker_is_a_zero_baseline(tmp_path):
+    assert read_tracker_baseline(tmp_path / "latest_checkpointed_iteration.txt") == 0
 
 
 @pytest.mark.parametrize(("content", "value"), [(b"5", 5), (b"30\n", 30), (b" 0 ", 0)])
-def test_integer_tracker_is_the_baseline(w, tmp_path, content, value):
+def test_integer_tracker_is_the_baseline(tmp_path, content, value):
     path = tmp_path / "t.txt"
     path.write_bytes(content)
-    assert w.read_tracker_baseline(path) == value
+    assert read_tracker_baseline(path) == value
 
 
 @pytest.mark.parametrize(
@@ -46,18 +48,18 @@ def test_integer_tracker_is_the_baseline(w, tmp_path, content, value):
         (b"\xd9\xa3", "does not hold an integer"),
     ],
 )
-def test_untrustworthy_tracker_at_startup_is_an_error(w, tmp_path, content, fragment):
+def test_untrustworthy_tracker_at_startup_is_an_error(tmp_path, content, fragment):
     path = tmp_path / "t.txt"
     path.write_bytes(content)
-    with pytest.raises(w.TrackerError, match=fragment):
-        w.read_tracker_baseline(path)
+    with pytest.raises(TrackerError, match=fragment):
+        read_tracker_baseline(path)
 
 
-def test_tracker_that_cannot_be_read_is_an_error(w, tmp_path):
+def test_tracker_that_cannot_be_read_is_an_error(tmp_path):
     path = tmp_path / "t.txt"
     path.mkdir()
-    with pytest.raises(w.TrackerError, match="unreadable"):
-        w.read_tracker_baseline(path)
+    with pytest.raises(TrackerError, match="unreadable"):
+        read_tracker_baseline(path)
 
 
 @pytest.mark.parametrize(
@@ -71,49 +73,49 @@ def test_tracker_that_cannot_be_read_is_an_error(w, tmp_path):
         (b"12\n", 12),
     ],
 )
-def test_polling_ignores_every_read_failure(w, tmp_path, content, value):
+def test_polling_ignores_every_read_failure(tmp_path, content, value):
     path = tmp_path / "t.txt"
     if content is not None:
         path.write_bytes(content)
-    assert w.poll_tracker(path) == value
+    assert poll_tracker(path) == value
 
 
 # --- marker ----------------------------------------------------------------------------------------------
 
 
-def test_marker_claim_is_exclusive(w, tmp_path):
+def test_marker_claim_is_exclusive(tmp_path):
     path = tmp_path / "fault_injected.json"
-    assert w.claim_marker(path, {"a": 1}) is True
+    assert claim_marker(path, {"a": 1}) is True
     assert json.loads(path.read_text()) == {"a": 1}
-    assert w.claim_marker(path, {"a": 2}) is False
+    assert claim_marker(path, {"a": 2}) is False
     assert json.loads(path.read_text()) == {"a": 1}
 
 
-def test_marker_claim_fails_loudly_without_its_directory(w, tmp_path):
+def test_marker_claim_fails_loudly_without_its_directory(tmp_path):
     with pytest.raises(FileNotFoundError):
-        w.claim_marker(tmp_path / "missing" / "fault_injected.json", {})
+        claim_marker(tmp_path / "missing" / "fault_injected.json", {})
 
 
 # --- injector --------------------------------------------------------------------------------------------
 
 
-def make_injector(w, tmp_path, *, fault="kill", placement="step", baseline=0, watch=True):
+def make_injector(tmp_path, *, fault="kill", placement="step", baseline=0, watch=True):
     kills = []
-    injector = w.Injector(
+    injector = Injector(
         fault=fault,
         placement=placement,
         tracker=tmp_path / "tracker.txt",
         marker=tmp_path / "marker.json",
         baseline=baseline,
         identity={"run_id": "r1", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
-        watch=w.SectionWatch() if watch else None,
+        watch=SectionWatch() if watch else None,
         kill=lambda pid, sig: kills.append((pid, sig)),
     )
     return injector, kills
 
 
-def test_injects_only_after_the_tracker_passes_the_baseline(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, placement="immediate", baseline=5)
+def test_injects_only_after_the_tracker_passes_the_baseline(tmp_path):
+    injector, kills = make_injector(tmp_path, placement="immediate", baseline=5)
     assert injector.on_tracker(None) is False
     assert injector.on_tracker(5) is False
     assert kills == []
@@ -135,22 +137,22 @@ def test_injects_only_after_the_tracker_passes_the_baseline(w, tmp_path):
     assert marker["injected_at"].endswith("Z")
 
 
-def test_injects_once(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, placement="immediate")
+def test_injects_once(tmp_path):
+    injector, kills = make_injector(tmp_path, placement="immediate")
     injector.on_tracker(5)
     injector.on_tracker(10)
     injector.watch.started("step")
     assert len(kills) == 1
 
 
-def test_hang_sends_sigstop(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, fault="hang", placement="immediate")
+def test_hang_sends_sigstop(tmp_path):
+    injector, kills = make_injector(tmp_path, fault="hang", placement="immediate")
     injector.on_tracker(5)
     assert kills == [(os.getpid(), signal.SIGSTOP)]
 
 
-def test_step_placement_waits_for_a_step_section(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, fault="hang")
+def test_step_placement_waits_for_a_step_section(tmp_path):
+    injector, kills = make_injector(tmp_path, fault="hang")
     injector.watch.started("checkpointing")
     assert injector.on_tracker(5) is True  # armed, poller done
     assert kills == []
@@ -163,9 +165,9 @@ def test_step_placement_waits_for_a_step_section(w, tmp_path):
     assert (marker["placement"], marker["section"], marker["checkpoint_iteration"]) == ("step", "step", 5)
 
 
-def test_step_placement_never_injects_from_the_poller_thread(w, tmp_path):
+def test_step_placement_never_injects_from_the_poller_thread(tmp_path):
     # Marker claim + fsync can outlast a GPU step: only the training thread, at a step's start, injects.
-    injector, kills = make_injector(w, tmp_path)
+    injector, kills = make_injector(tmp_path)
     injector.watch.started("step")
     injector.on_tracker(5)
     assert kills == []
@@ -174,9 +176,9 @@ def test_step_placement_never_injects_from_the_poller_thread(w, tmp_path):
     assert len(kills) == 1
 
 
-def test_a_step_arms_from_the_tracker_itself_when_the_poller_is_too_slow(w, tmp_path):
+def test_a_step_arms_from_the_tracker_itself_when_the_poller_is_too_slow(tmp_path):
     """On a GPU two saves can finalize between two polls: the training thread reads the tracker per step."""
-    injector, kills = make_injector(w, tmp_path, baseline=30)
+    injector, kills = make_injector(tmp_path, baseline=30)
     tracker = tmp_path / "tracker.txt"
     tracker.write_text("30")
     injector.watch.started("step")  # tracker at the baseline: nothing
@@ -193,8 +195,8 @@ def test_a_step_arms_from_the_tracker_itself_when_the_poller_is_too_slow(w, tmp_
     )
 
 
-def test_checkpointing_placement_waits_for_the_next_save_section(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, fault="hang", placement="checkpointing")
+def test_checkpointing_placement_waits_for_the_next_save_section(tmp_path):
+    injector, kills = make_injector(tmp_path, fault="hang", placement="checkpointing")
     assert injector.on_tracker(5) is True  # armed
     injector.watch.started("step")
     injector.watch.ended("step")
@@ -206,8 +208,8 @@ def test_checkpointing_placement_waits_for_the_next_save_section(w, tmp_path):
     assert (marker["placement"], marker["section"]) == ("checkpointing", "checkpointing")
 
 
-def test_out_of_section_placement_lands_after_a_step_closed_with_no_section_open(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, fault="hang", placement="out_of_section")
+def test_out_of_section_placement_lands_after_a_step_closed_with_no_section_open(tmp_path):
+    injector, kills = make_injector(tmp_path, fault="hang", placement="out_of_section")
     injector.on_tracker(5)
     injector.watch.started("checkpointing")  # a section still open: not out of every section
     injector.watch.started("step")
@@ -224,11 +226,11 @@ def test_out_of_section_placement_lands_after_a_step_closed_with_no_section_open
     assert (marker["placement"], marker["section"]) == ("out_of_section", None)
 
 
-def test_setup_placement_stops_a_replacement_as_it_closes_setup(w, tmp_path):
+def test_setup_placement_stops_a_replacement_as_it_closes_setup(tmp_path):
     """Armed by the cycle's start from checkpoint 8 (no save needed): the SIGSTOP lands as the workload
     closes `setup`, before the monitor is told, so the section is still open; the marker names the loaded
     checkpoint. Steps and the tracker never trigger it."""
-    injector, kills = make_injector(w, tmp_path, fault="hang", placement="setup", baseline=8)
+    injector, kills = make_injector(tmp_path, fault="hang", placement="setup", baseline=8)
     assert injector.start() is None  # no tracker poller: the setup's close is the trigger
     injector.on_tracker(12)
     injector.watch.started("setup")
@@ -241,8 +243,8 @@ def test_setup_placement_stops_a_replacement_as_it_closes_setup(w, tmp_path):
     assert (marker["baseline_iteration"], marker["checkpoint_iteration"]) == (8, 8)
 
 
-def test_setup_placement_never_injects_in_a_cycle_that_loaded_nothing(w, tmp_path, capsys):
-    injector, kills = make_injector(w, tmp_path, fault="hang", placement="setup", baseline=0)
+def test_setup_placement_never_injects_in_a_cycle_that_loaded_nothing(tmp_path, capsys):
+    injector, kills = make_injector(tmp_path, fault="hang", placement="setup", baseline=0)
     injector.watch.started("setup")
     injector.watch.closing("setup")
     injector.watch.started("step")
@@ -250,39 +252,39 @@ def test_setup_placement_never_injects_in_a_cycle_that_loaded_nothing(w, tmp_pat
     assert "started from no checkpoint" in capsys.readouterr().err
 
 
-def test_without_section_hooks_placement_falls_back_to_immediate(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, watch=False)
+def test_without_section_hooks_placement_falls_back_to_immediate(tmp_path):
+    injector, kills = make_injector(tmp_path, watch=False)
     assert injector.placement == "immediate"
     injector.on_tracker(5)
     assert len(kills) == 1
 
 
-def test_existing_marker_blocks_injection(w, tmp_path, capsys):
+def test_existing_marker_blocks_injection(tmp_path, capsys):
     (tmp_path / "marker.json").write_text("{}")
-    injector, kills = make_injector(w, tmp_path, placement="immediate")
+    injector, kills = make_injector(tmp_path, placement="immediate")
     injector.on_tracker(5)
     assert kills == []
     assert "already exists; not injecting" in capsys.readouterr().err
 
 
-def test_no_injection_after_the_workload_ended(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path)
+def test_no_injection_after_the_workload_ended(tmp_path):
+    injector, kills = make_injector(tmp_path)
     injector.on_tracker(5)
     injector.finish()
     injector.watch.started("step")
     assert kills == [] and not (tmp_path / "marker.json").exists()
 
 
-def test_injection_line_on_stderr(w, tmp_path, capsys):
-    injector, _ = make_injector(w, tmp_path, placement="immediate")
+def test_injection_line_on_stderr(tmp_path, capsys):
+    injector, _ = make_injector(tmp_path, placement="immediate")
     injector.on_tracker(5)
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("[ftqual-inject] ")
     assert json.loads(line.split(" ", 1)[1]) == json.loads((tmp_path / "marker.json").read_text())
 
 
-def test_poller_thread_arms_from_the_file(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, placement="immediate")
+def test_poller_thread_arms_from_the_file(tmp_path):
+    injector, kills = make_injector(tmp_path, placement="immediate")
     injector.poll_seconds = 0.01
     looks = []
     on_tracker = injector.on_tracker
@@ -330,13 +332,13 @@ def fake_rank_monitor_client(monkeypatch, calls: list) -> type:
     return FakeClient
 
 
-def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
+def test_section_hooks_wrap_rank_monitor_client(monkeypatch):
     calls = []
     FakeClient = fake_rank_monitor_client(monkeypatch, calls)
-    watch = w.SectionWatch()
+    watch = SectionWatch()
     seen = []
     watch.on_start = lambda name: seen.append((name, watch.inside(name)))
-    assert w.install_section_hooks(watch) is True
+    assert install_section_hooks(watch) is True
     client = FakeClient()
     client.start_section("setup")
     client.end_section("setup")
@@ -347,16 +349,16 @@ def test_section_hooks_wrap_rank_monitor_client(w, monkeypatch):
     assert calls == [("start", "setup"), ("end", "setup"), ("start", "step"), ("end_all", None)]
 
 
-def test_section_hooks_report_missing_nvrx(w, monkeypatch):
+def test_section_hooks_report_missing_nvrx(monkeypatch):
     monkeypatch.setitem(sys.modules, "nvidia_resiliency_ext", None)  # import fails
-    assert w.install_section_hooks(w.SectionWatch()) is False
+    assert install_section_hooks(SectionWatch()) is False
 
 
 # --- arguments, pid records, running the entrypoint -------------------------------------------------------
 
 
-def test_arguments_split_at_double_dash(w, tmp_path):
-    args, rest = w.parse_args(
+def test_arguments_split_at_double_dash(tmp_path):
+    args, rest = parse_args(
         [
             "--megatron-path",
             "/m",
@@ -379,15 +381,15 @@ def test_arguments_split_at_double_dash(w, tmp_path):
     assert rest == ["--train-iters=5", "--fault", "x"]
 
 
-def test_fault_rank_required_with_a_fault(w, capsys):
+def test_fault_rank_required_with_a_fault(capsys):
     with pytest.raises(SystemExit):
-        w.parse_args(
+        parse_args(
             ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault", "kill"]
         )
 
 
-def test_pid_record(w, tmp_path):
-    path = w.write_pid_record(tmp_path, "hostA", 2, 5, 1)
+def test_pid_record(tmp_path):
+    path = write_pid_record(tmp_path, "hostA", 2, 5, 1)
     assert path.name == "hostA.cycle2.rank5.json"
     record = json.loads(path.read_text())
     assert record["pid"] == os.getpid() and record["pgid"] == os.getpgrp()
@@ -439,9 +441,9 @@ def rank_env(monkeypatch):
     sys.argv[:], sys.path[:] = saved_argv, saved_path
 
 
-def test_entrypoint_runs_in_process_with_its_own_argv(w, entrypoint, tmp_path, rank_env):
+def test_entrypoint_runs_in_process_with_its_own_argv(entrypoint, tmp_path, rank_env):
     (tmp_path / "ckpt").mkdir()
-    rc = w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "none", code=4))
+    rc = main(wrapper_argv(entrypoint, tmp_path, "--fault", "none", code=4))
     assert rc == 4
     ran = json.loads((tmp_path / "ran.json").read_text())
     assert ran["argv"][0] == str(entrypoint) and ran["argv"][1:3] == ["--out", str(tmp_path / "ran.json")]
@@ -449,35 +451,35 @@ def test_entrypoint_runs_in_process_with_its_own_argv(w, entrypoint, tmp_path, r
     assert any(p.name.endswith(".cycle0.rank1.json") for p in tmp_path.iterdir())
 
 
-def test_bad_tracker_stops_before_the_workload(w, entrypoint, tmp_path, rank_env, capsys):
+def test_bad_tracker_stops_before_the_workload(entrypoint, tmp_path, rank_env, capsys):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("")
-    rc = w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1"))
-    assert rc == w.EXIT_BAD_TRACKER
+    rc = main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1"))
+    assert rc == EXIT_BAD_TRACKER
     assert not (tmp_path / "ran.json").exists()
     assert "is empty; refusing to start the workload" in capsys.readouterr().err
 
 
 def test_requested_fault_that_never_happened_fails_the_fault_rank(
-    w, entrypoint, tmp_path, rank_env, monkeypatch, capsys
+    entrypoint, tmp_path, rank_env, monkeypatch, capsys
 ):
-    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+    monkeypatch.setattr("ftqual.rank.worker.install_section_hooks", lambda watch: False)
     (tmp_path / "ckpt").mkdir()
-    rc = w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1"))
-    assert rc == w.EXIT_FAULT_NEVER_INJECTED
+    rc = main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1"))
+    assert rc == EXIT_FAULT_NEVER_INJECTED
     assert (tmp_path / "ran.json").exists()
     assert "was never injected" in capsys.readouterr().err
 
 
-def test_other_ranks_do_not_fail_for_a_missing_fault(w, entrypoint, tmp_path, rank_env):
+def test_other_ranks_do_not_fail_for_a_missing_fault(entrypoint, tmp_path, rank_env):
     (tmp_path / "ckpt").mkdir()
-    assert w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "0")) == 0
+    assert main(wrapper_argv(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "0")) == 0
 
 
-def test_existing_marker_means_no_injection_and_no_failure(w, entrypoint, tmp_path, rank_env, capsys):
+def test_existing_marker_means_no_injection_and_no_failure(entrypoint, tmp_path, rank_env, capsys):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "fault_injected.json").write_text("{}")
-    assert w.main(wrapper_argv(entrypoint, tmp_path, "--fault", "hang", "--fault-rank", "1")) == 0
+    assert main(wrapper_argv(entrypoint, tmp_path, "--fault", "hang", "--fault-rank", "1")) == 0
     assert "not injecting again" in capsys.readouterr().err
 
 
@@ -595,26 +597,26 @@ def test_hang_stops_the_process_immediately(repo_root, tmp_path):
 # --- several injections: one marker each --------------------------------------------------------------
 
 
-def test_marker_path_of_each_injection(w, tmp_path):
+def test_marker_path_of_each_injection(tmp_path):
     first = tmp_path / "fault_injected.json"
-    assert w.marker_path(first, 1) == first
-    assert w.marker_path(first, 2) == tmp_path / "fault_injected.2.json"
-    assert w.marker_path(first, 12) == tmp_path / "fault_injected.12.json"
+    assert marker_path(first, 1) == first
+    assert marker_path(first, 2) == tmp_path / "fault_injected.2.json"
+    assert marker_path(first, 12) == tmp_path / "fault_injected.12.json"
 
 
-def test_markers_are_counted_from_the_first(w, tmp_path):
+def test_markers_are_counted_from_the_first(tmp_path):
     first = tmp_path / "fault_injected.json"
     (tmp_path / "fault_injected.2.json").write_text("{}")
-    assert w.count_markers(first) == 0  # no first marker: nothing counts
+    assert count_markers(first) == 0  # no first marker: nothing counts
     first.write_text("{}")
-    assert w.count_markers(first) == 2
+    assert count_markers(first) == 2
     for name in ["fault_injected.3.json", "fault_injected.1.json", "fault_injected.x.json", "other.4.json"]:
         (tmp_path / name).write_text("{}")
-    assert w.count_markers(first) == 3  # .2 and .3 only
+    assert count_markers(first) == 3  # .2 and .3 only
 
 
-def test_marker_records_the_injection_and_timing(w, tmp_path):
-    injector, kills = make_injector(w, tmp_path, placement="immediate")
+def test_marker_records_the_injection_and_timing(tmp_path):
+    injector, kills = make_injector(tmp_path, placement="immediate")
     injector.injection, injector.injections = 2, 3
     injector.on_tracker(5)
     marker = json.loads((tmp_path / "marker.json").read_text())
@@ -622,35 +624,35 @@ def test_marker_records_the_injection_and_timing(w, tmp_path):
     assert "save_iteration" not in marker and len(kills) == 1
 
 
-def run_main(w, entrypoint, tmp_path, *extra, code=0):
-    return w.main(wrapper_argv(entrypoint, tmp_path, *extra, code=code))
+def run_main(entrypoint, tmp_path, *extra, code=0):
+    return main(wrapper_argv(entrypoint, tmp_path, *extra, code=code))
 
 
-def test_second_cycle_arms_the_second_injection(w, entrypoint, tmp_path, rank_env, monkeypatch, capsys):
-    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+def test_second_cycle_arms_the_second_injection(entrypoint, tmp_path, rank_env, monkeypatch, capsys):
+    monkeypatch.setattr("ftqual.rank.worker.install_section_hooks", lambda watch: False)
     made = []
-    monkeypatch.setattr(w.Injector, "start", lambda self: made.append(self))
+    monkeypatch.setattr(Injector, "start", lambda self: made.append(self))
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").write_text("5")
     (tmp_path / "fault_injected.json").write_text("{}")
-    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    rc = run_main(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
     # injection 2 was armed (baseline 5, its own marker) and never happened: exit 3 for this cycle too
-    assert rc == w.EXIT_FAULT_NEVER_INJECTED
+    assert rc == EXIT_FAULT_NEVER_INJECTED
     (injector,) = made
     assert (injector.injection, injector.injections, injector.baseline) == (2, 2, 5)
     assert injector.marker == tmp_path / "fault_injected.2.json"
     assert "injection 2 of 2" in capsys.readouterr().err
 
 
-def test_second_injection_is_claimed_in_its_own_marker(w, entrypoint, tmp_path, rank_env, monkeypatch):
-    monkeypatch.setattr(w, "install_section_hooks", lambda watch: False)
+def test_second_injection_is_claimed_in_its_own_marker(entrypoint, tmp_path, rank_env, monkeypatch):
+    monkeypatch.setattr("ftqual.rank.worker.install_section_hooks", lambda watch: False)
     kills = []
     (tmp_path / "ckpt").mkdir()
     tracker = tmp_path / "ckpt" / "latest_checkpointed_iteration.txt"
     tracker.write_text("5")
     (tmp_path / "fault_injected.json").write_text("{}")
     injectors = []
-    original = w.Injector.start
+    original = Injector.start
 
     def start(self):
         injectors.append(self)
@@ -661,19 +663,19 @@ def test_second_injection_is_claimed_in_its_own_marker(w, entrypoint, tmp_path, 
         thread.join(5)
         return thread
 
-    monkeypatch.setattr(w.Injector, "start", start)
-    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    monkeypatch.setattr(Injector, "start", start)
+    rc = run_main(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
     assert rc == 0 and kills == [signal.SIGKILL]
     marker = json.loads((tmp_path / "fault_injected.2.json").read_text())
     assert (marker["injection"], marker["baseline_iteration"], marker["checkpoint_iteration"]) == (2, 5, 10)
     assert json.loads((tmp_path / "fault_injected.json").read_text()) == {}
 
 
-def test_no_injection_once_every_marker_exists(w, entrypoint, tmp_path, rank_env, capsys):
+def test_no_injection_once_every_marker_exists(entrypoint, tmp_path, rank_env, capsys):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "fault_injected.json").write_text("{}")
     (tmp_path / "fault_injected.2.json").write_text("{}")
-    rc = run_main(w, entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
+    rc = run_main(entrypoint, tmp_path, "--fault", "kill", "--fault-rank", "1", "--injections", "2")
     assert rc == 0
     assert "2 of 2 injection marker(s) exist" in capsys.readouterr().err
 
@@ -688,16 +690,16 @@ def test_no_injection_once_every_marker_exists(w, entrypoint, tmp_path, rank_env
         ["--fault", "hang", "--fault-timing", "in_save"],
     ],
 )
-def test_bad_injection_arguments_are_refused(w, extra):
+def test_bad_injection_arguments_are_refused(extra):
     argv = ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f", "--fault-rank", "0"]
     if "--fault" not in extra:
         argv += ["--fault", "kill"]
     with pytest.raises(SystemExit):
-        w.parse_args([*argv, *extra])
+        parse_args([*argv, *extra])
 
 
-def test_injection_arguments_default_to_one_fault_after_a_checkpoint(w):
-    args, _ = w.parse_args(
+def test_injection_arguments_default_to_one_fault_after_a_checkpoint():
+    args, _ = parse_args(
         ["--entrypoint", "e.py", "--checkpoint-dir", "/c", "--fault-marker", "/f"] + ["--fault", "none"]
     )
     assert (args.injections, args.fault_timing, args.leftovers_dir) == (1, "checkpoint", None)
@@ -706,17 +708,17 @@ def test_injection_arguments_default_to_one_fault_after_a_checkpoint(w):
 # --- in_save: kill while an async save is in flight ------------------------------------------------------
 
 
-def make_in_save(w, tmp_path, baseline=0):
+def make_in_save(tmp_path, baseline=0):
     (tmp_path / "ckpt").mkdir(exist_ok=True)
     kills = []
-    injector = w.Injector(
+    injector = Injector(
         fault="kill",
         placement="step",
         tracker=tmp_path / "ckpt" / "latest_checkpointed_iteration.txt",
         marker=tmp_path / "marker.json",
         baseline=baseline,
         identity={"run_id": "r1", "rank": 1, "local_rank": 1, "host": "h", "cycle": 0},
-        watch=w.SectionWatch(),
+        watch=SectionWatch(),
         kill=lambda pid, sig: kills.append((pid, sig)),
         timing="in_save",
     )
@@ -731,17 +733,17 @@ def checkpoint_state(tmp_path, tracker: int | None, iterations: list[int]) -> No
         (ckpt / f"iter_{it:07d}").mkdir(exist_ok=True)
 
 
-def test_newest_checkpoint_iteration(w, tmp_path):
-    assert w.newest_checkpoint_iteration(tmp_path / "missing") is None
-    assert w.newest_checkpoint_iteration(tmp_path) is None
+def test_newest_checkpoint_iteration(tmp_path):
+    assert newest_checkpoint_iteration(tmp_path / "missing") is None
+    assert newest_checkpoint_iteration(tmp_path) is None
     for name in ["iter_0000005", "iter_0000010", "iter_0000100.tmp", "iter_12"]:
         (tmp_path / name).mkdir()
     (tmp_path / "iter_0000200").write_text("a file, not a checkpoint")
-    assert w.newest_checkpoint_iteration(tmp_path) == 10
+    assert newest_checkpoint_iteration(tmp_path) == 10
 
 
-def test_in_save_waits_for_a_save_in_flight_after_the_baseline(w, tmp_path):
-    injector, kills = make_in_save(w, tmp_path, baseline=5)
+def test_in_save_waits_for_a_save_in_flight_after_the_baseline(tmp_path):
+    injector, kills = make_in_save(tmp_path, baseline=5)
     watch = injector.watch
     checkpoint_state(tmp_path, 5, [5, 10])  # a save of 10 in flight, but the tracker is still the baseline
     watch.closed("checkpointing")
@@ -769,20 +771,20 @@ def test_in_save_waits_for_a_save_in_flight_after_the_baseline(w, tmp_path):
     assert len(kills) == 1  # once only
 
 
-def test_in_save_never_fires_after_the_workload_ended(w, tmp_path):
-    injector, kills = make_in_save(w, tmp_path)
+def test_in_save_never_fires_after_the_workload_ended(tmp_path):
+    injector, kills = make_in_save(tmp_path)
     checkpoint_state(tmp_path, 5, [5, 10])
     injector.finish()
     injector.watch.closed("checkpointing")
     assert kills == [] and not injector.claimed
 
 
-def test_section_hooks_report_the_end_after_the_monitor(w, monkeypatch):
+def test_section_hooks_report_the_end_after_the_monitor(monkeypatch):
     calls = []
     FakeClient = fake_rank_monitor_client(monkeypatch, calls)
-    watch = w.SectionWatch()
+    watch = SectionWatch()
     watch.on_end = lambda name: calls.append(("closed", name, watch.inside(name)))
-    assert w.install_section_hooks(watch) is True
+    assert install_section_hooks(watch) is True
     client = FakeClient()
     client.start_section("checkpointing")
     client.end_section("checkpointing")
@@ -833,8 +835,8 @@ def pid_record(pid_dir, host, cycle, rank, pid, start_time):
     (pid_dir / f"{host}.cycle{cycle}.rank{rank}.json").write_text(json.dumps(record))
 
 
-def test_leftovers_list_earlier_cycles_of_this_host_and_the_live_ones(w, tmp_path):
-    me, start = os.getpid(), w.proc_start_time()
+def test_leftovers_list_earlier_cycles_of_this_host_and_the_live_ones(tmp_path):
+    me, start = os.getpid(), proc_start_time()
     pid_record(tmp_path, "h", 0, 0, me, start)  # still running (this process)
     pid_record(tmp_path, "h", 0, 1, me, start + 1)  # its pid reused: gone
     pid_record(tmp_path, "h", 1, 0, 999_999_999, 5)  # this cycle: not earlier
@@ -846,7 +848,7 @@ def test_leftovers_list_earlier_cycles_of_this_host_and_the_live_ones(w, tmp_pat
         "error": None,
         "apps": [{"pid": me, "used_memory_mib": 512}, {"pid": 7, "used_memory_mib": 1}],
     }
-    record = w.leftovers_record(tmp_path, "h", 1, gpu)
+    record = leftovers_record(tmp_path, "h", 1, gpu)
     assert record["schema"] == "ftqual.leftovers/v1" and (record["host"], record["cycle"]) == ("h", 1)
     assert record["sampled_at"].endswith("Z")
     assert record["earlier"] == [
@@ -859,9 +861,9 @@ def test_leftovers_list_earlier_cycles_of_this_host_and_the_live_ones(w, tmp_pat
     assert record["unreadable_pid_records"] == ["h.cycle0.rank3.json"]
 
 
-def test_leftovers_of_a_clean_restart_are_empty(w, tmp_path):
+def test_leftovers_of_a_clean_restart_are_empty(tmp_path):
     pid_record(tmp_path, "h", 0, 0, 999_999_999, 5)
-    record = w.leftovers_record(tmp_path, "h", 1, {"sampled": False, "error": "x", "apps": []})
+    record = leftovers_record(tmp_path, "h", 1, {"sampled": False, "error": "x", "apps": []})
     assert len(record["earlier"]) == 1 and record["alive"] == [] and record["gpu"]["held_by_earlier"] == []
 
 
@@ -877,9 +879,9 @@ class FakeRun:
         return subprocess.CompletedProcess(cmd, self.rc, self.out, self.err)
 
 
-def test_gpu_apps_from_nvidia_smi(w):
+def test_gpu_apps_from_nvidia_smi():
     run = FakeRun(out="123, 512\n456, [N/A]\n\n")
-    gpu = w.sample_gpu_apps(run=run, which=lambda name: "/usr/bin/nvidia-smi")
+    gpu = sample_gpu_apps(run=run, which=lambda name: "/usr/bin/nvidia-smi")
     assert gpu == {
         "sampled": True,
         "error": None,
@@ -908,8 +910,8 @@ def test_gpu_apps_from_nvidia_smi(w):
         ("/x/nvidia-smi", FakeRun(out="No devices were found\n"), "unexpected nvidia-smi line"),
     ],
 )
-def test_gpu_sampling_failures_are_recorded_not_raised(w, which, run, error):
-    gpu = w.sample_gpu_apps(run=run, which=lambda name: which)
+def test_gpu_sampling_failures_are_recorded_not_raised(which, run, error):
+    gpu = sample_gpu_apps(run=run, which=lambda name: which)
     assert gpu["sampled"] is False and error in gpu["error"] and gpu["apps"] == []
 
 
@@ -917,17 +919,19 @@ def test_gpu_sampling_failures_are_recorded_not_raised(w, which, run, error):
     ("cycle", "local_rank", "written"), [("0", "0", False), ("1", "1", False), ("1", "0", True)]
 )
 def test_leftovers_are_written_by_local_rank_0_of_later_cycles(
-    w, entrypoint, tmp_path, rank_env, monkeypatch, cycle, local_rank, written
+    entrypoint, tmp_path, rank_env, monkeypatch, cycle, local_rank, written
 ):
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", cycle)
     monkeypatch.setenv("LOCAL_RANK", local_rank)
-    monkeypatch.setattr(w, "sample_gpu_apps", lambda: {"sampled": False, "error": "none here", "apps": []})
+    monkeypatch.setattr(
+        "ftqual.rank.leftovers.sample_gpu_apps", lambda: {"sampled": False, "error": "none here", "apps": []}
+    )
     (tmp_path / "ckpt").mkdir()
     pids = tmp_path / "pids"
     pids.mkdir()
     argv = wrapper_argv(entrypoint, tmp_path, "--fault", "none", "--leftovers-dir", str(tmp_path / "left"))
     argv[argv.index("--pid-dir") + 1] = str(pids)
-    assert w.main(argv) == 0
+    assert main(argv) == 0
     host = socket.gethostname()
     path = tmp_path / "left" / f"{host}.cycle{cycle}.json"
     assert path.exists() == written
@@ -939,14 +943,14 @@ def test_leftovers_are_written_by_local_rank_0_of_later_cycles(
 
 
 def test_leftovers_that_cannot_be_written_do_not_stop_training(
-    w, entrypoint, tmp_path, rank_env, monkeypatch, capsys
+    entrypoint, tmp_path, rank_env, monkeypatch, capsys
 ):
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
     monkeypatch.setenv("LOCAL_RANK", "0")
-    monkeypatch.setattr(w, "sample_gpu_apps", lambda: {"sampled": False, "error": "x", "apps": []})
+    monkeypatch.setattr(
+        "ftqual.rank.leftovers.sample_gpu_apps", lambda: {"sampled": False, "error": "x", "apps": []}
+    )
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "left").write_text("a file where the folder should be")
-    assert (
-        run_main(w, entrypoint, tmp_path, "--fault", "none", "--leftovers-dir", str(tmp_path / "left")) == 0
-    )
+    assert run_main(entrypoint, tmp_path, "--fault", "none", "--leftovers-dir", str(tmp_path / "left")) == 0
     assert "cannot record leftovers" in capsys.readouterr().err

@@ -1,0 +1,195 @@
+"""The faults a rank injects into itself, and the dispatch table (ACTIONS: fault name -> action) that
+Injector.action looks each up in."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from ftqual.contract import GPU_ONLY_FAULTS
+from ftqual.rank.markers import log
+
+
+class InjectedFault(Exception):
+    """The `exception` fault: an exception of the training loop's thread, which nothing in it catches."""
+
+
+GIL_SLEEP_S = 0xFFFFFFFF  # libc sleep()'s longest: 136 years
+
+
+def hold_gil_forever(ready: threading.Event | None = None) -> None:
+    """Call libc's sleep() through ctypes.PyDLL, which keeps the GIL for the whole call (ctypes.CDLL releases
+    it): no other thread of this process runs Python again, yet the process lives. What does not block the
+    GIL: time.sleep and any blocking I/O (they release it), and sys.setswitchinterval (it only sets how soon
+    a holder is asked to drop the GIL at its next bytecode; a holder inside one C call never sees the ask).
+    NVRx's lock_gil (a regular expression that backtracks for hours) holds it too, but burns a core the
+    whole time, which a test machine of two cores cannot spare. Ours, not NVRx's, for that reason; a signal
+    with a Python handler interrupts sleep(), hence the loop."""
+    import ctypes
+
+    libc = ctypes.PyDLL(None)
+    libc.sleep.argtypes = [ctypes.c_uint]
+    if ready is not None:
+        ready.set()
+    while True:
+        libc.sleep(GIL_SLEEP_S)
+
+
+def async_raise(thread_id: int, exc_type: type) -> None:
+    """Raise `exc_type` in another thread at its next bytecode (NVRx's inject_fault.async_raise, which we do
+    not import: its module imports torch at import time)."""
+    import ctypes
+
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    set_async_exc.restype = ctypes.c_int
+    if set_async_exc(thread_id, exc_type) != 1:
+        set_async_exc(thread_id, None)
+        raise RuntimeError(f"could not raise {exc_type.__name__} in thread {thread_id}")
+
+
+def nvrx_injector():
+    """NVRx's own injector module (nvidia_resiliency_ext.shared_utils.inject_fault), None when it cannot be
+    imported; imported only at a GPU fault's injection (it imports torch, which the workload already did)."""
+    try:
+        from nvidia_resiliency_ext.shared_utils import inject_fault
+    except Exception as exc:  # any import failure: the GPU fault cannot be injected, said in one line
+        log(f"NVRx's inject_fault cannot be imported ({type(exc).__name__}: {exc}); not injecting")
+        return None
+    return inject_fault
+
+
+def gpu_present() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+# --- how each fault is injected: the dispatch table Injector.action looks a fault up in --------------------
+#
+# Ours (stdlib, in this process, at once) where NVRx's inject_fault does not suit the once-only contract: its
+# injectors run after a delay on a thread or a forked process of their own, and its module imports torch. The
+# signals and os.abort() are one call each; the segfault reads address 1 through ctypes, as NVRx's segfault
+# injector does. The GPU faults are NVRx's own functions, called with no delay on the thread that injects
+# (raise_gpu_error, gpu_sleep). Each action takes the injector (its fault, its kill, its rank, the writers its
+# poll found) and gives (how the fault is injected, as the marker's `method` says it; the call that injects
+# it), prepared before the marker is claimed; or None, with the reason logged, when it cannot be injected
+# here.
+
+SIGNALS = {
+    "kill": signal.SIGKILL,
+    "hang": signal.SIGSTOP,
+    "node_loss": signal.SIGKILL,
+    "sigterm": signal.SIGTERM,
+    "sigint": signal.SIGINT,
+}
+
+
+def on_training_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def by_signal(injector) -> tuple[str, object]:
+    pid, sig = os.getpid(), SIGNALS[injector.fault]
+    method = f"os.kill(own pid, {sig.name})"
+    if injector.fault == "node_loss":
+        method = (
+            "SIGSTOP of the node's ft_launcher, then SIGKILL of every process below it, of it, and " + method
+        )
+    return method, lambda: injector.kill(pid, sig)
+
+
+def by_segfault(injector) -> tuple[str, object]:
+    import ctypes
+
+    return "ctypes.string_at(1): a read of address 1 (SIGSEGV)", lambda: ctypes.string_at(1)
+
+
+def by_abort(injector) -> tuple[str, object]:
+    return "os.abort() (SIGABRT)", os.abort
+
+
+def raise_injected(rank: int) -> None:
+    raise InjectedFault(f"ftqual injected an exception on rank {rank}")
+
+
+def by_exception(injector) -> tuple[str, object]:
+    if on_training_thread():
+        return "raise InjectedFault on the training thread", lambda: raise_injected(injector.identity["rank"])
+    main = threading.main_thread().ident
+    return "PyThreadState_SetAsyncExc(training thread, InjectedFault)", lambda: async_raise(
+        main, InjectedFault
+    )
+
+
+def lock_gil() -> None:
+    ready = threading.Event()
+    threading.Thread(target=hold_gil_forever, args=(ready,), name="ftqual-gil-lock", daemon=True).start()
+    ready.wait()
+    time.sleep(1.0)  # releases the GIL: the holder takes it, and this thread never runs again
+
+
+def by_gil_lock(injector) -> tuple[str, object]:
+    if on_training_thread():
+        return (
+            "thread ftqual-gil-lock holds the GIL (libc sleep() through ctypes.PyDLL); the training "
+            "thread waits for it",
+            lock_gil,
+        )
+    return "libc sleep() through ctypes.PyDLL on the injector's thread (GIL held)", hold_gil_forever
+
+
+def by_filler(injector) -> tuple[str, object]:
+    return "posix_fallocate of a filler file on the checkpoint filesystem (made before the marker)", (
+        lambda: None
+    )
+
+
+def by_stopping_writers(injector) -> tuple[str, object]:
+    pids = [w["pid"] for w in injector.writers]
+    return f"os.kill(writer pid(s) {pids}, SIGSTOP)", lambda: [
+        injector._signal(pid, signal.SIGSTOP) for pid in pids
+    ]
+
+
+def on_the_gpu(injector) -> tuple[str, object] | None:
+    fault = injector.fault
+    if not gpu_present():
+        log(f"fault {fault} needs a CUDA device and this process sees none; not injecting")
+        return None
+    nvrx = nvrx_injector()
+    if nvrx is None:
+        return None
+    if fault == "gpu_error":
+        method = "NVRx inject_fault.raise_gpu_error: an out-of-bounds index on the device"
+        return method, lambda: nvrx.raise_gpu_error(0.0, None)
+    torch = sys.modules["torch"]
+    device = torch.cuda.current_device()
+    method = "NVRx inject_fault.gpu_sleep: torch.cuda._sleep(1 << 62) on the current stream"
+    return method, lambda: nvrx.gpu_sleep(0.0, device, None)
+
+
+ACTIONS = {
+    **dict.fromkeys(SIGNALS, by_signal),
+    "segfault": by_segfault,
+    "abort": by_abort,
+    "exception": by_exception,
+    "gil_lock": by_gil_lock,
+    "disk_full": by_filler,
+    "writer_stall": by_stopping_writers,
+    **dict.fromkeys(GPU_ONLY_FAULTS, on_the_gpu),
+}
+
+
+def action(injector) -> tuple[str, object] | None:
+    """The action of `injector.fault` (ACTIONS), prepared; None, logged, for a fault without one."""
+    act = ACTIONS.get(injector.fault)
+    if act is None:
+        log(f"no way to inject fault {injector.fault!r}; not injecting")
+        return None
+    return act(injector)

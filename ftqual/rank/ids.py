@@ -1,0 +1,14 @@
+"""The ids a writer in the rank and a reader elsewhere share, in one place: the schemas of the records the
+rank writes (markers, leftovers) and reads (the campaign plan), the prefixes of the lines the verifier finds
+in a rank's log (ftqual/verification/evidence/patterns), and the rank's exit statuses."""
+
+from __future__ import annotations
+
+MARKER_SCHEMA = "ftqual.fault/v1"
+INJECT_PREFIX = "[ftqual-inject]"
+LOG_PREFIX = "[ftqual-worker]"
+EXIT_BAD_TRACKER = 2
+EXIT_FAULT_NEVER_INJECTED = 3
+EXIT_BAD_PLAN = 4
+CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
+LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"

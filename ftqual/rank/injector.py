@@ -1,0 +1,443 @@
+"""The injector: once-only injection k of a run on the fault rank, armed by the tracker, a section's end or a
+save phase seen on disk, and what it records in its marker.
+
+Timing `checkpoint` (the default): a daemon thread polls the checkpoint tracker until it advances past the
+baseline. With placement `step` (the default, for both faults; `--hang-placement` keeps the walkthrough's
+variable's name) the training thread itself claims the marker and signals at the start of the next NVRx `step`
+section (seen by wrapping RankMonitorClient.start_section/end_section in this process), so a hang is detected
+by the step timeout rather than whichever section happened to be open; `immediate` signals from the poller
+thread at once, as the walkthrough does (and lands wherever training is once the marker is fsynced).
+Placement `setup` stops a replacement in its own `setup` section: injection 1 (cycle 0) is placed in a step,
+as `step` does (a replacement needs an earlier fault); every later injection is armed by the cycle's start
+from a completed checkpoint (tracker >= 1) and lands on the training thread as the workload closes `setup`,
+before NVRx is told it closed (after the checkpoint load and everything else the workload does in setup),
+so the `setup` timeout must catch it. Its marker names the checkpoint the replacement loaded.
+Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on the training thread, once the
+tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
+was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ftqual.contract import FILLER_NAME, IN_SAVE_TIMINGS, SAVE_PHASES, STORAGE_FAULTS
+from ftqual.rank import faults
+from ftqual.rank.damage import DamageError, damage_checkpoint
+from ftqual.rank.freeze import WATCHED_PHASE, FreezeHelper
+from ftqual.rank.ids import INJECT_PREFIX, MARKER_SCHEMA
+from ftqual.rank.leftovers import read_launcher_record
+from ftqual.rank.markers import claim_marker, log, utc_now
+from ftqual.rank.procfs import descendants_of, is_alive, is_ancestor, parent_pids
+from ftqual.rank.save_phases import PHASE_POLL_SECONDS, PhaseWatch, SaveOnDisk
+from ftqual.rank.sections import SectionWatch, SentinelLink
+from ftqual.rank.storage import fill_filesystem, writers_of
+from ftqual.rank.tracker import iteration_dir_name, newest_checkpoint_iteration, poll_tracker
+
+# Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
+# section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of
+# every section (the out-of-section timeout), or at once wherever the rank is (the walkthrough's behaviour).
+PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
+
+
+SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
+
+
+POLL_SECONDS = 0.2
+
+
+class Injector:
+    """Once-only injection k of a run on the fault rank, triggered by the tracker advancing past its baseline
+    (timing `checkpoint`), by the end of a checkpointing section with a save in flight (`in_save`), or by a
+    phase of a save newer than the tracker seen on disk (SAVE_PHASES)."""
+
+    def __init__(
+        self,
+        *,
+        fault: str,
+        placement: str,
+        tracker: Path,
+        marker: Path,
+        baseline: int,
+        identity: dict,
+        watch: SectionWatch | None,
+        kill=os.kill,
+        poll_seconds: float | None = None,
+        injection: int = 1,
+        injections: int = 1,
+        timing: str = "checkpoint",
+        pid_dir: Path | None = None,
+        arm_iteration: int | None = None,
+        plan_index: int | None = None,
+        damage: str | None = None,
+        freeze_helper: bool = True,
+    ) -> None:
+        self.fault = fault
+        self.freeze_helper = (
+            freeze_helper  # a save-phase kill through FreezeHelper (off: the rank kills itself)
+        )
+        self.damage = damage  # a CHECKPOINT_DAMAGES kind made to the triggering checkpoint before the fault
+        self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
+        self.plan_index = plan_index  # a campaign's entry this injection follows
+        self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
+        self.timing = timing
+        if timing in IN_SAVE_TIMINGS:
+            # in_save needs the section hooks (without them it never fires); a save phase is seen on disk
+            self.placement = timing
+        else:
+            self.placement = placement if watch is not None else "immediate"
+        self.tracker = tracker
+        self.marker = marker
+        self.baseline = baseline
+        self.identity = identity  # run_id, rank, local_rank, host, cycle
+        self.watch = watch
+        self.kill = kill
+        if poll_seconds is None:
+            poll_seconds = PHASE_POLL_SECONDS if timing in SAVE_PHASES else POLL_SECONDS
+        self.poll_seconds = poll_seconds
+        self.injection = injection
+        self.injections = injections
+        self.lock = threading.Lock()
+        self.armed_at: int | None = None  # the tracker value that triggered us
+        self.save_iteration: int | None = None  # in_save and save phases: the iteration of the save in flight
+        self.on_disk: dict | None = None  # a save phase: what iter_S held at the poll that saw the phase
+        self.writers: list[dict] = []  # writer_stall: the processes writing iter_S at the poll that saw them
+        self.finished = False  # injected, gave up, or the workload ended
+        self.claimed = False  # this process created the marker
+        self.stop = threading.Event()
+        self.sentinel: SentinelLink | None = None  # told of the injection (stack dumps of a live rank)
+        self.helper: FreezeHelper | None = None  # a save-phase kill's: stops the rank, then kills it
+        self.missed = 0  # a save-phase kill's: phases that had passed once the rank was stopped
+        if watch is not None:
+            watch.on_start = self._on_section_start
+            watch.on_end = self._on_section_end
+            watch.on_closing = self._on_section_closing
+
+    def record(self, section: str | None) -> dict:
+        record = {
+            "schema": MARKER_SCHEMA,
+            "run_id": self.identity["run_id"],
+            "fault": self.fault,
+            "rank": self.identity["rank"],
+            "local_rank": self.identity["local_rank"],
+            "host": self.identity["host"],
+            "pid": os.getpid(),
+            "cycle": self.identity["cycle"],
+            "baseline_iteration": self.baseline,
+            "checkpoint_iteration": self.armed_at,
+            "injected_at": utc_now(),
+            "placement": self.placement,
+            "section": section,
+            "injection": self.injection,
+            "injections": self.injections,
+            "timing": self.timing,
+        }
+        if self.timing in IN_SAVE_TIMINGS:
+            record["save_iteration"] = self.save_iteration
+        if self.timing in SAVE_PHASES:
+            record["on_disk"] = self.on_disk
+        if self.plan_index is not None:
+            record["plan_index"] = self.plan_index
+            record["arm_iteration"] = self.arm_iteration
+        return record
+
+    def action(self) -> tuple[str, object] | None:
+        """(how the fault is injected, as the marker's `method` says it; the call that injects it), prepared
+        before the marker is claimed; None, with the reason logged, when it cannot be injected here: the
+        fault's entry of the dispatch table (ftqual.rank.faults.ACTIONS)."""
+        return faults.action(self)
+
+    def inject(self, section: str | None) -> bool:
+        """Claim the marker and signal ourselves; at most once, never after the workload ended."""
+        with self.lock:
+            if self.finished or self.armed_at is None:
+                return False
+            self.finished = True
+        record = self.record(section)
+        prepared = self.action()
+        if prepared is None:
+            return False
+        record["method"], act = prepared
+        node = None
+        if self.fault == "node_loss":
+            node = self.freeze_node()
+            if node is None:
+                return False
+            record["node"] = node
+        if self.damage is not None:
+            damage = self.make_damage()
+            if damage is None:
+                return False  # never claimed: the wrapper's exit 3 says the fault never came
+            record["damage"] = damage
+        if self.fault in STORAGE_FAULTS:
+            storage = self.make_storage_fault()
+            if storage is None:
+                return False
+            record["storage"] = storage
+        if not claim_marker(self.marker, record):
+            log(f"marker {self.marker} already exists; not injecting")
+            if node is not None:
+                self._signal(node["launcher_pid"], signal.SIGCONT)
+            if self.fault == "disk_full":
+                (self.tracker.parent / FILLER_NAME).unlink(missing_ok=True)  # ours: the fault is not made
+            return False
+        self.claimed = True
+        print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
+        if self.sentinel is not None:  # before the fault: a stopped rank tells nobody anything
+            self.sentinel.send({"event": "injected", "fault": self.fault})
+        if node is not None:
+            # The node goes at once, as a lost node does: every process below its ft_launcher (workers,
+            # their children, rank monitors), then ft_launcher itself, then this rank.
+            for pid in node["processes"]:
+                self._signal(pid, signal.SIGKILL)
+            self._signal(node["launcher_pid"], signal.SIGKILL)
+        act()
+        return True
+
+    def make_damage(self) -> dict | None:
+        """Damage the checkpoint whose tracker armed this injection (--checkpoint-damage); its record, or
+        None with the reason logged: a run whose damage was not made must not pass as one that met it."""
+        if self.marker.exists():
+            # another process claimed this injection: the checkpoint stays whole
+            log(f"marker {self.marker} already exists; not damaging the checkpoint, not injecting")
+            return None
+        try:
+            return damage_checkpoint(self.damage, self.tracker, self.armed_at)
+        except (DamageError, OSError) as exc:
+            log(
+                f"checkpoint damage {self.damage} of iteration {self.armed_at} cannot be made: {exc}; "
+                "not injecting"
+            )
+            return None
+
+    def make_storage_fault(self) -> dict | None:
+        """disk_full: the filler made now; writer_stall: the writers found by the poll. Its record (the
+        marker's `storage`), or None with the reason logged: a fault not made must not pass as one met."""
+        if self.fault == "writer_stall":
+            return {"kind": "writer_stall", "iteration": self.save_iteration, "writers": self.writers}
+        if self.marker.exists():
+            log(f"marker {self.marker} already exists; not filling the filesystem, not injecting")
+            return None
+        try:
+            return fill_filesystem(self.tracker.parent, self.armed_at)
+        except (DamageError, OSError) as exc:
+            log(f"disk_full after iteration {self.armed_at} cannot be made: {exc}; not injecting")
+            return None
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        try:
+            self.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # already gone (or never ours to signal)
+
+    def freeze_node(self) -> dict | None:
+        """node_loss: stop this node's ft_launcher (SIGSTOP, so it cannot react or start replacements) and
+        list every process below it; None, with the reason logged, when the launcher is not provably ours."""
+        host = self.identity["host"]
+        if (os.environ.get("NVRX_NODE_RANK") or os.environ.get("SLURM_NODEID")) == "0":
+            # NVRx chose where this rank runs (with a spare node, any node may hold it): never the first
+            # node, whose ft_launcher hosts the rendezvous store and log server every node needs.
+            log(
+                "node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting"
+            )
+            return None
+        if self.pid_dir is None:
+            log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")
+            return None
+        launcher = read_launcher_record(self.pid_dir, host)
+        if launcher is None:
+            log(f"node_loss: no readable {self.pid_dir}/{host}.launcher.json; not injecting")
+            return None
+        pid = launcher["pid"]
+        if not is_alive(pid, launcher["start_time"]) or not is_ancestor(pid, os.getpid(), parent_pids()):
+            log(f"node_loss: the recorded ft_launcher (pid {pid}) is not this worker's live ancestor")
+            return None
+        self._signal(pid, signal.SIGSTOP)
+        own = os.getpid()
+        processes = [p for p in descendants_of(pid, parent_pids()) if p != own]
+        return {"host": host, "launcher_pid": pid, "processes": processes}
+
+    def on_tracker(self, value: int | None) -> bool:
+        """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end,
+        placement setup at the setup section's close."""
+        if self.placement == "setup":
+            return True
+        if self.timing != "checkpoint" or value is None or value <= self.baseline:
+            return False
+        if self.arm_iteration is not None and value < self.arm_iteration:
+            return False
+        with self.lock:
+            if self.armed_at is None:
+                self.armed_at = value
+        if self.placement == "immediate":
+            self.inject(self.watch.current() if self.watch else None)
+        # else: the next start_section("step") injects, on the training thread itself (see
+        # _on_section_start). Injecting from this poller thread while a step is open would race: claiming
+        # and fsyncing the marker takes tens of milliseconds on a shared filesystem, longer than a whole
+        # step of a small model on a GPU, so the signal would land wherever training had moved on to
+        # (seen on an H200: decided inside 'step', stopped inside 'checkpointing', detected after 300 s).
+        return True
+
+    def _on_section_start(self, name: str) -> None:
+        if self.timing != "checkpoint" or SECTION_OF_PLACEMENT.get(self.placement) != name:
+            return
+        if self.armed_at is None:
+            # The training thread reads the tracker itself at every step: on a GPU a whole save interval
+            # can pass between two polls (seen on 2 x H200 resuming at 30: saves at 35 and 40 finalized
+            # within 0.7 s, the poller never armed, and the run ended without its fault).
+            self.on_tracker(poll_tracker(self.tracker))
+        if self.armed_at is not None:
+            self.inject(name)
+
+    def _on_section_closing(self, name: str) -> None:
+        """placement setup: the workload closes its setup section (the checkpoint loaded); stop it there,
+        before the monitor knows, when this cycle started from a completed checkpoint."""
+        if name != "setup" or self.placement != "setup" or self.timing != "checkpoint":
+            return
+        if self.baseline < 1:
+            log("placement setup: this cycle started from no checkpoint (tracker 0); not injecting")
+            return
+        with self.lock:
+            if self.armed_at is None:
+                self.armed_at = self.baseline  # the checkpoint this replacement loaded
+        self.inject("setup")
+
+    def _on_section_end(self, name: str) -> None:
+        """in_save: a checkpointing section ended with a save newer than the tracker still in flight;
+        placement out_of_section: a step's section ended (the monitor knows), and no section is open."""
+        if name == "step" and self.placement == "out_of_section" and self.timing == "checkpoint":
+            if self.armed_at is None:
+                self.on_tracker(poll_tracker(self.tracker))
+            if self.armed_at is not None and self.watch is not None and self.watch.current() is None:
+                self.inject(None)
+            return
+        if name != "checkpointing" or self.timing != "in_save":
+            return
+        value = poll_tracker(self.tracker)
+        if value is None or value <= self.baseline:
+            return
+        newest = newest_checkpoint_iteration(self.tracker.parent)
+        if newest is None or newest <= value:
+            return  # no save in flight: this section finalized one (or saved nothing new)
+        with self.lock:
+            if self.finished:
+                return
+            self.armed_at, self.save_iteration = value, newest
+        self.inject("checkpointing")
+
+    def poll_forever(self) -> None:
+        while not self.stop.is_set():
+            if self.on_tracker(poll_tracker(self.tracker)):
+                return
+            self.stop.wait(self.poll_seconds)
+
+    def on_phase_poll(self, phases: PhaseWatch) -> bool:
+        """One poll of a save phase; True once injected or given up (the poller can stop). Armed only once
+        the tracker is past the baseline (a checkpoint completed in this cycle: the replacement has one to
+        resume from) and a save S newer than it shows the phase on disk."""
+        value = poll_tracker(self.tracker)
+        if value is None or value <= self.baseline:
+            return False
+        if self.arm_iteration is not None and value < self.arm_iteration:
+            return False
+        watched = self.helper is not None and self.timing == WATCHED_PHASE
+        seen = phases.in_flight(value) if watched else phases.look(value)
+        if seen is None:
+            return False
+        writers = []
+        if self.fault == "writer_stall":
+            writers = writers_of(self.tracker.parent / iteration_dir_name(seen[0]))
+            if not writers:
+                return False  # the rank writes itself, or its writer holds no file now: look again
+        with self.lock:
+            if self.finished:
+                return True
+            self.armed_at, self.save_iteration = value, seen[0]
+            self.on_disk = seen[1].record()
+            self.writers = writers
+        if self.helper is not None:
+            return self.inject_frozen(phases, seen)
+        # From this thread, at once: the phase lasts milliseconds, while the training thread may be inside
+        # the save's own calls (a sync save) with no section boundary to wait for.
+        self.inject(self.watch.current() if self.watch else None)
+        return True
+
+    def inject_frozen(self, phases: PhaseWatch, seen: tuple[int, SaveOnDisk]) -> bool:
+        """A save-phase kill through the helper (FreezeHelper): True when this poller is done (the marker
+        was taken, or the helper is gone), False when the phase had passed once the rank was stopped, or a
+        watched save was finalized unseen (the rank went on: poll again). When the helper kills the rank,
+        this never returns. The answer is awaited without the lock: a watch lasts as long as the save, and
+        finish() closes the requests instead, which the helper checks before it kills."""
+        with self.lock:
+            if self.finished:
+                return True
+            names, total = seen[1].signature()
+            request = {
+                "record": self.record(self.watch.current() if self.watch else None),
+                "marker": str(self.marker),
+                "checkpoint_dir": str(self.tracker.parent),
+                "phase": self.timing,
+                "save_iteration": seen[0],
+                "signature": [list(names), total],
+                "stable": phases.stable,
+                "reference": phases.reference_shards(self.armed_at),
+                "polled_on_disk": self.on_disk,
+                "missed_before": self.missed,
+                "watch": self.timing == WATCHED_PHASE,
+            }
+        try:
+            answer = self.helper.ask(request)
+        except (OSError, ValueError) as exc:
+            if not self.stop.is_set():  # else the workload ended and closed the helper's requests
+                log(f"{exc}; not injecting")
+            with self.lock:
+                self.finished = True
+            return True
+        with self.lock:
+            if answer.get("result") == "missed":
+                self.missed += 1
+                log(f"{self.timing} of the save of {seen[0]} was missed ({answer.get('why')}); polling on")
+                return False
+            if answer.get("result") == "taken":
+                log(f"marker {self.marker} already exists; not injecting")
+            else:
+                log(f"the freeze helper could not inject ({answer.get('why')}); not injecting")
+            self.finished = True
+            return True
+
+    def poll_phases(self) -> None:
+        phases = PhaseWatch(self.timing, self.tracker.parent)
+        while not self.stop.is_set():
+            if self.on_phase_poll(phases):
+                return
+            self.stop.wait(self.poll_seconds)
+
+    def start(self) -> threading.Thread | None:
+        """Start the poller: the tracker's (timing checkpoint) or the save phases' (its own, polling every
+        PHASE_POLL_SECONDS); in_save and placement setup need none."""
+        if self.timing in SAVE_PHASES:
+            target = self.poll_phases
+            if self.fault == "kill" and self.freeze_helper:
+                try:
+                    self.helper = FreezeHelper()
+                except OSError as exc:  # the kill is then made by this rank itself, as for other timings
+                    log(f"the freeze helper cannot be started ({exc}): the rank kills itself on the phase")
+        elif self.timing != "checkpoint" or self.placement == "setup":
+            return None
+        else:
+            target = self.poll_forever
+        thread = threading.Thread(target=target, name="ftqual-injector", daemon=True)
+        thread.start()
+        return thread
+
+    def finish(self) -> None:
+        """The workload ended: never inject from now on."""
+        self.stop.set()
+        with self.lock:
+            self.finished = True
+        if self.helper is not None:
+            self.helper.close()
