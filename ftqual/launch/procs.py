@@ -1,5 +1,5 @@
-"""Process facts from /proc/<pid>/stat: parent, process group, state and start time of each process (psutil
-lists the processes and reads their environments).
+"""Process facts from /proc/<pid>/stat: parent, process group, state and start time of each process, parsed
+by ftqual.rank.procfs, the rank's reader (psutil lists the processes and reads their environments).
 
 `start_time` is the kernel's start time in clock ticks since boot (field 22 of /proc/<pid>/stat): the unit
 the stdlib-only worker wrapper records in pids/*.json. A pid plus its start time names one process for good,
@@ -14,40 +14,25 @@ import os
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import psutil
+
+from ftqual.rank import procfs
+from ftqual.rank.procfs import ProcStat
 
 # Set by our launcher only (ftqual.launch.run.child_env), never by a user's shell, unlike NVRX_RUN_ID.
 RUN_ID_ENV = "FTQUAL_RUN_ID"
 
 
-@dataclass(frozen=True)
-class ProcStat:
-    pid: int
-    ppid: int
-    pgid: int
-    state: str  # the kernel's letter: R, S, D, T, Z, ...
-    start_time: int  # clock ticks since boot
-
-
 def read_stat(pid: int | str) -> ProcStat | None:
     """The process `pid` (a zombie included), or None when it is gone or cannot be read: one read of
-    /proc/<pid>/stat (state, parent, process group, start ticks).
+    /proc/<pid>/stat through the rank's reader (ftqual.rank.procfs, the one parser of it).
 
     Never psutil's create_time(): that is boot time + ticks, with the boot time read again from /proc/stat's
     `btime` for every new psutil.Process, and `btime` (whole seconds of wall clock minus uptime) flips by one
     second when the clock is adjusted: on VMs it does during a run, and then the same process looks like
     another one (and psutil's parents() and children() skip it)."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
-            text = fh.read()
-        # the command name may hold spaces and parentheses: count the fields after the last ')'
-        fields = text[text.rindex(b")") + 2 :].split()
-        state = fields[0].decode("ascii", "replace")
-        return ProcStat(int(pid), int(fields[1]), int(fields[2]), state, int(fields[19]))
-    except (OSError, ValueError, IndexError):
-        return None
+    return procfs.read_stat(pid)
 
 
 def start_time(pid: int | str) -> int | None:

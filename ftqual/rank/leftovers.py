@@ -38,6 +38,7 @@ def write_pid_record(pid_dir: Path, host: str, cycle: int, rank: int, local_rank
         "local_rank": local_rank,
         "cycle": cycle,
         "host": host,
+        "rank_code": str(Path(__file__).resolve().parent),  # the ftqual.rank this rank imported
     }
     path = pid_dir / f"{host}.cycle{cycle}.rank{rank}.json"
     tmp = path.with_name(f".{path.name}.tmp")

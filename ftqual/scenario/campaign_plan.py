@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual.contract import GPU_ONLY_FAULTS, RANK_FAULTS
+from ftqual.rank.ids import CAMPAIGN_PLAN_SCHEMA
 
 PLAN_JSON = "campaign_plan.json"
-SCHEMA = "ftqual.campaign_plan/v1"
+SCHEMA = CAMPAIGN_PLAN_SCHEMA  # the rank reads the plan (ftqual.rank.worker)
 # The faults a CPU workload can suffer (the GPU-only two need a CUDA device).
 SMOKE_KINDS = tuple(f for f in RANK_FAULTS if f not in GPU_ONLY_FAULTS)
 PLACEMENTS = ("step", "out_of_section", "immediate")

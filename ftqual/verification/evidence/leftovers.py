@@ -21,13 +21,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftqual.rank.ids import LEFTOVERS_SCHEMA
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.run_meta import _int
 from ftqual.verification.evidence.safeio import inside, load_json_object
 
 LEFTOVERS_DIR = "leftovers"
 PIDS_DIR = "pids"
-SCHEMA = "ftqual.leftovers/v1"
+SCHEMA = LEFTOVERS_SCHEMA  # the rank writes the records (ftqual.rank.leftovers)
 _RECORD = re.compile(r"(?P<host>[^/]+)\.cycle(?P<cycle>[0-9]{1,9})\.json")
 _PID = re.compile(r"(?P<host>[^/]+)\.cycle(?P<cycle>[0-9]{1,9})\.rank(?P<rank>[0-9]{1,9})\.json")
 MAX_FILES = 100_000  # nodes x cycles

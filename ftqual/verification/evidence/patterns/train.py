@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from ftqual.rank.ids import INJECT_PREFIX
+
 _TS = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]"
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -107,7 +109,7 @@ SETUP_SECTION_OPENED = "after in-job setup and before initialize_megatron"
 TRAINING_DONE = "after training is done"
 # Our wrapper's injection line (an older `[inject] {...}` line is ignored):
 #   1: [ftqual-inject] {"schema": "ftqual.fault/v1", "run_id": "kill-...", "fault": "kill", "rank": 1, ...}
-INJECT = "[ftqual-inject]"
+INJECT = INJECT_PREFIX
 # The FT client's other lines: `0: FT: loaded timeouts from /runs/.../ft_state.json`, `0: FT: closed.`
 FT_LOADED = "FT: loaded timeouts from"
 FT_CLOSED = "FT: closed."
