@@ -1,108 +1,214 @@
 """Constants that several stages must agree on, in one place.
 
 The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
-fault kinds with the path each is detected by. The stdlib-only worker wrapper
-(workloads/megatron_gpt_worker.py) loads this file by its path for the tracker name and the fault kinds, so it
-must import nothing outside the standard library (tests/unit/test_contract.py checks both).
+fault registry (FAULT_KINDS: one `Fault` per kind, from which every fault table is derived). The stdlib-only
+worker wrapper (workloads/megatron_gpt_worker.py) loads this file by its path for the tracker name and the
+fault kinds, so it must import nothing outside the standard library (tests/unit/test_contract.py checks both).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-# The walkthrough's three, the node loss, and NVRx's fault catalog (nvidia_resiliency_ext.shared_utils.
-# inject_fault.Fault) as one rank of a training job meets it.
-FAULTS = (
-    "none",
-    "kill",
-    "hang",
-    "node_loss",
-    "segfault",
-    "abort",
-    "exception",
-    "sigterm",
-    "sigint",
-    "gil_lock",
-    "gpu_error",
-    "gpu_hang",
-    "disk_full",
-    "writer_stall",
-    "campaign",
+# The checks every fault scenario's verify report must carry, one per point of the walkthrough's "Verify
+# recovery" list (docs/architecture.md), and the baseline's one.
+RECOVERY_CHECKS = (
+    "checkpoint_before_failure",
+    "failure_detected_and_restarted",
+    "resumed_from_checkpoint",
+    "progress_after_resume",
+    "clean_finish",
 )
-# Faults of one rank (node_loss takes a whole node: its ft_launcher and every process below it; a campaign
-# is many faults of one run, drawn from these by ftqual.scenario.campaign_plan).
-# Faults of the checkpoint storage, not of a rank (config/checkpoint_faults.yaml): the checkpoint filesystem
-# fills up (a size-capped filesystem the launcher mounts for the run, filled by a file of ours to less than
-# half a checkpoint), or the process writing a save's shards is stopped (SIGSTOP) mid-write. The rank lives
-# on; what the stack does then is under test (ftqual.verification.checks.storage).
-STORAGE_FAULTS = ("disk_full", "writer_stall")
-RANK_FAULTS = tuple(f for f in FAULTS if f not in ("none", "node_loss", "campaign", *STORAGE_FAULTS))
-# Faults only a GPU can suffer: refused on the smoke workload, which has none.
-GPU_ONLY_FAULTS = ("gpu_error", "gpu_hang")
-# Faults after which the rank lives on and no step completes: only a section (or out-of-section) timeout of
-# the rank monitor can detect them; an exit seen first means something else ended the rank.
-LIVE_FAULTS = ("hang", "gil_lock", "gpu_hang")
-# Faults the rank dies of, each with the exit codes ft_launcher may report for it (torch's elastic agent
-# prints a death by signal N as -N; a shell between would make it 128+N). sigterm is the default action's
-# death (a workload that handles SIGTERM itself is told apart by the check); sigint is Python's
-# KeyboardInterrupt, uncaught: Python re-raises SIGINT (-2) only when the exception ends the interpreter's
-# top-level code, and under ft_launcher on CPU the rank exits 1 after the traceback; gpu_error ends in an
-# uncaught CUDA error (exit 1) or an abort in the CUDA teardown after it (-6).
-EXIT_CODES: dict[str, tuple[int, ...]] = {
-    "kill": (-9, 137),
-    "segfault": (-11, 139),
-    "abort": (-6, 134),
-    "exception": (1,),
-    "sigterm": (-15, 143),
-    "sigint": (-2, 130, 1),
-    "gpu_error": (1, -6, 134),
+BASELINE_CHECKS = ("uninterrupted_completion",)
+FAMILIES = ("none", "rank", "node", "storage", "campaign")
+DETECTIONS = ("exit", "timeout", "node")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault kind, everything the stages must agree on about it. `family`: none (the baseline), rank
+    (one rank of the job meets it), node (a whole node: its ft_launcher and every process below it), storage
+    (the checkpoint storage fails, the rank lives on: ftqual.verification.checks.storage), campaign (many
+    faults of one run, drawn from the rank faults by ftqual.scenario.campaign_plan). `detection`: the path
+    ft_launcher must detect it by: "exit" (the rank's death, with one of `exit_codes`: torch's elastic agent
+    prints a death by signal N as -N, a shell between makes it 128+N), "timeout" (a live rank's section or
+    out-of-section timeout), "node" (a surviving node's report), None (no fault, or one judged by its own
+    outcome check). `unwinds`: the rank dies through Python's exception handling (prints the traceback, runs
+    its exit handlers, joins what the interpreter waits for at shutdown) before it exits, and a peer whose
+    collective broke with it can die first: its own exit or the open section's timeout ends it, both are its
+    detection. `catalog`: one of NVRx's fault catalog (nvidia_resiliency_ext.shared_utils.inject_fault.Fault),
+    judged by its detection path (the walkthrough's kill and hang keep their own texts). `checks`: the
+    checks its verify report must carry beyond the family's (required_checks)."""
+
+    name: str
+    family: str
+    action: str  # what it does, in one phrase (the preflight, the report's fault table, the docs)
+    detection: str | None = None
+    exit_codes: tuple[int, ...] = ()
+    gpu_only: bool = False  # refused on the smoke workload, which has no GPU
+    unwinds: bool = False
+    catalog: bool = False
+    checks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES or (self.detection is not None and self.detection not in DETECTIONS):
+            raise ValueError(f"fault {self.name}: family {self.family!r}, detection {self.detection!r}")
+        if bool(self.exit_codes) != (self.detection == "exit"):
+            raise ValueError(f"fault {self.name}: exit codes go with detection 'exit' and only with it")
+
+    @property
+    def injected(self) -> bool:
+        """A fault is injected: every kind but the baseline's."""
+        return self.family != "none"
+
+    @property
+    def lives_on(self) -> bool:
+        """The rank lives on and no step completes: only a section (or out-of-section) timeout of the rank
+        monitor can detect it; an exit seen first means something else ended the rank."""
+        return self.detection == "timeout"
+
+    @property
+    def has_rank(self) -> bool:
+        """It is aimed at a rank (the fault rank, or a rank of the node to lose): not the baseline, not a
+        campaign, whose ranks are its plan's."""
+        return self.family not in ("none", "campaign")
+
+    @property
+    def required_checks(self) -> tuple[str, ...]:
+        """The checks its verify report must carry (one that does not apply says skip, it is never absent)."""
+        return (*(RECOVERY_CHECKS if self.injected else BASELINE_CHECKS), *self.checks)
+
+    @property
+    def detection_paths(self) -> tuple[str, ...]:
+        """Every path that is a detection of it: its own, and for an unwinding fault whose rank lingers after
+        its traceback the open section's timeout as well."""
+        if self.detection is None:
+            return ()
+        return (self.detection, "timeout") if self.unwinds else (self.detection,)
+
+
+def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: bool) -> Fault:
+    return Fault(name, "rank", action, detection, exit_codes, **more)
+
+
+# Every fault kind, in the order the schema, the launcher and the report list them: the walkthrough's three,
+# the node loss, NVRx's fault catalog as one rank of a training job meets it, the storage faults
+# (config/checkpoint_faults.yaml), and the campaign. sigterm is the default action's death (a workload that
+# handles SIGTERM itself is told apart by the check); sigint is Python's KeyboardInterrupt, uncaught: Python
+# re-raises SIGINT (-2) only when the exception ends the interpreter's top-level code, and under ft_launcher
+# on CPU the rank exits 1 after the traceback; gpu_error ends in an uncaught CUDA error (exit 1) or an abort
+# in the CUDA teardown after it (-6). The storage faults: the checkpoint filesystem fills up (a size-capped
+# filesystem the launcher mounts for the run, filled by a file of ours to less than half a checkpoint), or
+# the process writing a save's shards is stopped (SIGSTOP) mid-write; the rank lives on and what the stack
+# does then is under test.
+FAULT_KINDS: dict[str, Fault] = {
+    f.name: f
+    for f in (
+        Fault("none", "none", "no fault"),
+        _rank("kill", "SIGKILL", "exit", -9, 137),
+        _rank("hang", "SIGSTOP", "timeout"),
+        Fault(
+            "node_loss",
+            "node",
+            "SIGKILL of the node's ft_launcher and every process below it",
+            "node",
+            checks=("node_loss_outcome",),
+        ),
+        _rank("segfault", "a segmentation fault (SIGSEGV)", "exit", -11, 139, catalog=True),
+        _rank("abort", "os.abort() (SIGABRT)", "exit", -6, 134, catalog=True),
+        _rank(
+            "exception", "an exception raised in the training thread", "exit", 1, unwinds=True, catalog=True
+        ),
+        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True),
+        _rank("sigint", "SIGINT", "exit", -2, 130, 1, catalog=True, unwinds=True),
+        _rank("gil_lock", "a thread that holds the GIL forever", "timeout", catalog=True),
+        _rank(
+            "gpu_error",
+            "an illegal device access (the CUDA context dies)",
+            "exit",
+            1,
+            -6,
+            134,
+            catalog=True,
+            gpu_only=True,
+        ),
+        _rank("gpu_hang", "a GPU kernel that never ends", "timeout", catalog=True, gpu_only=True),
+        Fault(
+            "disk_full",
+            "storage",
+            "the checkpoint filesystem filled to less than half a checkpoint",
+            checks=("storage_fault_outcome",),
+        ),
+        Fault(
+            "writer_stall",
+            "storage",
+            "SIGSTOP of the process writing a save's shards",
+            checks=("storage_fault_outcome",),
+        ),
+        Fault(
+            "campaign",
+            "campaign",
+            "a seeded series of the faults above, one per cycle, as campaign_plan.json plans them",
+            checks=("campaign_plan_followed", "cycles_do_not_accumulate"),
+        ),
+    )
 }
-# Faults the rank dies of through Python's exception handling: it unwinds (prints the traceback, runs its exit
-# handlers, joins what the interpreter waits for at shutdown) before it exits, and a peer whose collective
-# broke with it can die first. Its own exit or the open section's timeout ends it: both are its detection.
-UNWINDING_FAULTS = ("exception", "sigint")
+
+
+def fault(name: object) -> Fault | None:
+    """The registry's fault of that name, or None for a name it does not know."""
+    return FAULT_KINDS.get(name) if isinstance(name, str) else None
+
+
+def family_of(name: object) -> str | None:
+    """The family of the fault of that name ("none" for the baseline), or None for a name the registry does
+    not know."""
+    kind = fault(name)
+    return kind.family if kind is not None else None
+
+
+def faults_where(test: Callable[[Fault], bool]) -> tuple[str, ...]:
+    """The names of the faults `test` holds for, in the registry's order."""
+    return tuple(f.name for f in FAULT_KINDS.values() if test(f))
+
+
+def is_fault(name: object, test: Callable[[Fault], bool]) -> bool:
+    """Whether `name` is a known fault that `test` holds for (False for an unknown name)."""
+    kind = fault(name)
+    return kind is not None and test(kind)
+
+
+# The tables every stage reads, derived from the registry.
+FAULTS = tuple(FAULT_KINDS)
+INJECTED_FAULTS = faults_where(lambda f: f.injected)
+RANK_FAULTS = faults_where(lambda f: f.family == "rank")
+STORAGE_FAULTS = faults_where(lambda f: f.family == "storage")
+GPU_ONLY_FAULTS = faults_where(lambda f: f.gpu_only)
+LIVE_FAULTS = faults_where(lambda f: f.lives_on)
+EXIT_CODES: dict[str, tuple[int, ...]] = {f.name: f.exit_codes for f in FAULT_KINDS.values() if f.exit_codes}
+UNWINDING_FAULTS = faults_where(lambda f: f.unwinds)
+CATALOG_FAULTS = faults_where(lambda f: f.catalog)
+FAULT_ACTIONS = {f.name: f.action for f in FAULT_KINDS.values()}
+REQUIRED_CHECKS = {f.name: f.required_checks for f in FAULT_KINDS.values()}
 # How long such a rank takes to unwind when nothing holds it (1.2 s measured on CPU with the smoke workload,
 # where a signal's death takes 0.2-0.3 s): longer is a linger (ftqual.verification.checks.linger), which the
-# open section's
-# timeout may cut.
+# open section's timeout may cut.
 UNWIND_MARGIN_S = 2.0
-# What each fault does to the rank, in one phrase (the preflight, the docs).
-FAULT_ACTIONS = {
-    "none": "no fault",
-    "kill": "SIGKILL",
-    "hang": "SIGSTOP",
-    "node_loss": "SIGKILL of the node's ft_launcher and every process below it",
-    "segfault": "a segmentation fault (SIGSEGV)",
-    "abort": "os.abort() (SIGABRT)",
-    "exception": "an exception raised in the training thread",
-    "sigterm": "SIGTERM",
-    "sigint": "SIGINT",
-    "gil_lock": "a thread that holds the GIL forever",
-    "gpu_error": "an illegal device access (the CUDA context dies)",
-    "gpu_hang": "a GPU kernel that never ends",
-    "disk_full": "the checkpoint filesystem filled to less than half a checkpoint",
-    "writer_stall": "SIGSTOP of the process writing a save's shards",
-    "campaign": "a seeded series of the faults above, one per cycle, as campaign_plan.json plans them",
-}
 
 
 def detection_path(fault: str) -> str | None:
     """How ft_launcher must detect `fault`: "exit" (the rank's death), "timeout" (a live rank's section or
     out-of-section timeout), "node" (node_loss: a surviving node's report), None for no fault."""
-    if fault in LIVE_FAULTS:
-        return "timeout"
-    if fault in EXIT_CODES:
-        return "exit"
-    return "node" if fault == "node_loss" else None
+    kind = FAULT_KINDS.get(fault)
+    return kind.detection if kind is not None else None
 
 
 def detection_paths(fault: str) -> tuple[str, ...]:
     """Every path that is a detection of `fault`: its own (detection_path), and for an unwinding fault whose
     rank lingers after its traceback the open section's timeout as well ("timeout")."""
-    own = detection_path(fault)
-    if own is None:
-        return ()
-    return (own, "timeout") if fault in UNWINDING_FAULTS else (own,)
+    kind = FAULT_KINDS.get(fault)
+    return kind.detection_paths if kind is not None else ()
 
 
 def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: str = " ") -> str | None:

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ftqual import contract
 from ftqual.contract import FAULTS, TRACKER_NAME, gpu_only_problem
 from ftqual.scenario import campaign_setup, constraints, fields
 from ftqual.scenario import job as jobshape
@@ -419,10 +420,11 @@ def load_settings(
     world = nnodes * gpus_per_node
     _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp, shape))
     campaign = None
-    stray = [name for name in campaign_setup.VARIABLES if env.get(name) and fault != "campaign"]
+    is_campaign = contract.family_of(fault) == "campaign"
+    stray = [name for name in campaign_setup.VARIABLES if env.get(name) and not is_campaign]
     if stray:
         raise SettingsError(f"{stray[0]} applies only to NVRX_DEMO_FAULT=campaign (got {shown(fault)})")
-    if fault == "campaign":
+    if is_campaign:
         campaign = _campaign(env, workload, world, save_interval, train_iters)
         injections = values["injections"] = campaign.count
 
@@ -443,11 +445,11 @@ def load_settings(
         checkpoint_dir = work_dir / "runs" / run_id / "checkpoints"
 
     fault_rank = None
-    if fault not in ("none", "campaign"):  # a campaign's ranks are its plan's
+    if contract.is_fault(fault, lambda f: f.has_rank):  # a campaign's ranks are its plan's
         fault_rank = _int(env, "NVRX_FAULT_RANK", "1", 0, 10**12)
         _refuse(constraints.rank_outside_world(constraints.ENVIRONMENT, fault_rank, world))
 
-    if fault == "node_loss":
+    if contract.family_of(fault) == "node":
         problems = constraints.node_loss_problems(
             constraints.ENVIRONMENT, nnodes, gpus_per_node, fault_rank, injections, fault_timing
         )

@@ -6,7 +6,7 @@ and the scenario's verdict; all from the verify reports' metrics, nothing measur
 
 from __future__ import annotations
 
-from ftqual.contract import FAULT_ACTIONS, detection_path, detection_paths
+from ftqual.contract import FAULT_ACTIONS, detection_path, detection_paths, family_of
 
 COLUMNS = ("detection_s", "restart_s", "failure_to_first_step_s", "lost_iterations")
 
@@ -80,18 +80,19 @@ def build_fault_table(scenarios: list[dict], campaigns: dict[str, dict] | None =
     rows = []
     for sc in scenarios:
         fault = sc.get("fault")
-        if fault in (None, "none"):
+        if family_of(fault) == "none" or fault is None:
             continue
         entry = (campaigns or {}).get(sc["name"])
-        if fault == "campaign" and entry is not None:
+        campaign = family_of(fault) == "campaign"
+        if campaign and entry is not None:
             cycles = {r["fault_index"]: r for r in entry["cycles"]}
             for f in entry["faults"]:
-                kind = f["fault"] if f["fault"] in FAULT_ACTIONS else "campaign"
+                kind = f["fault"] if f["fault"] in FAULT_ACTIONS else fault
                 measured = cycles.get(f["fault_index"], {})
                 name = f"{sc['name']} #{f['fault_index']}"
                 rows.append(_row(name, kind, measured, f["verdict"], sc.get("run_state")))
             continue
-        measured = {} if fault == "campaign" else (sc.get("metrics") or {})  # no campaign part: no figures
+        measured = {} if campaign else (sc.get("metrics") or {})  # no campaign part: no figures
         row = _row(sc["name"], fault, measured, sc["verdict"], sc.get("run_state"))
         if sc.get("held"):
             row["held"] = sc["held"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import FAULTS, RANK_FAULTS
+from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
@@ -144,7 +144,7 @@ def scenario_fault(name: str, doc: dict | None) -> str:
             return value
     # no usable report: guess from the name (kill-rank0 -> kill, gpu_hang -> gpu_hang, not hang: the longest
     # fault named in it); the report says the scenario is inconclusive
-    named = [f for f in FAULTS if f != "none" and f in name]
+    named = [f for f in INJECTED_FAULTS if f in name]
     return max(named, key=len) if named else "none"
 
 
@@ -532,7 +532,7 @@ def headline(
     passed = sum(sc["verdict"] == "pass" for sc in scenarios)
     if not scenarios:
         return "ftqual: INCONCLUSIVE — no scenario to report"
-    if not any(sc["fault"] in FAULTS[1:] for sc in scenarios) and verdict != "fail":
+    if not any(sc["fault"] in INJECTED_FAULTS for sc in scenarios) and verdict != "fail":
         return (
             f"ftqual: INCONCLUSIVE — no fault scenario ran ({passed}/{len(scenarios)} scenarios pass): "
             "recovery not qualified"
@@ -577,7 +577,7 @@ def build_summary(
     verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
     if pf.get("verdict") == "fail":
         verdict = "fail"
-    if verdict == "pass" and not any(sc["fault"] in FAULTS[1:] for sc in scenarios):
+    if verdict == "pass" and not any(sc["fault"] in INJECTED_FAULTS for sc in scenarios):
         verdict = "inconclusive"  # a baseline alone qualifies no recovery
     items = attention(scenarios, pf)
     docs = [(i.name, i.doc) for i in inputs if i.doc is not None]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import IN_SAVE_TIMINGS, MODEL, STORAGE_FAULTS, ModelShape
+from ftqual.contract import IN_SAVE_TIMINGS, MODEL, STORAGE_FAULTS, ModelShape, family_of
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def setup_placement_problem(
     if hang_placement != "setup" or fault == "none":
         return None
     placed = v.said("hang_placement", "setup")
-    if fault in ("node_loss", "campaign"):
+    if family_of(fault) in ("node", "campaign"):
         return f"{placed} places a rank fault, not {v.said('fault', fault)}"
     if fault_timing != "checkpoint":
         return f"{placed} needs {v.said('fault_timing', 'checkpoint')} (got {v.got(fault_timing)})"

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftqual.contract import gpu_only_problem
+from ftqual.contract import family_of, gpu_only_problem, is_fault
 from ftqual.scenario import constraints, fields
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.fields import RunSettings, Timeouts
@@ -294,7 +294,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
         if spec.source == fields.SCENARIO
     }
     fault = s["fault"]
-    campaign = _campaign_options(raw.get("campaign", {})) if fault == "campaign" else None
+    campaign = _campaign_options(raw.get("campaign", {})) if family_of(fault) == "campaign" else None
     if campaign is not None:
         s["injections"] = campaign.faults
         if "max_restarts" not in raw:
@@ -303,7 +303,7 @@ def _scenario(name: str, top: Mapping[str, Any], raw: Mapping[str, Any]) -> Scen
     return Scenario(
         **table,
         name=name,
-        rank=None if fault in ("none", "campaign") else int(raw.get("rank", DEFAULT_FAULT_RANK)),
+        rank=int(raw.get("rank", DEFAULT_FAULT_RANK)) if is_fault(fault, lambda f: f.has_rank) else None,
         smoke=SmokeOptions(float(s["smoke"]["step_seconds"]), float(s["smoke"]["save_seconds"])),
         resume_from=raw.get("resume_from"),
         expect=str(raw.get("expect", "pass")),
@@ -473,11 +473,11 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
         if changed:
             problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
     v = constraints.CONFIG
-    if s.fault == "campaign":
+    if family_of(s.fault) == "campaign":
         return problems + _campaign_problems(s, workload)
     fit = constraints.injections_do_not_fit(v, s.fault, s.injections, s.save_interval, s.train_iters)
     problems += [fit] if fit else []
-    if s.fault == "node_loss":
+    if family_of(s.fault) == "node":
         problems += _node_loss_problems(s)
     elif s.spare_nodes:
         problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ftqual.contract import FAULTS
+from ftqual.contract import INJECTED_FAULTS
 from ftqual.verification.evidence import endings, safeio
 from ftqual.verification.evidence.clock import Clock
 from ftqual.verification.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
@@ -234,7 +234,7 @@ def classify(
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     wanted = run.get("injections") or (run.get("settings") or {}).get("injections") or 1
     made = len(marker_names(run_dir))
-    if fault in FAULTS[1:] and isinstance(wanted, int) and made < wanted:
+    if fault in INJECTED_FAULTS and isinstance(wanted, int) and made < wanted:
         said = next(
             (
                 (rel, n, t)
@@ -310,7 +310,7 @@ def classify(
         text = f"restarts exhausted: all {len(cycles)} cycles failed (max_restarts {max_restarts})"
         return Cause("restarts_exhausted", text, LAUNCHER_LOG, last_exit)
 
-    if fault in FAULTS[1:] and not (run_dir / "fault_injected.json").exists():
+    if fault in INJECTED_FAULTS and not (run_dir / "fault_injected.json").exists():
         return Cause("not_injected", NOT_INJECTED.format(fault=fault))
 
     for rel in [*reversed(cycles), LAUNCHER_LOG]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ftqual.contract import FAULTS, STORAGE_FAULTS
+from ftqual import contract
+from ftqual.contract import FAULTS
 from ftqual.jsonfile import envelope_problems
 from ftqual.verification import verdict
 from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
@@ -23,23 +24,9 @@ from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
 SCHEMA = "ftqual.verify/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
 STATUSES = ("pass", "fail", "inconclusive", "skip")
-RECOVERY_CHECKS = (
-    "checkpoint_before_failure",
-    "failure_detected_and_restarted",
-    "resumed_from_checkpoint",
-    "progress_after_resume",
-    "clean_finish",
-)
-# The checks each fault's report must carry (a check that does not apply says skip, it is never absent).
-REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
-    "none": ("uninterrupted_completion",),
-    "kill": RECOVERY_CHECKS,
-    "hang": RECOVERY_CHECKS,
-    "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
-    "campaign": (*RECOVERY_CHECKS, "campaign_plan_followed", "cycles_do_not_accumulate"),
-    **{f: RECOVERY_CHECKS for f in FAULTS if f not in ("none", "kill", "hang", "node_loss", "campaign")},
-    **{f: (*RECOVERY_CHECKS, "storage_fault_outcome") for f in STORAGE_FAULTS},
-}
+# The checks each fault's report must carry (a check that does not apply says skip, it is never absent): the
+# fault registry's (ftqual.contract.Fault.required_checks).
+REQUIRED_CHECKS: dict[str, tuple[str, ...]] = contract.REQUIRED_CHECKS
 OBJECT_FIELDS = (
     "metrics", "expected", "attempt", "expectation", "stack", "derived", "timeline", "clock", "sources",
     "baseline", "cause_evidence", "verifier", "sections", "campaign", "excerpts", "checkpoint_account",
@@ -88,13 +75,14 @@ def problems(doc: object) -> list[str]:
     fault = fault_of(doc)
     if fault is not None and fault not in FAULTS:
         out.append(f"fault {fault!r} is not one of {', '.join(FAULTS)}")
+    campaign = contract.is_fault(fault, lambda f: f.family == "campaign")
     if isinstance(doc.get("metrics"), Mapping):
         out += _fields("metrics", doc["metrics"], METRIC_FIELDS)
     if isinstance(doc.get("campaign"), Mapping):
         out += campaign_problems(doc["campaign"])
-    elif fault == "campaign" and doc.get("verdict") == "pass":
+    elif campaign and doc.get("verdict") == "pass":
         out.append("campaign is missing from a campaign report that says pass")
-    if fault == "campaign" and isinstance(doc.get("checks"), list):
+    if campaign and isinstance(doc.get("checks"), list):
         out += per_fault_problems(doc["checks"])
     if isinstance(doc.get("checkpoint_account"), Mapping):
         out += account_problems(doc["checkpoint_account"])

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ftqual.contract import STORAGE_FAULTS
+from ftqual.contract import faults_where
 
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 VERDICTS = ("pass", "fail", "inconclusive")
 # A lost node without a spare ends the job; failed storage may stop it loudly (its check judges the ending).
-ENDS_NONZERO_BY_DESIGN = ("node_loss", *STORAGE_FAULTS)
+ENDS_NONZERO_BY_DESIGN = faults_where(lambda f: f.family in ("node", "storage"))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftqual.contract import LIVE_FAULTS, STORAGE_FAULTS
+from ftqual.contract import family_of, is_fault
 from ftqual.verification.checks import campaign
 from ftqual.verification.checks.baseline import uninterrupted_completion
 from ftqual.verification.checks.broken_checkpoint import (
@@ -45,8 +45,11 @@ COMMON_CHECKS = (fixed_timeouts_in_force, timeouts_not_exceeded, started_from_ex
 
 
 def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = None) -> list[CheckResult]:
-    """Every check, in report order; those that do not apply to the scenario say `skip`."""
-    if exp.fault == "campaign":
+    """Every check, in report order; those that do not apply to the scenario say `skip`. The checks a fault's
+    report must carry are its registry entry's (ftqual.contract.Fault.required_checks); the family's outcome
+    check is added here for the families that have one."""
+    family = family_of(exp.fault)
+    if family == "campaign":
         return campaign_checks(snap, exp, baseline)
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
     results.append(replay_consistency(snap, exp, baseline))
@@ -61,7 +64,7 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
         if broken.values.get("outcome") == "stopped_loudly":
             results = [skip(r.id, STOPPED_LOUDLY) if r.id in NOT_WHEN_STOPPED else r for r in results]
         results.append(broken)
-    if exp.fault in STORAGE_FAULTS:
+    if family == "storage":
         # Only a storage fault's report carries it; a loud stop (a pass) has no recovery to verify either.
         storage = storage_fault_outcome(snap, exp)
         if storage.values.get("outcome") == "stopped_loudly":
@@ -72,7 +75,7 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     if exp.calc_ft_timeouts:
         # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
         results.append(calculated_timeouts(snap, exp))
-    if exp.fault in LIVE_FAULTS:
+    if is_fault(exp.fault, lambda f: f.lives_on):
         # Only a live fault's report carries it: a hang's detection bound (the timeouts' promise).
         results.append(detected_within_timeout(snap, exp))
     # Every check gates (`CheckResult.gates`, verify.json's `gates`): each proves a point of the recovery the

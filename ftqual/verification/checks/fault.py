@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftqual.contract import EXIT_CODES, LIVE_FAULTS, STORAGE_FAULTS, UNWINDING_FAULTS, detection_path
+from ftqual.contract import CATALOG_FAULTS, EXIT_CODES, UNWINDING_FAULTS, detection_path, family_of
 from ftqual.verification.checks import linger as linger_mod
 from ftqual.verification.checks.checkpoint_folder import completed_folder
 from ftqual.verification.checks.result import (
@@ -25,9 +25,8 @@ from ftqual.verification.evidence.snapshot import RunSnapshot
 
 CHECKPOINT_BEFORE_FAILURE = "checkpoint_before_failure"
 FAILURE_DETECTED = "failure_detected_and_restarted"
-# The walkthrough's faults keep their texts (recorded runs' reports compare equal); the fault catalog's are
-# judged by the path each must be detected by (ftqual.contract.detection_path).
-CATALOG_FAULTS = tuple(f for f in (*EXIT_CODES, *LIVE_FAULTS) if f not in ("kill", "hang"))
+# The walkthrough's faults keep their texts (recorded runs' reports compare equal); the fault catalog's
+# (ftqual.contract.CATALOG_FAULTS) are judged by the path each must be detected by (contract.detection_path).
 SIGTERM_EXIT = "exiting program after receiving SIGTERM."  # Megatron's (and the smoke workload's) milestone
 
 
@@ -229,7 +228,7 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
     if exp.fault == "kill":
         _kill_exit(snap, f, exits, injected_local, marker)
         return
-    if exp.fault in STORAGE_FAULTS:
+    if family_of(exp.fault) == "storage":
         _storage_detection(snap, f, marker, found)
         return
     if exp.fault in CATALOG_FAULTS:
@@ -248,7 +247,7 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
                 "or out-of-section timeout may detect it; another path fired",
                 item.ref,
             )
-    if exp.fault == "node_loss":
+    if family_of(exp.fault) == "node":
         # The lost node's launcher died with its workers and reports nothing: a surviving node's launcher
         # sees the loss as its own worker failing (the collective broke) or a section timing out.
         if found is None or found.ref is None:

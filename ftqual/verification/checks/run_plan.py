@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftqual.contract import family_of
 from ftqual.verification.evidence.run_meta import RunMeta
 
 DEFAULT_REPLAY_TOLERANCE = 1e-3
@@ -34,7 +35,7 @@ class RunPlan:
 
     @property
     def node_loss(self) -> bool:
-        return self.fault == "node_loss"
+        return family_of(self.fault) == "node"
 
     @property
     def job_ends(self) -> bool:
@@ -47,7 +48,7 @@ class RunPlan:
 
     @property
     def faulty(self) -> bool:
-        return self.fault != "none"
+        return family_of(self.fault) != "none"
 
     @property
     def expected_cycles(self) -> int:

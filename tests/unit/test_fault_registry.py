@@ -1,0 +1,117 @@
+"""A fault is one object: ftqual.contract.FAULT_KINDS holds every kind with what the stages must agree on, and
+every fault table is derived from it. The schema's lists, the verifier's required checks and the tables the
+stages read are pinned to the registry here; the tables' values are pinned too, so that moving them into the
+registry moved no verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ftqual import contract
+from ftqual.contract import FAULT_KINDS, RECOVERY_CHECKS, Fault
+from ftqual.verification import schema as verify_schema
+from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
+
+REPO = Path(__file__).resolve().parents[2]
+CATALOG = ("segfault", "abort", "exception", "sigterm", "sigint", "gil_lock", "gpu_error", "gpu_hang")
+
+
+@pytest.fixture(scope="module")
+def config_schema() -> dict:
+    return yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+
+
+def test_the_registry_is_keyed_by_name_in_definition_order():
+    assert all(name == f.name and isinstance(f, Fault) for name, f in FAULT_KINDS.items())
+    assert contract.FAULTS == tuple(FAULT_KINDS)
+    assert contract.FAULTS[0] == "none" and contract.FAULTS[-1] == "campaign"
+    assert contract.fault("kill") is FAULT_KINDS["kill"] and contract.fault("meteor") is None
+    assert contract.fault(None) is None and contract.family_of(["kill"]) is None
+    assert [f.name for f in FAULT_KINDS.values() if f.family == "none"] == ["none"]
+
+
+def test_the_derived_tables_keep_their_values():
+    assert contract.FAULTS == (
+        "none", "kill", "hang", "node_loss", *CATALOG, "disk_full", "writer_stall", "campaign",
+    )  # fmt: skip
+    assert contract.INJECTED_FAULTS == contract.FAULTS[1:]
+    assert contract.RANK_FAULTS == ("kill", "hang", *CATALOG)
+    assert contract.STORAGE_FAULTS == ("disk_full", "writer_stall")
+    assert contract.GPU_ONLY_FAULTS == ("gpu_error", "gpu_hang")
+    assert contract.LIVE_FAULTS == ("hang", "gil_lock", "gpu_hang")
+    assert contract.UNWINDING_FAULTS == ("exception", "sigint")
+    assert contract.CATALOG_FAULTS == CATALOG
+    assert contract.EXIT_CODES == {
+        "kill": (-9, 137),
+        "segfault": (-11, 139),
+        "abort": (-6, 134),
+        "exception": (1,),
+        "sigterm": (-15, 143),
+        "sigint": (-2, 130, 1),
+        "gpu_error": (1, -6, 134),
+    }
+    assert list(contract.FAULT_ACTIONS) == list(contract.FAULTS)
+    assert contract.FAULT_ACTIONS["kill"] == "SIGKILL" and contract.FAULT_ACTIONS["hang"] == "SIGSTOP"
+    assert ENDS_NONZERO_BY_DESIGN == ("node_loss", "disk_full", "writer_stall")
+
+
+def test_detection_follows_the_registry():
+    paths = {name: contract.detection_path(name) for name in contract.FAULTS}
+    assert {name for name, path in paths.items() if path == "exit"} == set(contract.EXIT_CODES)
+    assert {name for name, path in paths.items() if path == "timeout"} == set(contract.LIVE_FAULTS)
+    assert [name for name, path in paths.items() if path == "node"] == ["node_loss"]
+    assert contract.detection_paths("exception") == ("exit", "timeout")
+    assert contract.detection_paths("kill") == ("exit",) and contract.detection_paths("none") == ()
+    assert contract.detection_path("meteor") is None and contract.detection_paths("meteor") == ()
+
+
+def test_a_fault_refuses_exit_codes_without_an_exit_and_an_unknown_family():
+    with pytest.raises(ValueError):
+        Fault("x", "rank", "x", "timeout", (1,))
+    with pytest.raises(ValueError):
+        Fault("x", "rank", "x", "exit")
+    with pytest.raises(ValueError):
+        Fault("x", "meteor", "x")
+
+
+def test_the_config_schemas_fault_enums_are_the_registrys(config_schema):
+    props = config_schema["$defs"]["scenario"]["properties"]
+    assert tuple(props["fault"]["enum"]) == contract.FAULTS
+    kinds = props["campaign"]["properties"]["kinds"]["items"]["enum"]
+    assert tuple(kinds) == contract.RANK_FAULTS  # a campaign draws from the faults of one rank
+
+
+def test_the_verifiers_required_checks_are_the_registrys():
+    assert verify_schema.REQUIRED_CHECKS == {f.name: f.required_checks for f in FAULT_KINDS.values()}
+    # as they were written out before the registry (recorded runs' verdicts depend on them)
+    assert verify_schema.REQUIRED_CHECKS == {
+        "none": ("uninterrupted_completion",),
+        "node_loss": (*RECOVERY_CHECKS, "node_loss_outcome"),
+        "campaign": (*RECOVERY_CHECKS, "campaign_plan_followed", "cycles_do_not_accumulate"),
+        **{f: RECOVERY_CHECKS for f in ("kill", "hang", *CATALOG)},
+        **{f: (*RECOVERY_CHECKS, "storage_fault_outcome") for f in ("disk_full", "writer_stall")},
+    }
+    assert RECOVERY_CHECKS == (
+        "checkpoint_before_failure",
+        "failure_detected_and_restarted",
+        "resumed_from_checkpoint",
+        "progress_after_resume",
+        "clean_finish",
+    )
+
+
+def test_a_run_plans_kind_comes_from_the_registry():
+    def plan(fault: str) -> RunPlan:
+        return RunPlan(fault, None, 10, 5, 2, None, 3)
+
+    assert [name for name in contract.FAULTS if plan(name).node_loss] == ["node_loss"]
+    assert [name for name in contract.FAULTS if not plan(name).faulty] == ["none"]
+    assert plan("meteor").faulty and not plan("meteor").node_loss  # as before: unknown is not "none"
+
+
+def test_only_rank_node_and_storage_faults_aim_at_a_rank():
+    assert contract.faults_where(lambda f: not f.has_rank) == ("none", "campaign")
