@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,6 +206,32 @@ def test_no_fault_finishes_in_one_cycle(none_run):
     assert "0: FT: closed.\n" in cycle0 and "[ftqual-inject]" not in cycle0
     pids = sorted(p.name.split(".", 1)[1] for p in (none_run.run_dir / "pids").iterdir())
     assert pids == ["cycle0.rank0.json", "cycle0.rank1.json", "launcher.json"]
+
+
+def rank_code(run: Run) -> set[str]:
+    """The folders of ftqual.rank that the run's ranks imported (their pid records say)."""
+    return {
+        run.json(f"pids/{p.name}")["rank_code"] for p in (run.run_dir / "pids").glob("*.cycle*.rank*.json")
+    }
+
+
+@pytest.mark.timeout(300)
+def test_the_ranks_import_the_package_of_the_interpreter_ft_launcher_runs(repo_root, none_run):
+    """ft_launcher runs the workers with its own interpreter, where ftqual is installed (pip install -e .):
+    they import ftqual.rank from this checkout."""
+    assert rank_code(none_run) == {str(repo_root / "ftqual" / "rank")}
+
+
+@pytest.mark.timeout(300)
+def test_the_ranks_import_the_package_of_a_source_checkout(repo_root, tmp_path_factory):
+    """A source checkout elsewhere (not the installed one): its scripts/run_megatron_gpt.sh puts it on
+    PYTHONPATH, and its launcher's ranks import its own ftqual.rank, not the installed package."""
+    checkout = tmp_path_factory.mktemp("checkout")
+    for folder in ("ftqual", "scripts", "workloads", "config"):
+        shutil.copytree(repo_root / folder, checkout / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    run = run_scenario(checkout, tmp_path_factory.mktemp("e2e-checkout"), "none-checkout", "none")
+    assert_finished_cleanly(run)
+    assert rank_code(run) == {str(checkout / "ftqual" / "rank")}
 
 
 @pytest.mark.timeout(300)
