@@ -62,11 +62,15 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-try:  # ftqual/contract.py's: installed, or imported by the worker from its checkout
-    from ftqual.contract import TRACKER_NAME
+try:  # import ftqual: installed, or from the checkout the worker put on the path
+    import ftqual.rank  # noqa: F401
 except ImportError:  # `python workloads/smoke_train.py` in a checkout that is not installed
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-    from ftqual.contract import TRACKER_NAME
+# the names the rank's wrapper and the verifier read on disk, never written again here
+from ftqual.contract import TRACKER_NAME  # noqa: E402
+from ftqual.rank.save_phases import MEGATRON_METADATA  # noqa: E402
+from ftqual.rank.tracker import iteration_dir_name  # noqa: E402
+
 PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
 # Megatron core_v0.19's dist_checkpointing/validation.py: the integrity manifest and how it is hashed
 INTEGRITY_NAME = "integrity.json"
@@ -313,7 +317,7 @@ def local_batch(iteration: int, rank: int, per_rank: int, gbs: int, seed: int):
 
 
 def checkpoint_dir(root: str, iteration: int) -> Path:
-    return Path(root) / f"iter_{iteration:07d}"
+    return Path(root) / iteration_dir_name(iteration)
 
 
 def read_tracker(root: str, out: Printer) -> int | None:
@@ -461,7 +465,7 @@ def finalize_checkpoint(args, iteration: int, ft: FaultTolerance, out: Printer, 
     dist.barrier()  # every rank has written its part before the tracker may advance
     if rank == 0:
         target = checkpoint_dir(args.save, iteration)
-        (target / "metadata.json").write_text(
+        (target / MEGATRON_METADATA).write_text(
             json.dumps({"sharded_backend": "torch_dist", "sharded_backend_version": 1})
         )
         if args.verify_integrity:  # after metadata.json, before the tracker: Megatron's finalize order

@@ -135,7 +135,7 @@ def check_ft_launcher(ctx: Context) -> CheckResult:
 
 
 def check_stack_dumps(ctx: Context) -> CheckResult:
-    """Stack dumps of ranks that hang or linger (workloads/rank_sentinel.py) need py-spy and ptrace
+    """Stack dumps of ranks that hang or linger (ftqual.rank.sentinel) need py-spy and ptrace
     permission;
     without them a run still runs and is judged the same, but cannot say where a held rank waited."""
     probe = ctx.facts.stack_dumps

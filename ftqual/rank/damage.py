@@ -23,7 +23,7 @@ import struct
 from pathlib import Path
 
 from ftqual.contract import DAMAGE_SUFFIX, DAMAGES_TO_FILES
-from ftqual.rank.markers import fsync_path, utc_now
+from ftqual.rank.markers import fsync_path, log, utc_now
 from ftqual.rank.tracker import iteration_dir_name, poll_tracker, tracker_text
 
 # shard_corrupted: a sector's worth and more of bytes inverted, so a float of the model or the optimizer
@@ -255,3 +255,18 @@ def damage_checkpoint(kind: str, tracker: Path, iteration: int) -> dict:
         if named != iteration:
             raise DamageError(f"the tracker names {named}, not iteration {iteration}, which armed the fault")
     return DAMAGE_FUNCTIONS[kind](tracker, iteration)
+
+
+def make_damage(marker: Path, kind: str, tracker: Path, iteration: int) -> dict | None:
+    """Damage the checkpoint of `iteration` (whose tracker armed the injection) before `marker` is claimed;
+    its record, or None with the reason logged: a run whose damage was not made must not pass as one that
+    met it."""
+    if marker.exists():
+        # another process claimed this injection: the checkpoint stays whole
+        log(f"marker {marker} already exists; not damaging the checkpoint, not injecting")
+        return None
+    try:
+        return damage_checkpoint(kind, tracker, iteration)
+    except (DamageError, OSError) as exc:
+        log(f"checkpoint damage {kind} of iteration {iteration} cannot be made: {exc}; not injecting")
+        return None

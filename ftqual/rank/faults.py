@@ -8,9 +8,12 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ftqual.contract import GPU_ONLY_FAULTS
+from ftqual.rank.leftovers import read_launcher_record
 from ftqual.rank.markers import log
+from ftqual.rank.procfs import descendants_of, is_alive, is_ancestor, parent_pids
 
 
 class InjectedFault(Exception):
@@ -193,3 +196,29 @@ def action(injector) -> tuple[str, object] | None:
         log(f"no way to inject fault {injector.fault!r}; not injecting")
         return None
     return act(injector)
+
+
+def freeze_node(host: str, pid_dir: Path | None, send) -> dict | None:
+    """node_loss: stop this node's ft_launcher (SIGSTOP through `send(pid, signal)`, so it cannot react or
+    start replacements) and list every process below it; None, with the reason logged, when the launcher is
+    not provably ours."""
+    if (os.environ.get("NVRX_NODE_RANK") or os.environ.get("SLURM_NODEID")) == "0":
+        # NVRx chose where this rank runs (with a spare node, any node may hold it): never the first
+        # node, whose ft_launcher hosts the rendezvous store and log server every node needs.
+        log("node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting")
+        return None
+    if pid_dir is None:
+        log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")
+        return None
+    launcher = read_launcher_record(pid_dir, host)
+    if launcher is None:
+        log(f"node_loss: no readable {pid_dir}/{host}.launcher.json; not injecting")
+        return None
+    pid = launcher["pid"]
+    if not is_alive(pid, launcher["start_time"]) or not is_ancestor(pid, os.getpid(), parent_pids()):
+        log(f"node_loss: the recorded ft_launcher (pid {pid}) is not this worker's live ancestor")
+        return None
+    send(pid, signal.SIGSTOP)
+    own = os.getpid()
+    processes = [p for p in descendants_of(pid, parent_pids()) if p != own]
+    return {"host": host, "launcher_pid": pid, "processes": processes}

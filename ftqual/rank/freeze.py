@@ -18,7 +18,7 @@ from pathlib import Path
 from ftqual.contract import TRACKER_NAME
 from ftqual.rank.ids import INJECT_PREFIX
 from ftqual.rank.markers import claim_marker, utc_now
-from ftqual.rank.procfs import last_cpu, threads_stopped
+from ftqual.rank.procfs import last_cpu, module_env, threads_stopped
 from ftqual.rank.save_phases import DCP_METADATA, PHASE_POLL_SECONDS, SaveOnDisk, look_at_save, phase_reached
 from ftqual.rank.tracker import iteration_dir_name, poll_tracker
 
@@ -298,14 +298,12 @@ class FreezeHelper:
     its path, installed or not) and its two pipes."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(CHECKOUT), env.get("PYTHONPATH"))))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ftqual.rank.freeze", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
+            env=module_env(CHECKOUT),
         )
 
     def ask(self, request: dict) -> dict:

@@ -12,3 +12,4 @@ EXIT_FAULT_NEVER_INJECTED = 3
 EXIT_BAD_PLAN = 4
 CAMPAIGN_PLAN_SCHEMA = "ftqual.campaign_plan/v1"
 LEFTOVERS_SCHEMA = "ftqual.leftovers/v1"
+STACKDUMP_SCHEMA = "ftqual.stackdump/v1"  # the rank sentinel's dumps (ftqual.rank.sentinel)

@@ -27,12 +27,10 @@ from pathlib import Path
 
 from ftqual.contract import FILLER_NAME, IN_SAVE_TIMINGS, SAVE_PHASES, STORAGE_FAULTS
 from ftqual.rank import faults
-from ftqual.rank.damage import DamageError, damage_checkpoint
+from ftqual.rank.damage import DamageError, make_damage
 from ftqual.rank.freeze import WATCHED_PHASE, FreezeHelper
 from ftqual.rank.ids import INJECT_PREFIX, MARKER_SCHEMA
-from ftqual.rank.leftovers import read_launcher_record
 from ftqual.rank.markers import claim_marker, log, utc_now
-from ftqual.rank.procfs import descendants_of, is_alive, is_ancestor, parent_pids
 from ftqual.rank.save_phases import PHASE_POLL_SECONDS, PhaseWatch, SaveOnDisk
 from ftqual.rank.sections import SectionWatch, SentinelLink
 from ftqual.rank.storage import fill_filesystem, writers_of
@@ -199,20 +197,9 @@ class Injector:
         return True
 
     def make_damage(self) -> dict | None:
-        """Damage the checkpoint whose tracker armed this injection (--checkpoint-damage); its record, or
-        None with the reason logged: a run whose damage was not made must not pass as one that met it."""
-        if self.marker.exists():
-            # another process claimed this injection: the checkpoint stays whole
-            log(f"marker {self.marker} already exists; not damaging the checkpoint, not injecting")
-            return None
-        try:
-            return damage_checkpoint(self.damage, self.tracker, self.armed_at)
-        except (DamageError, OSError) as exc:
-            log(
-                f"checkpoint damage {self.damage} of iteration {self.armed_at} cannot be made: {exc}; "
-                "not injecting"
-            )
-            return None
+        """Damage the checkpoint whose tracker armed this injection (--checkpoint-damage): its record, or None
+        with the reason logged (ftqual.rank.damage.make_damage)."""
+        return make_damage(self.marker, self.damage, self.tracker, self.armed_at)
 
     def make_storage_fault(self) -> dict | None:
         """disk_full: the filler made now; writer_stall: the writers found by the poll. Its record (the
@@ -235,31 +222,8 @@ class Injector:
             pass  # already gone (or never ours to signal)
 
     def freeze_node(self) -> dict | None:
-        """node_loss: stop this node's ft_launcher (SIGSTOP, so it cannot react or start replacements) and
-        list every process below it; None, with the reason logged, when the launcher is not provably ours."""
-        host = self.identity["host"]
-        if (os.environ.get("NVRX_NODE_RANK") or os.environ.get("SLURM_NODEID")) == "0":
-            # NVRx chose where this rank runs (with a spare node, any node may hold it): never the first
-            # node, whose ft_launcher hosts the rendezvous store and log server every node needs.
-            log(
-                "node_loss: this rank runs on the first node, which hosts the rendezvous store; not injecting"
-            )
-            return None
-        if self.pid_dir is None:
-            log("node_loss needs --pid-dir (pids/<host>.launcher.json names the node's ft_launcher)")
-            return None
-        launcher = read_launcher_record(self.pid_dir, host)
-        if launcher is None:
-            log(f"node_loss: no readable {self.pid_dir}/{host}.launcher.json; not injecting")
-            return None
-        pid = launcher["pid"]
-        if not is_alive(pid, launcher["start_time"]) or not is_ancestor(pid, os.getpid(), parent_pids()):
-            log(f"node_loss: the recorded ft_launcher (pid {pid}) is not this worker's live ancestor")
-            return None
-        self._signal(pid, signal.SIGSTOP)
-        own = os.getpid()
-        processes = [p for p in descendants_of(pid, parent_pids()) if p != own]
-        return {"host": host, "launcher_pid": pid, "processes": processes}
+        """node_loss: this node's ft_launcher stopped, every process below it listed (faults.freeze_node)."""
+        return faults.freeze_node(self.identity["host"], self.pid_dir, self._signal)
 
     def on_tracker(self, value: int | None) -> bool:
         """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end,

@@ -152,3 +152,32 @@ def command_of(pid: int) -> str:
     except OSError:
         return ""
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments of `pid` as /proc/<pid>/cmdline holds them; [] when gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def caught(pid: int, signum: int) -> bool:
+    """Whether `pid` has a handler for `signum` (SigCgt in /proc/<pid>/status): a signal it does not catch
+    would end it."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def module_env(checkout: Path) -> dict[str, str]:
+    """This process's environment with `checkout` (the folder that holds ftqual/) first on PYTHONPATH: what
+    a child started as `python -m ftqual.rank.<module>` needs to import the package, installed or not."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(checkout), env.get("PYTHONPATH"))))
+    return env

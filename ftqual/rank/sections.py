@@ -1,5 +1,5 @@
 """NVRx's sections as this process sees them (RankMonitorClient's methods wrapped), and the rank sentinel
-(workloads/rank_sentinel.py) told of every section start and end, which dumps this rank's stacks before a
+(ftqual.rank.sentinel) told of every section start and end, which dumps this rank's stacks before a
 timeout's kill."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from ftqual.rank.markers import log
+from ftqual.rank.procfs import module_env
 
 
 class SectionWatch:
@@ -132,17 +133,18 @@ class SentinelLink:
 FAULTHANDLER_SIGNAL = signal.SIGRTMIN + 5 if hasattr(signal, "SIGRTMIN") else None
 
 
-SENTINEL = Path(__file__).resolve().parents[2] / "workloads" / "rank_sentinel.py"
+SENTINEL = "ftqual.rank.sentinel"  # run as `python -m`, the checkout that holds it first on its path
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def start_sentinel(
     dump_dir: Path, tool: str | None, timeouts: dict, host: str, cycle: int, rank: int
 ) -> SentinelLink | None:
-    """Register the faulthandler fallback and start this rank's sentinel (workloads/rank_sentinel.py), which
+    """Register the faulthandler fallback and start this rank's sentinel (ftqual.rank.sentinel), which
     dumps this process's stacks before a timeout's kill; None, logged, when it cannot start (the run goes on:
     dumps are evidence, not a condition of training)."""
     prefix = f"{host}.cycle{cycle}.rank{rank}"
-    argv = [sys.executable, str(SENTINEL), "--pid", str(os.getpid()), "--dump-dir", str(dump_dir)]
+    argv = [sys.executable, "-m", SENTINEL, "--pid", str(os.getpid()), "--dump-dir", str(dump_dir)]
     argv += ["--prefix", prefix, "--tool", tool or "", "--timeouts", json.dumps(timeouts)]
     try:
         dump_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,9 @@ def start_sentinel(
             handle = open(path, "a")  # noqa: SIM115 - kept open for the process's life: the handler writes to it
             faulthandler.register(FAULTHANDLER_SIGNAL, file=handle, all_threads=True, chain=False)
             argv += ["--faulthandler-file", str(path), "--faulthandler-signal", str(int(FAULTHANDLER_SIGNAL))]
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True)
+        process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True, env=module_env(CHECKOUT)
+        )
     except (OSError, RuntimeError, ValueError) as exc:
         log(f"cannot start the rank sentinel (no stack dumps of this rank): {exc}")
         return None

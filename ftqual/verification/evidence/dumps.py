@@ -1,5 +1,5 @@
 """The rank sentinels' stack dumps (dumps/<host>.cycle<c>.rank<r>.<n>.json, schema ftqual.stackdump/v1,
-written by workloads/rank_sentinel.py): one reader for both formats a dump holds (py-spy's JSON, Python's
+written by ftqual.rank.sentinel): one reader for both formats a dump holds (py-spy's JSON, Python's
 faulthandler text), and what held the rank, said in one line.
 
 What holds a rank is the innermost frame of the thread that keeps it from going on that is not a waiting
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ftqual.rank.ids import STACKDUMP_SCHEMA
 from ftqual.verification.evidence.model import SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside
 
 DUMPS = "dumps"
-SCHEMA = "ftqual.stackdump/v1"
+SCHEMA = STACKDUMP_SCHEMA  # the rank sentinel writes the dumps (ftqual.rank.sentinel)
 DUMP_NAME = re.compile(
     r"(?P<host>.+)\.cycle(?P<cycle>[0-9]{1,9})\.rank(?P<rank>[0-9]{1,9})\.(?P<n>[0-9]{1,4})\.json"
 )

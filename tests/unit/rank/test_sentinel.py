@@ -1,4 +1,4 @@
-"""workloads/rank_sentinel.py: when it dumps a rank, and the dumps it writes of real processes (py-spy, the
+"""ftqual.rank.sentinel: when it dumps a rank, and the dumps it writes of real processes (py-spy, the
 faulthandler fallback, a stopped process), read back by ftqual.verification.evidence.dumps."""
 
 from __future__ import annotations
@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 
 from ftqual.launch.command import stack_dump_tool
+from ftqual.rank import sentinel
 from ftqual.verification.evidence.dumps import held_by, parse_dump, read_dumps
-from tests.support.scripts import load_script
 from tests.support.wait import stays, wait_until
 
 PY_SPY = stack_dump_tool({})
-
-
-@pytest.fixture(scope="module")
-def sentinel():
-    return load_script("rank_sentinel")
 
 
 def args(tmp_path: Path, pid: int = 1, tool: str = "", timeouts=None, **extra) -> types.SimpleNamespace:
@@ -42,12 +37,12 @@ def args(tmp_path: Path, pid: int = 1, tool: str = "", timeouts=None, **extra) -
 # --- when --------------------------------------------------------------------------------------------------
 
 
-def test_the_lead_is_three_seconds_or_less_for_short_timeouts(sentinel):
+def test_the_lead_is_three_seconds_or_less_for_short_timeouts():
     assert sentinel.lead_s(120) == 3.0
     assert sentinel.lead_s(5) == pytest.approx(1.5)
 
 
-def test_an_open_section_is_dumped_its_lead_before_its_timeout(sentinel, tmp_path):
+def test_an_open_section_is_dumped_its_lead_before_its_timeout(tmp_path):
     s = sentinel.Sentinel(args(tmp_path))
     s.on_event({"event": "start", "section": "step"})
     due, trigger = s.next_due()
@@ -55,7 +50,7 @@ def test_an_open_section_is_dumped_its_lead_before_its_timeout(sentinel, tmp_pat
     assert trigger["kind"] == "timeout_due" and trigger["section"] == "step" and trigger["timeout_s"] == 10
 
 
-def test_timeouts_in_force_come_with_the_events(sentinel, tmp_path):
+def test_timeouts_in_force_come_with_the_events(tmp_path):
     """A calculated timeout (the RankMonitorClient's) replaces the configured one."""
     s = sentinel.Sentinel(args(tmp_path))
     s.on_event({"event": "start", "section": "step", "timeouts": {"step": 4.0, "out_of_section": 8.0}})
@@ -63,7 +58,7 @@ def test_timeouts_in_force_come_with_the_events(sentinel, tmp_path):
     assert trigger["timeout_s"] == 4.0 and due == pytest.approx(s.open[-1][1] + 4.0 - 1.2)
 
 
-def test_out_of_section_counts_from_the_last_section_end(sentinel, tmp_path):
+def test_out_of_section_counts_from_the_last_section_end(tmp_path):
     s = sentinel.Sentinel(args(tmp_path))
     assert s.next_due() is None  # nothing opened yet: the rank monitor is not timing anything
     s.on_event({"event": "start", "section": "step"})
@@ -72,7 +67,7 @@ def test_out_of_section_counts_from_the_last_section_end(sentinel, tmp_path):
     assert trigger["section"] is None and due == pytest.approx(s.last_end + 20 - 3)
 
 
-def test_a_section_is_dumped_once_per_opening(sentinel, tmp_path, monkeypatch):
+def test_a_section_is_dumped_once_per_opening(tmp_path, monkeypatch):
     s = sentinel.Sentinel(args(tmp_path, pid=999_999_999))
     s.on_event({"event": "start", "section": "checkpointing"})
     monkeypatch.setattr(sentinel, "proc_state", lambda pid: None)  # the rank is gone: nothing is written
@@ -80,14 +75,14 @@ def test_a_section_is_dumped_once_per_opening(sentinel, tmp_path, monkeypatch):
     assert s.next_due() is None and not (tmp_path / "dumps").exists()
 
 
-def test_a_fault_that_keeps_the_rank_alive_is_dumped_at_2_8_and_30_s(sentinel, tmp_path):
+def test_a_fault_that_keeps_the_rank_alive_is_dumped_at_2_8_and_30_s(tmp_path):
     s = sentinel.Sentinel(args(tmp_path))
     s.on_event({"event": "injected", "fault": "exception"})
     assert [round(due - s.injected_at, 3) for due, _ in s.planned] == [2.0, 8.0, 30.0]
 
 
 @pytest.mark.parametrize("fault", ["kill", "segfault", "abort", "sigterm", "gpu_error"])
-def test_a_fault_that_ends_the_rank_at_once_plans_no_dump(sentinel, tmp_path, fault):
+def test_a_fault_that_ends_the_rank_at_once_plans_no_dump(tmp_path, fault):
     s = sentinel.Sentinel(args(tmp_path))
     s.on_event({"event": "injected", "fault": fault})
     assert s.planned == []
@@ -123,7 +118,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.skipif(PY_SPY is None, reason="py-spy is pinned in requirements.lock: CI has it")
-def test_a_dump_of_a_process_joining_its_child_names_the_join_and_the_child(sentinel, tmp_path):
+def test_a_dump_of_a_process_joining_its_child_names_the_join_and_the_child(tmp_path):
     proc = _start(tmp_path, JOINING)
     try:
         a = args(tmp_path, pid=proc.pid, tool=PY_SPY)
@@ -161,7 +156,7 @@ waiting_here()
 
 
 @pytest.mark.skipif(PY_SPY is None, reason="py-spy is pinned in requirements.lock: CI has it")
-def test_a_stopped_process_is_read_as_it_lies(sentinel, tmp_path):
+def test_a_stopped_process_is_read_as_it_lies(tmp_path):
     proc = _start(tmp_path, STOPPED)
     try:
         proc.send_signal(signal.SIGSTOP)
@@ -185,7 +180,7 @@ waiting_here()
 """
 
 
-def test_without_py_spy_the_rank_s_faulthandler_answers(sentinel, tmp_path):
+def test_without_py_spy_the_rank_s_faulthandler_answers(tmp_path):
     text = tmp_path / "fh.txt"
     script = tmp_path / "target.py"
     script.write_text(FAULTHANDLER)
@@ -205,7 +200,7 @@ def test_without_py_spy_the_rank_s_faulthandler_answers(sentinel, tmp_path):
     )
 
 
-def test_a_signal_the_rank_does_not_catch_is_never_sent(sentinel, tmp_path):
+def test_a_signal_the_rank_does_not_catch_is_never_sent(tmp_path):
     """A signal without a handler would end the rank: the fallback says so and leaves it alone."""
     proc = _start(tmp_path, STOPPED)
     try:
@@ -223,7 +218,7 @@ def test_the_sentinel_ends_with_its_rank(tmp_path):
             sys.executable,
             "-c",
             "import subprocess, sys, time\n"
-            f"p = subprocess.Popen([sys.executable, {str(Path('workloads/rank_sentinel.py').resolve())!r}, "
+            "p = subprocess.Popen([sys.executable, '-m', 'ftqual.rank.sentinel', "
             f"'--pid', str(__import__('os').getpid()), '--dump-dir', {str(tmp_path / 'd')!r}, "
             "'--prefix', 'h.cycle0.rank0'], stdin=subprocess.PIPE)\n"
             "print(p.pid, flush=True)\n"

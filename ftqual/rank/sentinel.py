@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """A rank's sentinel: records the Python stack of its rank (and of the rank's children) before a timeout's
 kill or while a fault keeps the rank alive, so that the run directory says *where* a rank waited.
 
-    rank_sentinel.py --pid PID --dump-dir DIR --prefix NAME [--tool PY_SPY] [--timeouts JSON]
+    python -m ftqual.rank.sentinel --pid PID --dump-dir DIR --prefix NAME [--tool PY_SPY] [--timeouts JSON]
         [--faulthandler-file FILE] [--faulthandler-signal N]
 
-Started by the worker wrapper (megatron_gpt_worker.py) as its child, one per rank, before the workload; it
-reads one JSON event per line on stdin from the rank:
+Started by the worker wrapper (ftqual.rank.sections.start_sentinel) as its child, one per rank, before the
+workload; it reads one JSON event per line on stdin from the rank:
 
     {"event": "start"|"end", "section": NAME, "timeouts": {"step": 10, ..., "out_of_section": 5}}
     {"event": "injected", "fault": "hang"}
@@ -29,7 +28,7 @@ can still run a C signal handler (not when it is stopped); the record then holds
 are in ftqual.verification.evidence.dumps.
 
 The sentinel ends with its rank: its parent's death (PR_SET_PDEATHSIG) or the end of stdin. Standard
-library only: it runs in the training environment, beside the workload.
+library only (ftqual.rank's): it runs in the training environment, beside the workload.
 """
 
 from __future__ import annotations
@@ -42,10 +41,13 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-SCHEMA = "ftqual.stackdump/v1"
+from ftqual.rank.ids import STACKDUMP_SCHEMA
+from ftqual.rank.markers import utc_now
+from ftqual.rank.procfs import caught, cmdline, descendants_of, parent_pids, read_stat
+
+SCHEMA = STACKDUMP_SCHEMA
 # Faults after which the rank lives on (for a while or until killed): dumped at these delays.
 ALIVE_FAULTS = ("hang", "gil_lock", "gpu_hang", "exception", "sigint")
 FAULT_DUMP_DELAYS_S = (2.0, 8.0, 30.0)
@@ -61,10 +63,6 @@ def lead_s(timeout: float) -> float:
     """How long before a timeout is due the rank is dumped: 3 s, or less for short timeouts (at most 30 % of
     the timeout, so that a dump is not taken in every step of a healthy run)."""
     return min(3.0, 0.3 * timeout)
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def die_with_parent(parent: int) -> None:
@@ -93,40 +91,14 @@ def _pdeathsig() -> None:
 
 def proc_state(pid: int) -> str | None:
     """The process's state letter from /proc (R, S, D, T, t, Z...), None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split(" ", 1)[0]
-
-
-def cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+    stat = read_stat(pid)
+    return stat.state if stat is not None else None
 
 
 def children_of(root: int, exclude: int) -> list[int]:
     """Every descendant of `root` (breadth first), `exclude` and its descendants left out."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rfind(")") + 2 :].split(" ")[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in sorted(parents.get(todo.pop(0), [])):
-            if child != exclude:
-                found.append(child)
-                todo.append(child)
-    return found
+    parents = {pid: ppid for pid, ppid in parent_pids().items() if pid != exclude}
+    return descendants_of(root, parents)
 
 
 def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[object | None, str | None]:
@@ -220,18 +192,6 @@ def faulthandler_dump(pid: int, path: Path | None, signum: int | None) -> dict:
     if not text:
         return {"format": None, "output": None, "errors": ["the faulthandler wrote nothing within 2 s"]}
     return {"format": "faulthandler", "output": text, "errors": []}
-
-
-def caught(pid: int, signum: int) -> bool:
-    """Whether `pid` has a handler for `signum` (SigCgt in /proc/<pid>/status): a signal it does not catch
-    would end it."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except (OSError, ValueError):
-        pass
-    return False
 
 
 class Sentinel:
@@ -352,11 +312,9 @@ def write_dump(args: argparse.Namespace, number: int, trigger: dict) -> Path:
         if state is None:
             continue
         entry: dict = {"pid": pid, "ppid": None, "state": state, "cmdline": cmdline(pid)[:8]}
-        try:
-            text = Path(f"/proc/{pid}/stat").read_text()
-            entry["ppid"] = int(text[text.rfind(")") + 2 :].split(" ")[1])
-        except (OSError, ValueError, IndexError):
-            pass
+        stat = read_stat(pid)
+        if stat is not None:
+            entry["ppid"] = stat.ppid
         errors: list[str] = []
         dump = None
         if state == "Z":  # exited, not yet reaped by its parent: nothing to read, its state says it
@@ -417,7 +375,7 @@ def _write(args: argparse.Namespace, number: int, record: dict) -> Path:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="rank_sentinel.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ftqual.rank.sentinel", description=__doc__.splitlines()[0])
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--dump-dir", type=Path, required=True)
     parser.add_argument("--prefix", required=True)
