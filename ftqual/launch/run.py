@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ftqual.contract import family_of
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
 from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate, stop_grace
 from ftqual.launch.command import LaunchPlan
@@ -124,7 +125,7 @@ def run_record(
         "finished_at": None,
         "exit_code": None,
         "workload": s.workload,
-        "hang_placement": s.hang_placement if s.fault != "none" else None,
+        "hang_placement": s.hang_placement if family_of(s.fault) != "none" else None,
         "global_batch_size": s.global_batch_size,
         "tz_offset_s": tz_offset_s(env),
         "command": plan.argv,

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftqual.contract import family_of
 from ftqual.launch.settings import INT_RE, Settings, SettingsError, shown
 from ftqual.scenario.checkpoint_dir import checkpoint_dir_problems
 
@@ -130,7 +131,7 @@ def check_tracker(s: Settings) -> None:
             f"Checkpoint tracker {s.tracker_path} is at iteration {iteration}, past "
             f"TRAIN_ITERS={s.train_iters}: a checkpoint of another run; use another NVRX_CHECKPOINT_DIR"
         )
-    if s.fault != "none" and iteration >= s.train_iters:
+    if family_of(s.fault) != "none" and iteration >= s.train_iters:
         raise SettingsError(
             f"Checkpoint tracker {s.tracker_path} is at iteration {iteration} = TRAIN_ITERS: nothing is "
             f"left to train, so fault {s.fault} could never be injected"
@@ -138,7 +139,7 @@ def check_tracker(s: Settings) -> None:
     # Each injection follows a checkpoint newer than the tracker a cycle starts from (the baseline), saved
     # before the last iteration: a resumed run needs that many save points past its tracker.
     saves_left = (s.train_iters - 1) // s.save_interval - iteration // s.save_interval
-    if s.fault != "none" and saves_left < s.injections:
+    if family_of(s.fault) != "none" and saves_left < s.injections:
         raise SettingsError(
             f"Checkpoint tracker {s.tracker_path} is at iteration {iteration}: only {saves_left} "
             f"checkpoint(s) before TRAIN_ITERS={s.train_iters} follow it, too few for "

@@ -32,8 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ftqual import contract
-from ftqual.contract import FAULTS, TRACKER_NAME, gpu_only_problem
+from ftqual.contract import FAULTS, TRACKER_NAME, family_of, gpu_only_problem, is_fault
 from ftqual.scenario import campaign_setup, constraints, fields
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.campaign_plan import CampaignPlan, PlanError
@@ -286,7 +285,7 @@ def _iterations(values: dict[str, Any], env: Mapping[str, str], fault: str, inje
     save_interval = _read(values, env, "save_interval")
     # A fault is injected when a checkpoint completes, and recovery needs one before the last iteration;
     # a baseline may save only at its end, but a SAVE_INTERVAL past TRAIN_ITERS is always a mistake.
-    if fault != "none" and save_interval >= train_iters:
+    if family_of(fault) != "none" and save_interval >= train_iters:
         raise SettingsError(
             f"SAVE_INTERVAL={save_interval} must be below TRAIN_ITERS={train_iters}: "
             f"fault {fault} needs a checkpoint before the last iteration"
@@ -304,7 +303,7 @@ def _iterations(values: dict[str, Any], env: Mapping[str, str], fault: str, inje
 def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> None:
     """NVRX_INJECTIONS, NVRX_FAULT_TIMING and NVRX_LOAD_CHECKPOINTS, checked against the fault."""
     injections = _read(values, env, "injections")
-    if fault == "none" and injections != 1:
+    if family_of(fault) == "none" and injections != 1:
         raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
     fault_timing = _read(values, env, "fault_timing")
     _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
@@ -420,7 +419,7 @@ def load_settings(
     world = nnodes * gpus_per_node
     _refuse(constraints.world_not_divisible(constraints.ENVIRONMENT, world, tp, pp, shape))
     campaign = None
-    is_campaign = contract.family_of(fault) == "campaign"
+    is_campaign = family_of(fault) == "campaign"
     stray = [name for name in campaign_setup.VARIABLES if env.get(name) and not is_campaign]
     if stray:
         raise SettingsError(f"{stray[0]} applies only to NVRX_DEMO_FAULT=campaign (got {shown(fault)})")
@@ -445,11 +444,11 @@ def load_settings(
         checkpoint_dir = work_dir / "runs" / run_id / "checkpoints"
 
     fault_rank = None
-    if contract.is_fault(fault, lambda f: f.has_rank):  # a campaign's ranks are its plan's
+    if is_fault(fault, lambda f: f.has_rank):  # a campaign's ranks are its plan's
         fault_rank = _int(env, "NVRX_FAULT_RANK", "1", 0, 10**12)
         _refuse(constraints.rank_outside_world(constraints.ENVIRONMENT, fault_rank, world))
 
-    if contract.family_of(fault) == "node":
+    if family_of(fault) == "node":
         problems = constraints.node_loss_problems(
             constraints.ENVIRONMENT, nnodes, gpus_per_node, fault_rank, injections, fault_timing
         )

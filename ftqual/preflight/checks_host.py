@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape
+from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape, family_of
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.model import Scenario, WorkflowConfig
@@ -325,7 +325,7 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
     # Types, ranges and the rank's place in the world are the config's rules (ftqual.scenario.model); these
     # are
     # the ones about whether the run can show a recovery at all.
-    if s.fault != "none":
+    if family_of(s.fault) != "none":
         if s.train_iters < 2 * s.save_interval:
             bad.append(
                 f"train_iters {s.train_iters} < 2 x save_interval {s.save_interval}: no checkpoint after "

@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftqual.contract import family_of
 from ftqual.report.inputs import ScenarioInput, discover_results, load_preflight, load_verify
 from ftqual.report.summary import ReportOptions, build_summary, scenario_fault
 from ftqual.verification.campaign.goodput import DEFAULT_MTBF, MtbfPoint
@@ -147,7 +148,7 @@ def write_report(
     timelines = [
         i
         for i in inputs
-        if scenario_fault(i.name, i.doc) != "none"
+        if family_of(scenario_fault(i.name, i.doc)) != "none"
         or (i.doc is None and i.name not in (options.baseline, "baseline"))
     ]
     plot_paths = {f"timeline_{i.name}": f"plots/timeline_{i.name}.png" for i in timelines}

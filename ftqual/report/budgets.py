@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ftqual.contract import (
+    CATALOG_FAULTS,
     LIVE_FAULTS,
     RANK_MONITOR_INTERVAL_S,
     UNWINDING_FAULTS,
@@ -81,7 +82,7 @@ def detection_budget(
     check = _num(expected.get("rank_monitor_interval_s")) or RANK_MONITOR_INTERVAL_S
     by = detected_by or ""
     path = detection_path(fault)
-    catalog = fault not in ("kill", "hang")
+    catalog = fault in CATALOG_FAULTS  # the paths below are a rank fault's: the catalog's, or kill and hang
     if catalog and path == "exit" and fault in UNWINDING_FAULTS:
         return _linger_budget(fault, by, section, timeouts, check)
     if catalog and path == "exit":

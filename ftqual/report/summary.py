@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS
+from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS, family_of
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
@@ -567,7 +567,8 @@ def build_summary(
     inputs: list[ScenarioInput], preflight: PreflightInput, options: ReportOptions, created_at: str
 ) -> dict:
     baseline_name = options.baseline or next(
-        (i.name for i in inputs if scenario_fault(i.name, i.doc) == "none" and i.doc is not None), None
+        (i.name for i in inputs if family_of(scenario_fault(i.name, i.doc)) == "none" and i.doc is not None),
+        None,
     )
     scenarios = [build_scenario(i, options) for i in inputs]
     campaigns = _campaigns(inputs)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from ftqual.contract import family_of
 from ftqual.report.budgets import RANK_MONITOR_INTERVAL_S
 from ftqual.report.calculated import build_calculated
 
@@ -201,7 +202,7 @@ def build_proof(docs: list[tuple[str, Mapping]]) -> dict:
         verdict = "disproved"
     elif (
         all(s == "pass" for s in statuses)
-        and any(r["fault"] == "none" for r in under)
+        and any(family_of(r["fault"]) == "none" for r in under)
         and any(r["detection"] for r in under)
     ):
         verdict = "proven"

@@ -91,7 +91,7 @@ def world_not_divisible(v: Vocabulary, world: int, tp: int, pp: int, shape: Mode
 def injections_do_not_fit(
     v: Vocabulary, fault: str, injections: int, save_interval: int, train_iters: int
 ) -> str | None:
-    if fault == "none" or injections * save_interval < train_iters:
+    if family_of(fault) == "none" or injections * save_interval < train_iters:
         return None
     return (
         f"{v.said('injections', injections)}: each fault needs a new checkpoint before the last iteration, "
@@ -169,7 +169,7 @@ def setup_placement_problem(
 ) -> str | None:
     """A fault in a replacement's setup: injection 1 makes the replacement (placed in a step), every later
     one stops a replacement while its setup section is open."""
-    if hang_placement != "setup" or fault == "none":
+    if hang_placement != "setup" or family_of(fault) == "none":
         return None
     placed = v.said("hang_placement", "setup")
     if family_of(fault) in ("node", "campaign"):

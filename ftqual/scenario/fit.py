@@ -7,7 +7,7 @@ campaign by the plan the launcher will draw from the baseline's workload (ftqual
 
 from __future__ import annotations
 
-from ftqual.contract import IN_SAVE_TIMINGS
+from ftqual.contract import IN_SAVE_TIMINGS, family_of
 from ftqual.scenario import campaign_setup
 from ftqual.scenario.campaign_plan import PlanError
 from ftqual.scenario.sizing import Baseline, sizing_problem
@@ -17,9 +17,9 @@ def scenario_problem(scenario, baseline: Baseline | None) -> str | None:
     """`sizing_problem` for a scenario (ftqual.scenario.model.Scenario) judged by what its baseline measured
     (None: nothing measured, nothing refused), and for `resume_from` the baseline's last completed
     checkpoint as the start. One line starting "refused before launch: ", or None."""
-    if scenario.fault == "none" or baseline is None:
+    if family_of(scenario.fault) == "none" or baseline is None:
         return None
-    if scenario.fault == "campaign" and scenario.campaign is not None:
+    if family_of(scenario.fault) == "campaign" and scenario.campaign is not None:
         # The plan the launcher will draw: its default kinds are the workload's (the baseline ran the same
         # one), and another workload's kinds draw other faults at other iterations from the same seed.
         try:

@@ -146,7 +146,7 @@ class WorkflowConfig:
 
     @property
     def fault_scenarios(self) -> tuple[Scenario, ...]:
-        return tuple(s for s in self.scenarios if s.fault != "none")
+        return tuple(s for s in self.scenarios if family_of(s.fault) != "none")
 
     def fingerprint(self, scenario: Scenario) -> str:
         """Hash of every setting that shapes this scenario's run (never its name or where runs go)."""
@@ -439,7 +439,7 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
             f"baseline_scenario {cfg.baseline_scenario!r} is not an enabled scenario "
             f"(enabled: {', '.join(names) or 'none'})"
         )
-    elif baseline.fault != "none":
+    elif family_of(baseline.fault) != "none":
         problems.append(f"baseline_scenario {cfg.baseline_scenario!r} must have fault: none")
     for s in cfg.scenarios:
         where = f"scenarios.{s.name}"
@@ -464,7 +464,7 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
 
 def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     problems = []
-    if s.fault == "none":
+    if family_of(s.fault) == "none":
         changed = [
             key
             for key in ("injections", "fault_timing", "checkpoint_load", "checkpoint_damage")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from ftqual.contract import UNWINDING_FAULTS
+from ftqual.contract import UNWINDING_FAULTS, family_of
 from ftqual.verification.checks import linger
 from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.clock import iso_z, seconds
@@ -261,7 +261,7 @@ ENDING_METRICS = (
 
 
 def compute_metrics(snap: RunSnapshot) -> dict[str, object]:
-    metrics = fault_metrics(snap) if snap.meta.fault != "none" else baseline_metrics(snap)
+    metrics = fault_metrics(snap) if family_of(snap.meta.fault) != "none" else baseline_metrics(snap)
     # how the run ended where its exit code misleads (optional keys, present only with a finding)
     metrics.update(endings.ending_metrics(snap))
     metrics.update(exit_metrics(snap))

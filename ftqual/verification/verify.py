@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ftqual import __version__
+from ftqual.contract import family_of
 from ftqual.verification import fastjson
 from ftqual.verification import verdict as verdict_mod
 from ftqual.verification.campaign.text import campaign_markdown
@@ -70,12 +71,14 @@ def build_report(
     exp = run_plan_from(snap.meta, replay_tolerance, baseline_tolerance)
     results = run_checks(snap, exp, baseline)
     notes = [snap.clock.describe()] if snap.clock.assumed else []
-    if baseline is not None and baseline.meta.fault != "none":
+    if baseline is not None and family_of(baseline.meta.fault) != "none":
         notes.append(
             f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
         )
     campaign_report = None
-    if snap.meta.fault == "campaign":  # the cycles' table, goodput measured, and the accumulation check
+    if (
+        family_of(snap.meta.fault) == "campaign"
+    ):  # the cycles' table, goodput measured, the accumulation check
         from ftqual.verification.campaign.cycles import campaign_section
 
         campaign_report, accumulation = campaign_section(snap)

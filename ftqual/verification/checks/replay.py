@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftqual.contract import family_of
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip, unready
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.checks.series import Mask, Series, Spans, Window, relative
@@ -516,7 +517,7 @@ def _baseline(snap: RunSnapshot, baseline: RunSnapshot, exp: RunPlan, f: Finding
 
 def _not_comparable(snap: RunSnapshot, baseline: RunSnapshot) -> str:
     """Why the baseline cannot be a reference ('' when it can): not a no-fault run, or other settings."""
-    if baseline.meta.fault != "none":
+    if family_of(baseline.meta.fault) != "none":
         return f"it is a '{baseline.meta.fault}' run, not a no-fault baseline"
     ours, theirs = snap.meta.settings, baseline.meta.settings
     differ = [

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from ftqual.contract import LIVE_FAULTS
+from ftqual.contract import LIVE_FAULTS, family_of
 from ftqual.verification.evidence.iterations import HAS_LOSS, HAS_T, micros
 from ftqual.verification.evidence.launcher_log import TimeoutFired, WorkerExit
 from ftqual.verification.evidence.model import Ref
@@ -190,7 +190,7 @@ def marker_mismatches(snap: RunSnapshot, marker: FaultMarker | None = None) -> t
 def requested(snap: RunSnapshot, marker: FaultMarker) -> tuple[str | None, int | None]:
     """The fault and rank a marker had to be: run.json's, or in a campaign its plan entry's (k-th marker,
     k-th entry; None when the plan has no such entry or could not be read)."""
-    if snap.meta.fault != "campaign":
+    if family_of(snap.meta.fault) != "campaign":
         return snap.meta.fault, snap.meta.fault_rank
     entry = snap.campaign_entry(marker.number)
     return (entry.fault, entry.rank) if entry is not None else (None, None)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 
+from ftqual.contract import family_of
 from ftqual.scenario import campaign_plan
 from ftqual.scenario.campaign_plan import CampaignPlan, PlannedFault
 from ftqual.verification.evidence.checkpoints import Checkpoints, read_checkpoints
@@ -172,10 +173,10 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
     if meta.dumps_recorded:  # a source of runs whose ranks had sentinels only (older reports are unchanged)
         dumps, sources["stack_dumps"] = read_dumps(run_dir)
     nodes: dict[str, NodeRecord] = {}
-    if meta.fault == "node_loss":  # a source of node_loss runs only: other reports list what they always did
+    if family_of(meta.fault) == "node":  # a source of node runs only: other reports list what they always did
         nodes, sources["nodes"] = read_nodes(run_dir)
     campaign = None
-    if meta.fault == "campaign":  # a source of campaign runs only
+    if family_of(meta.fault) == "campaign":  # a source of campaign runs only
         try:
             campaign = campaign_plan.read(run_dir)
             sources["campaign_plan"] = SourceStatus(
