@@ -49,6 +49,7 @@ class Fault:
     gpu_only: bool = False  # refused on the smoke workload, which has no GPU
     unwinds: bool = False
     catalog: bool = False
+    ends_at_once: bool = False  # a signal the rank does not handle ends it at once: no stack to dump
     checks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -101,26 +102,31 @@ def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: bool
 # in the CUDA teardown after it (-6). The storage faults: the checkpoint filesystem fills up (a size-capped
 # filesystem the launcher mounts for the run, filled by a file of ours to less than half a checkpoint), or
 # the process writing a save's shards is stopped (SIGSTOP) mid-write; the rank lives on and what the stack
-# does then is under test.
+# does then is under test. Adding a fault: its entry here, its injection (ftqual.rank), the schema's fault
+# enum (config/schema.yaml; tests/unit/test_fault_registry.py holds it equal to FAULTS, and a rank fault's
+# campaign kinds to RANK_FAULTS) and its test.
 FAULT_KINDS: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault("none", "none", "no fault"),
-        _rank("kill", "SIGKILL", "exit", -9, 137),
+        _rank("kill", "SIGKILL", "exit", -9, 137, ends_at_once=True),
         _rank("hang", "SIGSTOP", "timeout"),
         Fault(
             "node_loss",
             "node",
             "SIGKILL of the node's ft_launcher and every process below it",
             "node",
+            ends_at_once=True,
             checks=("node_loss_outcome",),
         ),
-        _rank("segfault", "a segmentation fault (SIGSEGV)", "exit", -11, 139, catalog=True),
-        _rank("abort", "os.abort() (SIGABRT)", "exit", -6, 134, catalog=True),
+        _rank(
+            "segfault", "a segmentation fault (SIGSEGV)", "exit", -11, 139, catalog=True, ends_at_once=True
+        ),
+        _rank("abort", "os.abort() (SIGABRT)", "exit", -6, 134, catalog=True, ends_at_once=True),
         _rank(
             "exception", "an exception raised in the training thread", "exit", 1, unwinds=True, catalog=True
         ),
-        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True),
+        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True, ends_at_once=True),
         _rank("sigint", "SIGINT", "exit", -2, 130, 1, catalog=True, unwinds=True),
         _rank("gil_lock", "a thread that holds the GIL forever", "timeout", catalog=True),
         _rank(

@@ -59,6 +59,8 @@ def test_the_derived_tables_keep_their_values():
     assert list(contract.FAULT_ACTIONS) == list(contract.FAULTS)
     assert contract.FAULT_ACTIONS["kill"] == "SIGKILL" and contract.FAULT_ACTIONS["hang"] == "SIGSTOP"
     assert ENDS_NONZERO_BY_DESIGN == ("node_loss", "disk_full", "writer_stall")
+    ends_at_once = contract.faults_where(lambda f: f.ends_at_once)
+    assert ends_at_once == ("kill", "node_loss", "segfault", "abort", "sigterm")
 
 
 def test_detection_follows_the_registry():

@@ -11,6 +11,7 @@ only the dumps of sections that came close to their timeouts.
 
 from __future__ import annotations
 
+from ftqual.contract import is_fault
 from ftqual.verification.checks.result import CheckResult
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.dumps import StackDump, dump_problem, held_by, holder_of
@@ -87,7 +88,7 @@ def why_no_dump(snap: RunSnapshot) -> str:
         return "no stack dump: the run predates the rank sentinels"
     if snap.dumps is None:
         return f"no stack dump readable: {snap.reason('stack_dumps')}"
-    if snap.marker is not None and snap.meta.fault in ("kill", "segfault", "abort", "sigterm", "node_loss"):
+    if snap.marker is not None and is_fault(snap.meta.fault, lambda f: f.ends_at_once):
         return "no stack dump: the faulted rank ended at once, nothing held it"
     tool = "" if snap.meta.dump_tool else " (no py-spy: faulthandler only, which a stopped rank cannot run)"
     return f"no stack dump of the faulted or timed-out rank{tool}"
