@@ -12,13 +12,14 @@ import math
 import re
 from collections.abc import Mapping
 
-from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS, IN_SAVE_TIMINGS
+from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS
+from ftqual.rank.ids import TIMINGS
 
 SCHEMA = "ftqual.run/v1"
 # The counts and the least value each can take (absent: unknown, judged by the checks that need it).
 COUNTS = {"train_iters": 1, "save_interval": 1, "world_size": 1, "max_restarts": 0, "nnodes": 1,
           "gpus_per_node": 1}  # fmt: skip
-FAULT_TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
+FAULT_TIMINGS = TIMINGS  # the wrapper's (ftqual.rank.ids)
 CHECKPOINT_DAMAGE_VALUES = ("none", *CHECKPOINT_DAMAGES)
 MAX_INJECTIONS = 1000  # one per cycle: max_restarts is a handful
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")

@@ -36,12 +36,6 @@ from ftqual.rank.sections import SectionWatch, SentinelLink
 from ftqual.rank.storage import fill_filesystem, writers_of
 from ftqual.rank.tracker import iteration_dir_name, newest_checkpoint_iteration, poll_tracker
 
-# Where a rank fault lands once armed: inside the next training step (default), inside the next checkpointing
-# section (a hang there is caught by the 'checkpointing' timeout), right after a step's section closed, out of
-# every section (the out-of-section timeout), or at once wherever the rank is (the walkthrough's behaviour).
-PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
-
-
 SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
 
 

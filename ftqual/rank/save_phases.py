@@ -19,11 +19,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from ftqual.contract import IN_SAVE_TIMINGS, SAVE_PHASES
+from ftqual.contract import SAVE_PHASES
 from ftqual.rank.tracker import iteration_dir_name, newest_checkpoint_iteration
-
-TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
-
 
 # A save phase is seen by polling the disk: a tiny model's save on a GPU lasts tenths of a second, its
 # phases milliseconds (a shard's write, the wait for `.metadata`), so a poll every 0.2 s would miss most.

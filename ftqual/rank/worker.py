@@ -49,11 +49,17 @@ from ftqual.contract import (
     SAVE_PHASES,
     TRACKER_NAME,
 )
-from ftqual.rank.ids import CAMPAIGN_PLAN_SCHEMA, EXIT_BAD_PLAN, EXIT_BAD_TRACKER, EXIT_FAULT_NEVER_INJECTED
-from ftqual.rank.injector import PLACEMENTS, Injector
+from ftqual.rank.ids import (
+    CAMPAIGN_PLAN_SCHEMA,
+    EXIT_BAD_PLAN,
+    EXIT_BAD_TRACKER,
+    EXIT_FAULT_NEVER_INJECTED,
+    PLACEMENTS,
+    TIMINGS,
+)
+from ftqual.rank.injector import Injector
 from ftqual.rank.leftovers import write_leftovers, write_pid_record
 from ftqual.rank.markers import count_markers, log, marker_damage, marker_path
-from ftqual.rank.save_phases import TIMINGS
 from ftqual.rank.sections import SectionWatch, install_section_hooks, start_sentinel
 from ftqual.rank.tracker import TrackerError, read_tracker_baseline
 

@@ -22,15 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS, IN_SAVE_TIMINGS
+from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS
+from ftqual.rank.ids import PLACEMENTS, TIMINGS
 from ftqual.scenario import campaign_setup
 from ftqual.scenario import job as jobshape
 from ftqual.stack import resolve as stack
 
 SECTIONS = ("setup", "step", "checkpointing")
-HANG_PLACEMENTS = ("step", "immediate", "checkpointing", "out_of_section", "setup")
+HANG_PLACEMENTS = PLACEMENTS  # the wrapper's (ftqual.rank.ids)
 MAX_STORAGE_CAP_MB = 1 << 20  # 1 TiB: a sparse file, but a bound on a typo
-FAULT_TIMINGS = ("checkpoint", *IN_SAVE_TIMINGS)
+FAULT_TIMINGS = TIMINGS  # the wrapper's (ftqual.rank.ids)
 DAMAGES = ("none", *CHECKPOINT_DAMAGES)
 
 INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit

@@ -27,9 +27,9 @@ from ftqual.rank.freeze import (
     metadata_written,
     wait_for_metadata,
 )
-from ftqual.rank.ids import MARKER_SCHEMA
+from ftqual.rank.ids import MARKER_SCHEMA, TIMINGS
 from ftqual.rank.injector import Injector
-from ftqual.rank.save_phases import PHASE_POLL_SECONDS, STABLE_POLLS, TIMINGS, PhaseWatch, look_at_save
+from ftqual.rank.save_phases import PHASE_POLL_SECONDS, STABLE_POLLS, PhaseWatch, look_at_save
 from ftqual.rank.worker import parse_args
 from tests.support.wait import stays, wait_until
 
