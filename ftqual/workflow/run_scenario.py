@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual.contract import TRACKER_NAME
+from ftqual.contract import TRACKER_NAME, is_fault
 from ftqual.jsonfile import write_json_atomic
 from ftqual.launch import gpu_turn, logport, procs
 from ftqual.launch.runstate import read_tracker
@@ -310,7 +310,7 @@ def baseline_says_no(baseline_verify: Path, s: scenarios.Scenario) -> str | None
 def too_short(baseline_verify: Path, s: scenarios.Scenario) -> str | None:
     """Fail fast: a length with which the fault is not certain to come on this stack: the baseline's run
     measured once (ftqual.verification.evidence.finalize_lag), judged by ftqual.scenario.fit."""
-    if s.fault == "none":
+    if not is_fault(s.fault, lambda f: f.injected):
         return None
     from ftqual.scenario.fit import scenario_problem
     from ftqual.verification.evidence.finalize_lag import measure_baseline  # the evidence readers
@@ -568,7 +568,7 @@ def attempt_record(say: Say, attempt: Attempt, rc: int, duration_s: float, fault
             say(f"FAILED: the launcher exited {rc}; evidence kept in {run_dir}", console=True)
     elif not record_path.is_file():
         run["cause"] = f"the launcher exited 0 but wrote no {record_path}"
-    if fault != "none":
+    if is_fault(fault, lambda f: f.injected):
         marker = run_dir / "fault_injected.json"
         if marker.is_file():
             shutil.copyfile(marker, out_run.with_name("fault_injected.json"))

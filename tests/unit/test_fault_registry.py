@@ -143,7 +143,6 @@ def test_every_fault_kind_has_a_recorded_report_carrying_its_required_checks():
 # read the registry (INJECTED_FAULTS, has_rank, family_of) as the rest of the package does.
 PENDING = {
     "ftqual/rank/": "the injection's dispatch; the argument checks (INJECTED_FAULTS, has_rank)",
-    "ftqual/workflow/run_scenario.py": "the scenario driver (family_of)",
 }
 FAMILY_NAMES = "(none|node_loss|campaign)"
 BY_NAME = re.compile(
