@@ -4,7 +4,7 @@ json's C encoder serves only `indent=None`; with an indent, json encodes in pure
 level: 0.1-0.2 s for a verify report with a 10,000-point timeline, 0.05 s here (`_records` converts a list of
 same-keyed dicts, the timeline's points, a column at a time). A value this does not cover (a non-str key, a
 type json encodes through `default`, nesting deeper than the recursion limit) is left to json.dumps.
-Compared with json.dumps in `tests/unit/verification/test_fast_paths.py`.
+Compared with json.dumps in `tests/unit/verification/evidence/test_fast_paths.py`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ and hands it the lines it must read:
 - `launcher_blocks`: a launcher.log block: the lines holding a needle, and those that may change the year
   (`launcher_log._Collector` reads those).
 
-The parity tests (`tests/unit/verification/test_fast_paths.py`, `test_block_scans.py`,
+The parity tests (`tests/unit/verification/evidence/test_fast_paths.py`, `test_block_scans.py`,
 `test_launcher_blocks.py`,
 `tests/unit/bench/`) compare them with the reference readers.
 """
