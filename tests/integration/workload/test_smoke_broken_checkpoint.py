@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ftqual.rank.damage import damage_checkpoint
-from tests.unit.launch.test_smoke_workload import ITERATION, LOADING, free_port
+from tests.integration.workload.test_smoke_workload import ITERATION, LOADING, free_port
 
 TRACKER = "latest_checkpointed_iteration.txt"
 ERROR = "ERROR: Invalid metadata file {}. Exiting"

@@ -144,3 +144,27 @@ def test_no_load_optim_and_finetune(first, repo_root, tmp_path):
     assert "  finetune ........................................ True" in lines
     assert any((m := LOADED.match(line)) and m[2] == "0" for line in lines)
     assert [int(m[1]) for m in map(ITERATION.match, lines) if m] == [1, 2]
+
+
+def test_every_save_holds_the_checkpoint_payload(repo_root, tmp_path):
+    """The payload is in the rank's own torch_dist shard (one rank here: `__0_0.distcp`), random (zlib cannot
+    shrink it), in every save; the run's last-rank output prints Megatron's save-checkpoint timer."""
+    import zlib
+
+    ckpt = tmp_path / "ckpt"
+    out = smoke(repo_root, ckpt, "--train-iters=4", "--smoke-checkpoint-mb=2")
+    shards = sorted(ckpt.glob("iter_*/__0_0.distcp"))
+    assert [p.parent.name for p in shards] == ["iter_0000002", "iter_0000004"]
+    for shard in shards:
+        data = shard.read_bytes()
+        assert 2 << 20 <= len(data) < 3 << 20
+        assert len(zlib.compress(data[-(1 << 20) :])) > 0.9 * (1 << 20)  # incompressible
+    assert not list(ckpt.glob("iter_*/smoke_payload.bin"))
+    timers = [line for line in out if line.startswith("    save-checkpoint ")]
+    assert len(timers) == 2 and all(
+        line.startswith("    save-checkpoint " + "." * 32 + ": (") for line in timers
+    )
+    # a second run loads the last save, payload included, and says how long the load took
+    again = smoke(repo_root, ckpt, "--train-iters=6", "--smoke-checkpoint-mb=2")
+    assert any("successfully loaded checkpoint" in line and "at iteration 4" in line for line in again)
+    assert any(line.startswith("    load-checkpoint " + "." * 32 + ": (") for line in again)
