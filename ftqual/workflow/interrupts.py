@@ -77,10 +77,14 @@ def forward(workdir: Path, signum: int, kill: Callable[[int, int], None] = os.ki
 
 def forward_to_jobs(workdir: Path, say: Callable[[str], None]) -> list[signal.Signals]:
     """In the main process: SIGINT, SIGTERM and SIGHUP (unless ignored) reach the recorded jobs, then stop
-    the workflow as Ctrl-C does. Returns the signals handled."""
+    the workflow as Ctrl-C does, also where a shell started it with SIGINT ignored. Returns the signals
+    handled."""
     handled = []
     for sig in FORWARDED:
-        if signal.getsignal(sig) == signal.SIG_IGN:
+        # nohup's ignored SIGHUP is the user's choice to survive a closed terminal; an ignored SIGINT is only
+        # a shell's habit for a background command (`snakemake ... &`), and a SIGINT sent to it is a request
+        # to stop
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
             continue
 
         def interrupt(signum, frame, workdir=workdir):

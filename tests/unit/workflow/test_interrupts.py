@@ -73,6 +73,8 @@ def test_the_main_process_forwards_then_stops_as_ctrl_c_does(tmp_path):
     )
     code = (
         "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"  # as from a terminal, whatever started this test
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"  # as a shell's background command
         "from pathlib import Path\n"
         "from ftqual.workflow import interrupts\n"
         f"handled = interrupts.forward_to_jobs(Path({str(tmp_path)!r}), print)\n"
@@ -96,12 +98,15 @@ def test_the_main_process_forwards_then_stops_as_ctrl_c_does(tmp_path):
         job.wait()
 
 
-def test_an_ignored_hangup_stays_ignored(tmp_path):
+def test_an_ignored_hangup_stays_ignored_an_ignored_interrupt_does_not(tmp_path):
+    """nohup ignores SIGHUP on purpose; a shell ignores SIGINT in a command it starts in the background, where
+    a SIGINT sent to it is still a request to stop."""
     code = (
         "import signal\n"
         "from pathlib import Path\n"
         "from ftqual.workflow import interrupts\n"
         "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         f"print(sorted(s.name for s in interrupts.forward_to_jobs(Path({str(tmp_path)!r}), print)))\n"
         "print(signal.getsignal(signal.SIGHUP) == signal.SIG_IGN)\n"
     )
