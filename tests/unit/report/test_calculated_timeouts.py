@@ -11,14 +11,13 @@ import copy
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from ftqual.report import calculated as calc
 from ftqual.report.inputs import PreflightInput, load_verify
 from ftqual.report.markdown import render_markdown
-from ftqual.report.schema import SUMMARY_SCHEMA
 from ftqual.report.summary import ReportOptions, build_summary
+from tests.support.schemas import validate_summary
 
 DATA = Path(__file__).parent / "data"
 
@@ -37,7 +36,7 @@ def summarize(tmp_path: Path, docs: dict[str, dict | str]) -> tuple[dict, str]:
         inputs.append(load_verify(name, path))
     created = "2026-01-01T00:00:00Z"
     summary = build_summary(inputs, PreflightInput(None, None, "none"), ReportOptions(), created)
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     return summary, render_markdown(summary)
 
 

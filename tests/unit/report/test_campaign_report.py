@@ -11,7 +11,6 @@ import copy
 import json
 import xml.etree.ElementTree as ET
 
-import jsonschema
 import pytest
 
 from ftqual.report import campaign as campaign_report
@@ -19,9 +18,9 @@ from ftqual.report import write_report
 from ftqual.report.inputs import PreflightInput, load_verify
 from ftqual.report.junit import render_junit
 from ftqual.report.markdown import render_markdown
-from ftqual.report.schema import SUMMARY_SCHEMA
 from ftqual.report.summary import ReportOptions, build_summary
 from ftqual.verification.checks import campaign as campaign_checks
+from tests.support.schemas import validate_summary
 from tests.unit.report.conftest import DATA
 
 KINDS = "sigint gil_lock sigterm hang hang sigterm abort exception sigint sigterm".split()
@@ -40,7 +39,7 @@ def summary_of(tmp_path, doc) -> dict:
     summary = build_summary(
         inputs, PreflightInput(None, None, "none"), ReportOptions(), "2026-12-02T00:00:00Z"
     )
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     return summary
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 
-from ftqual.report.schema import SUMMARY_SCHEMA
+from tests.support.schemas import validate_summary
 
 FIRST_SCREEN = 25
 
@@ -21,7 +20,7 @@ def _report(report_main, results, *extra):
         report_main("--results", str(results), *extra) == 0
     )  # the report reports, even a failed qualification
     summary = json.loads((results / "summary.json").read_text())
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     return summary, (results / "summary.md").read_text().splitlines()
 
 

@@ -8,8 +8,6 @@ import io
 import json
 from pathlib import Path
 
-import jsonschema
-
 from ftqual.report import faults_table
 from ftqual.report.inputs import PreflightInput, ScenarioInput
 from ftqual.report.markdown import NO_JOB_WHY, _stack_line, job_section, render_markdown
@@ -18,6 +16,7 @@ from ftqual.report.summary import RUN_STATES, ReportOptions, build_summary, run_
 from ftqual.scenario import model as scenarios
 from ftqual.workflow import run_scenario as rs
 from ftqual.workflow.verify_rule import attempt_report
+from tests.support.schemas import validate_summary
 
 NOW = "2026-12-05T00:00:00Z"
 PREFLIGHT_PATH = "results/preflight.json"
@@ -59,7 +58,7 @@ def preflight_refused_everything(tmp_path: Path) -> dict:
     inputs = [ScenarioInput("baseline", "b.json", not_launched("baseline", "none", cause))]
     inputs += [ScenarioInput(n, f"{n}.json", not_launched(n, n, cause)) for n in NOT_RUN]
     summary = build_summary(inputs, failed_preflight(), ReportOptions(baseline="baseline"), NOW)
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     return summary
 
 

@@ -6,10 +6,9 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import jsonschema
 import pytest
 
-from ftqual.report.schema import SUMMARY_SCHEMA
+from tests.support.schemas import validate_summary
 
 DATA = Path(__file__).parent / "data"
 
@@ -49,7 +48,7 @@ def test_writes_every_output(report):
 
 def test_summary_json_validates(report):
     summary = json.loads((report / "summary.json").read_text())
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     assert summary["verdict"] == "pass"
     assert [s["name"] for s in summary["scenarios"]] == ["baseline", "kill", "hang"]
     assert summary["stack"]["gpu_model"] == "NVIDIA H200" and summary["stack"]["gpu_count"] == 2
@@ -127,7 +126,7 @@ def test_verify_paths_form_and_out(tmp_path, real_reports, cli):
     )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validate_summary(summary)
     assert summary["verdict"] == "pass"
     assert summary["stack"]["torch"] == "unknown"  # no preflight: unknown, not a crash
     assert [(p["mtbf_hours"], p["gpus"]) for p in summary["goodput"]["by_scenario"]["kill"]["points"]] == [

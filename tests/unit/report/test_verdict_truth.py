@@ -89,8 +89,8 @@ def test_junit_stays_valid_xml_with_terminal_colours_and_control_characters(repo
 
 def test_evidence_is_quoted_from_the_verify_report_never_from_the_logs(tmp_path):
     """The cited lines come from verify.json's `excerpts` (ftqual verify quotes them, reading only regular
-    files inside the run: tests/unit/verification/evidence/test_excerpts.py); the report opens no log, even one that
-    lies beside it; a verify report written before `excerpts` quotes nothing."""
+    files inside the run: tests/unit/verification/evidence/test_excerpts.py); the report opens no log, even
+    one that lies beside it; a verify report written before `excerpts` quotes nothing."""
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     (run / "logs" / "ok.log").write_text("first\nsecond\n")  # never read by the report
