@@ -15,9 +15,9 @@ import subprocess
 import sys
 
 import pytest
-from tests.unit.rank.test_worker import child_files
 
 from tests.support.wait import stays, wait_until
+from tests.unit.rank.test_worker import child_files
 
 LAUNCHER = """
 import json, os, subprocess, sys, time

@@ -29,11 +29,11 @@ def _same(name: str, report: dict) -> None:
     got = json.loads(json.dumps(normalized(report), sort_keys=True))
     # The one-line cause is composed after the checks (ftqual.verification.verdict,
     # tests/unit/verification/test_verdict.py), and the quoted log lines (`excerpts`, verify.json's added
-    # key: ftqual.verification.evidence.excerpts, tests/unit/verification/evidence/test_excerpts.py) came later than
-    # the recordings; so did the checkpoint and restart account (`checkpoint_account`, an added key computed
-    # from the same evidence: ftqual.verification.checkpoint_account, its figures held against these runs by
-    # tests/unit/verification/checks/test_checkpoint_account.py): every other key, the verdict included, must be
-    # identical.
+    # key: ftqual.verification.evidence.excerpts, tests/unit/verification/evidence/test_excerpts.py) came
+    # later than the recordings; so did the checkpoint and restart account (`checkpoint_account`, an added
+    # key computed from the same evidence: ftqual.verification.checkpoint_account, its figures held against
+    # these runs by tests/unit/verification/checks/test_checkpoint_account.py): every other key, the verdict
+    # included, must be identical.
     added_later = {"cause", "cause_evidence", "excerpts", "checkpoint_account"}
     # The metrics of how a run ended (ftqual.verification.evidence.endings: the final exit codes, a silent
     # end, restarts from scratch or without progress) are optional keys added later too, held by

@@ -17,7 +17,8 @@ proven shape are then read from its digit columns with one matrix product. A lin
 exact conversions below, ...) or whose values fail the checks below (a timestamp `strptime` would refuse, a
 loss beyond the exact conversion) is marked not canonical, and the caller hands it to the line-by-line
 parser (`train_log._Collector`), whose records the fast path reproduces exactly
-(`tests/unit/verification/evidence/test_canonical_lines.py` compares them over generated variants of the layout).
+(`tests/unit/verification/evidence/test_canonical_lines.py` compares them over generated variants of the
+layout).
 
 Conversions are exact, not approximations of Python's:
 - integers: at most 15 digits, summed in float64 from digits times powers of ten (every partial sum an
