@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -291,92 +289,3 @@ def test_workload_args_are_what_follows_the_first_separator():
         "--b",
     ]
     assert workload_args(["--nnodes=1"]) == []
-
-
-# ------------------------------------------------------------------------------- the preflight, for real
-
-
-def preflight(tmp_path: Path, tree: Path, extra: str = "") -> tuple[subprocess.CompletedProcess, dict]:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"workload: megatron\nmegatron_path: {tree}\n{extra}")
-    out = tmp_path / "preflight.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": "/tmp"}
-    env.pop("NVRX_NODE_LOCAL_TMPDIR", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "ftqual", "preflight", "--config", str(config), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    return proc, json.loads(out.read_text())
-
-
-def check(report: dict, name: str) -> dict:
-    return next(c for c in report["checks"] if c["id"] == name)
-
-
-def test_preflight_names_the_rejected_argument_on_one_line(tmp_path, our_options):
-    tree = fake_tree(tmp_path, (0, 20, 0), versions(our_options)["renamed"])
-    proc, report = preflight(tmp_path, tree)
-    c = check(report, "megatron_args")
-    assert c["status"] == "fail" and proc.returncode == 1
-    assert "Megatron-Core 0.20.0 rejects scenario" in c["detail"]
-    assert "unrecognized arguments: --use-persistent-ckpt-worker" in c["detail"]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL megatron_args"))
-    assert "--use-persistent-ckpt-worker" in line and "fix:" in line
-
-
-def test_preflight_reports_the_adaptation_and_the_parser_accepts_it(tmp_path, our_options):
-    tree = fake_tree(tmp_path, (0, 14, 0), versions(our_options)["old"], "_NUM_WARMUP_ITERS = 1\n")
-    proc, report = preflight(tmp_path, tree)
-    c = check(report, "megatron_args")
-    assert c["status"] == "pass", c
-    assert f"{compat.WARMUP_FLAG} omitted" in c["detail"]
-    (a,) = report["resolved"]["adaptations"]
-    assert a["flag"] == compat.WARMUP_FLAG and "fixed warm-up of 1" in a["reason"]
-
-
-def test_preflight_refuses_a_version_whose_adaptation_would_change_the_meaning(tmp_path, our_options):
-    tree = fake_tree(tmp_path, (0, 13, 1), versions(our_options)["old"], "_NUM_WARMUP_ITERS = 10\n")
-    proc, report = preflight(tmp_path, tree)
-    c = check(report, "launcher_settings")
-    assert c["status"] == "fail" and "fixed fault-tolerance warm-up of 10" in c["detail"]
-    assert proc.returncode == 1
-
-
-def test_a_tree_that_shuts_the_ft_client_down_before_its_last_section_is_refused(tmp_path, our_options):
-    tree = fake_tree(tmp_path, (0, 15, 3), our_options)
-    (tree / "megatron" / "training" / "training.py").write_text(
-        "def train():\n    ft_integration.get_rank_monitor_client().shutdown_workload_monitoring()\n"
-    )
-    with pytest.raises(compat.IncompatibleStack, match="RankMonitorClientError") as exc:
-        compat.resolve(tree, 5, "0.15.3", vocab_size=1024)
-    assert "0.15.3" in str(exc.value) and "core_v0.16.0" in str(exc.value)
-    rc, args, err = dry_run_workload(tmp_path, tree)
-    assert rc == 2 and args == [] and "RankMonitorClientError" in err and len(err.strip().splitlines()) == 1
-    (tree / "megatron" / "training" / "training.py").write_text("def train():\n    pass\n")
-    assert compat.resolve(tree, 5, "0.15.3", vocab_size=1024) == compat.Compat()  # a fork without the call
-
-
-def test_a_scenario_asking_for_verify_integrity_on_a_tree_without_it_is_refused_before_launch(
-    tmp_path, our_options
-):
-    # `verify_integrity: true` adds --verify-integrity, which Megatron-LM trees before core_v0.19 lack: the
-    # preflight's own-parser check names it, rather than every cycle's launch failing on it.
-    extra = (
-        "scenarios:\n  baseline:\n    fault: none\n  kill:\n    fault: kill\n"
-        "    checkpoint_damage: shard_corrupted\n    verify_integrity: true\n"
-    )
-    assert "--verify-integrity" not in our_options
-    without = fake_tree(tmp_path / "a", (0, 18, 0), our_options)
-    proc, report = preflight(tmp_path / "a", without, extra)
-    c = check(report, "megatron_args")
-    assert c["status"] == "fail" and proc.returncode == 1, c
-    assert "kill" in c["detail"] and "baseline" not in c["detail"], c["detail"]
-    assert "unrecognized arguments: --verify-integrity" in c["detail"]
-
-    with_flag = fake_tree(tmp_path / "b", (0, 19, 1), {**our_options, "--verify-integrity": "flag"})
-    proc, report = preflight(tmp_path / "b", with_flag, extra)
-    assert check(report, "megatron_args")["status"] == "pass", check(report, "megatron_args")
