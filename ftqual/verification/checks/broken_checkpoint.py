@@ -118,15 +118,9 @@ def _judge(snap: RunSnapshot, exp: RunPlan | None) -> CheckResult:
             "armed the kill",
             marker.ref,
         )
-    fault_cycle = marker.cycle or 0
-    after = [log for log in snap.train_logs if log.cycle > fault_cycle]
-    code = snap.meta.exit_code
-    burned = endings.burned_cycles(snap)
-    f.values.update(
-        exit_code=code,
-        cycles_after_damage=len(after),
-        gpu_s_without_progress=burned.gpu_s if burned is not None else None,
-    )
+    after, code, burned = endings.after_the_fault(snap, marker.cycle)
+    without_progress = burned.gpu_s if burned is not None else None
+    f.values.update(exit_code=code, cycles_after_damage=len(after), gpu_s_without_progress=without_progress)
     if exp is not None:
         f.values["bound_cycles"] = loud_stop_bound(exp)
     found = _ending(snap, kind, damaged, after, code, burned)

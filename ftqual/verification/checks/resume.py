@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ftqual.verification.checks import result as checks
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
-from ftqual.verification.checks.result import (
-    CheckResult,
-    Findings,
-    Scoped,
-    absent_after_stop,
-    inconclusive,
-    per_injection,
-    skip,
-    unready,
-)
+from ftqual.verification.checks.result import CheckResult, Findings, Scoped
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.iterations import HAS_GBS, INT64_MAX
@@ -36,14 +28,14 @@ def resumed_from_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     consumed samples (K+1) x global batch size. With N injections, the cycle after each one resumed so,
     from a checkpoint at or after that injection's, completed before that cycle."""
     cid = RESUMED
-    if (early := unready(cid, snap, exp, "train_logs")) is not None:
+    if (early := checks.unready(cid, snap, exp, "train_logs")) is not None:
         return early
     f = Findings(cid)
     if len(snap.markers) <= 1:
         _resumed_after(snap, f, snap.marker)
         return f.result()
     each = []
-    for item, g in per_injection(f, snap.markers):
+    for item, g in checks.per_injection(f, snap.markers):
         _resumed_after(snap, g, item, _stopped_in_setup(snap, derive.replacement_cycle(snap, item)))
         each.append({"injection": item.number, "cycle": derive.replacement_cycle(snap, item), **g.values})
     f.values.update({k: v for k, v in each[0].items() if k not in ("injection", "cycle")})
@@ -64,7 +56,7 @@ def _resumed_after(
     cycle = derive.replacement_cycle(snap, marker)
     log = snap.train_log(cycle)
     if log is None:
-        absent_after_stop(snap, f, f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
+        checks.absent_after_stop(snap, f, f"no replacement cycle: logs/train_cycle{cycle}.log is absent")
         return
     for ref_ in log.fresh_starts:
         f.problem("the replacement started from scratch ('could not find the metadata file')", ref_)
@@ -176,21 +168,21 @@ def progress_after_resume(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     (its `.metadata` real); the final iteration was reached; the tracker names it and its folder is a
     completed checkpoint."""
     cid = PROGRESS
-    if (early := unready(cid, snap, exp, "train_logs")) is not None:
+    if (early := checks.unready(cid, snap, exp, "train_logs")) is not None:
         return early
     f = Findings(cid)
     scratch_restarts(snap, f)
     cycle = derive.replacement_cycle(snap)
     later_logs = [log for log in snap.train_logs if log.cycle >= cycle]
     if not later_logs:
-        absent_after_stop(snap, f, f"no replacement cycle log (train_cycle{cycle}.log or later)")
+        checks.absent_after_stop(snap, f, f"no replacement cycle log (train_cycle{cycle}.log or later)")
         return f.result()
     # A run stopped from outside was cut short by the stop: what it lacks after that is unknown, not wrong.
     complete = later_logs[-1].complete and not stopped_from_outside(snap)
     restored = derive.restore(snap)
     base = restored.iteration if restored else (snap.marker.checkpoint_iteration if snap.marker else None)
     if base is None:
-        return inconclusive(cid, "restored iteration unknown (no load line, no marker)")
+        return checks.inconclusive(cid, "restored iteration unknown (no load line, no marker)")
     tables = [log.iterations for log in later_logs]
     first = derive.first_row(tables, lambda rows: rows["iteration"] > base, low=base + 1)
     if first is None:
@@ -399,7 +391,7 @@ def clean_finish(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     max_restarts restarts spent on more injections than max_restarts fails naming it."""
     cid = CLEAN_FINISH
     if not exp.faulty:
-        return skip(cid, "no fault in this scenario")
+        return checks.skip(cid, "no fault in this scenario")
     f = Findings(cid)
     _restarts_exhausted(snap, exp, f)
     exit_code(snap, f)
@@ -444,7 +436,7 @@ def _injections(snap: RunSnapshot, f: Findings) -> None:
         if lines:
             f.problem("an injection line was printed but fault_injected.json is absent", lines[0].ref)
         else:
-            absent_after_stop(snap, f, NO_INJECTION)
+            checks.absent_after_stop(snap, f, NO_INJECTION)
     elif len(lines) <= 1:
         f.fact("exactly one injection", snap.marker.ref, *(item.ref for item in lines))
     if snap.marker is not None:
@@ -491,7 +483,7 @@ def _many_injections(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
             *(item.ref for item in lines[:3]),
         )
     if not markers:
-        absent_after_stop(snap, f, NO_INJECTION)
+        checks.absent_after_stop(snap, f, NO_INJECTION)
         return
     if numbers != list(range(1, len(markers) + 1)):
         f.problem(
@@ -500,7 +492,7 @@ def _many_injections(snap: RunSnapshot, exp: RunPlan, f: Findings) -> None:
     if len(markers) != wanted:
         text, refs = f"{len(markers)} injection marker(s), {wanted} requested", [m.ref for m in markers[-1:]]
         if len(markers) < wanted:  # too few may be the stop's doing; too many never are
-            absent_after_stop(snap, f, text, *refs)
+            checks.absent_after_stop(snap, f, text, *refs)
         else:
             f.problem(text, *refs)
     else:
@@ -543,7 +535,7 @@ def cycles(snap: RunSnapshot, f: Findings, expected: int) -> None:
     logs = len(snap.train_logs)
     f.values["cycles"] = count
     if count < expected:
-        absent_after_stop(snap, f, f"{count} cycles ran, expected {expected}")
+        checks.absent_after_stop(snap, f, f"{count} cycles ran, expected {expected}")
     elif count != expected:
         f.problem(f"{count} cycles ran, expected {expected}")
     elif logs > count:

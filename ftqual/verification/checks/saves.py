@@ -4,16 +4,9 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 from __future__ import annotations
 
 from ftqual.contract import IN_SAVE_TIMINGS, SAVE_PHASES
+from ftqual.verification.checks import result as checks
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
-from ftqual.verification.checks.result import (
-    CheckResult,
-    Findings,
-    Scoped,
-    absent_after_stop,
-    inconclusive,
-    per_injection,
-    skip,
-)
+from ftqual.verification.checks.result import CheckResult, Findings, Scoped
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.clock import iso_z
@@ -33,18 +26,19 @@ def interrupted_save_discarded(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     iteration S`); the replacement restored C, not S: never a partial or untracked checkpoint."""
     cid = INTERRUPTED_SAVE
     if not exp.faulty:
-        return skip(cid, "no fault in this scenario")
+        return checks.skip(cid, "no fault in this scenario")
     if snap.meta.fault_timing not in IN_SAVE_TIMINGS:
-        return skip(cid, f"fault_timing is '{snap.meta.fault_timing}': no save was in flight by design")
+        timing = snap.meta.fault_timing
+        return checks.skip(cid, f"fault_timing is '{timing}': no save was in flight by design")
     if not snap.ok("marker"):
-        return inconclusive(cid, snap.reason("marker"))
+        return checks.inconclusive(cid, snap.reason("marker"))
     if not snap.markers:
-        return inconclusive(cid, "no fault_injected.json: no injection to relate a save to")
+        return checks.inconclusive(cid, "no fault_injected.json: no injection to relate a save to")
     if not snap.ok("train_logs"):
-        return inconclusive(cid, snap.reason("train_logs"))
+        return checks.inconclusive(cid, snap.reason("train_logs"))
     f = Findings(cid)
     each = []
-    for marker, g in per_injection(f, snap.markers):
+    for marker, g in checks.per_injection(f, snap.markers):
         _discarded(snap, g, marker)
         each.append({"injection": marker.number, **g.values})
     f.values.update({k: v for k, v in each[0].items() if k != "injection"})
@@ -133,7 +127,8 @@ def _discarded(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker) -> 
     if restored is None:
         after = snap.train_log(replacement)
         if after is None:
-            absent_after_stop(snap, f, f"no replacement cycle: logs/train_cycle{replacement}.log is absent")
+            gone = f"no replacement cycle: logs/train_cycle{replacement}.log is absent"
+            checks.absent_after_stop(snap, f, gone)
         else:
             f.missing_fact(f"{after.path} restored no checkpoint", after.complete)
     elif restored.iteration == s and finalized:
@@ -165,11 +160,11 @@ def started_from_existing_checkpoint(snap: RunSnapshot, exp: RunPlan) -> CheckRe
     cid = EXISTING_CHECKPOINT
     k = snap.meta.initial_checkpoint_iteration
     if k <= 0:
-        return skip(
+        return checks.skip(
             cid, "the checkpoint directory held no checkpoint at launch (initial_checkpoint_iteration 0)"
         )
     if not snap.ok("train_logs"):
-        return inconclusive(cid, snap.reason("train_logs"))
+        return checks.inconclusive(cid, snap.reason("train_logs"))
     f = Findings(cid)
     f.values["initial_checkpoint_iteration"] = k
     _cycle0_loaded(snap, f, k)

@@ -167,10 +167,7 @@ def _failed_save(snap: RunSnapshot, f: Findings, marker: FaultMarker) -> int | N
 
 
 def _judge(snap: RunSnapshot, exp: RunPlan, f: Findings, marker: FaultMarker, failed: int | None) -> None:
-    fault_cycle = marker.cycle or 0
-    after = [log for log in snap.train_logs if log.cycle > fault_cycle]
-    code = snap.meta.exit_code
-    burned = endings.burned_cycles(snap)
+    after, code, burned = endings.after_the_fault(snap, marker.cycle)
     f.values.update(
         exit_code=code,
         cycles_after_fault=len(after),

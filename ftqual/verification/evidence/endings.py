@@ -151,6 +151,14 @@ def scratch_restarts(snap: RunSnapshot) -> list[ScratchRestart]:
     return found
 
 
+def after_the_fault(snap: RunSnapshot, cycle: int | None) -> tuple[list, int | None, BurnedCycles | None]:
+    """What the outcome of a broken checkpoint or a failed storage is judged from: the training logs of the
+    cycles after the fault's, the job's exit code, and the cycles it burned without progress."""
+    fault_cycle = cycle or 0
+    after = [log for log in snap.train_logs if log.cycle > fault_cycle]
+    return after, snap.meta.exit_code, burned_cycles(snap)
+
+
 def first_ending(snap: RunSnapshot, after: str) -> tuple[str | None, str, tuple] | None:
     """The endings a job meets first whatever broke it, as (outcome, what the logs show, refs): stopped from
     outside (outcome None: nothing to judge), a silent end, a restart from scratch; None for none of them.
