@@ -5,9 +5,7 @@ tests/unit/rank/test_save_phases.py)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -21,6 +19,7 @@ from ftqual.rank.freeze import (
     WAKEUP_OFF_RANK_CPU,
     WAKEUP_REALTIME,
 )
+from tests.integration.workload.test_smoke_workload import smoke_env
 
 SHARD = "__0_0.distcp"
 
@@ -29,26 +28,11 @@ SHARD = "__0_0.distcp"
 PAYLOAD_MB = 64  # so that the shard writes last (tens of ms) and their phases can be seen
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_killed_in(
     repo_root, tmp_path, phase: str, async_save: bool, train_iters: int = 12
 ) -> subprocess.CompletedProcess:
     ckpt = tmp_path / "ckpt"
-    env = {
-        **os.environ,
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "OMP_NUM_THREADS": "1",
-        "TORCHELASTIC_RESTART_COUNT": "0",
-    }
+    env = {**smoke_env(), "TORCHELASTIC_RESTART_COUNT": "0"}
     workload = [
         f"--save={ckpt}",
         f"--load={ckpt}",

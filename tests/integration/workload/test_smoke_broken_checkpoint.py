@@ -7,7 +7,6 @@ The damages are the worker's own (megatron_gpt_worker.damage_checkpoint), on a r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -17,23 +16,11 @@ from pathlib import Path
 import pytest
 
 from ftqual.rank.damage import damage_checkpoint
-from tests.integration.workload.test_smoke_workload import ITERATION, LOADING, free_port
+from tests.integration.workload.test_smoke_workload import ITERATION, LOADING, smoke_env
 
 TRACKER = "latest_checkpointed_iteration.txt"
 ERROR = "ERROR: Invalid metadata file {}. Exiting"
 EXIT_LINE = ">> '--exit-on-missing-checkpoint' set ... exiting. <<"
-
-
-def smoke_env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "OMP_NUM_THREADS": "1",
-    }
 
 
 def smoke_args(ckpt: Path, *args: str) -> list[str]:

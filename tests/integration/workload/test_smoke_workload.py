@@ -43,8 +43,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def smoke(repo_root: Path, ckpt: Path, *args: str) -> list[str]:
-    env = {
+def smoke_env() -> dict[str, str]:
+    """One rank of its own, on a free port: what the workload needs without ft_launcher."""
+    return {
         **os.environ,
         "RANK": "0",
         "LOCAL_RANK": "0",
@@ -53,6 +54,10 @@ def smoke(repo_root: Path, ckpt: Path, *args: str) -> list[str]:
         "MASTER_PORT": str(free_port()),
         "OMP_NUM_THREADS": "1",
     }
+
+
+def smoke(repo_root: Path, ckpt: Path, *args: str) -> list[str]:
+    env = smoke_env()
     cmd = [
         sys.executable,
         str(repo_root / "workloads" / "smoke_train.py"),
