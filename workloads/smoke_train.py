@@ -20,22 +20,23 @@ finish once told to stop, so a rank that dies of an exception lingers S s while 
 worker at shutdown (what held a Megatron rank after its exception on one H200), while a rank that ends its
 training stops it first and exits at once.
 
-Signals as Megatron core_v0.19's pretrain meets them: without --exit-signal-handler none is handled (SIGTERM's
-default action ends the rank, -15; SIGINT raises KeyboardInterrupt, -2); with it, SIGTERM is only recorded,
-and after each iteration every rank learns whether any rank got it; then all save a checkpoint, rank 0 prints
-`[exiting program after receiving SIGTERM.] datetime: ...` and every rank exits 0, as Megatron's
-checkpoint_and_decide_exit and train() do.
-
-A broken checkpoint as Megatron core_v0.19's load meets it: a tracker that is not a number (NULs, empty,
-any text but `release`) prints `ERROR: Invalid metadata file <path>. Exiting` (rank 0) and every rank exits
-0 (read_metadata's sys.exit()); no tracker starts from random, or with --exit-on-missing-checkpoint prints
-`>> '--exit-on-missing-checkpoint' set ... exiting. <<` and exits 0 after a barrier; a tracker naming a
-directory that is missing raises FileNotFoundError (the directory is listed before any load) and a truncated
-shard makes torch's load raise, both uncaught: the rank exits non-zero. A shard whose bytes changed in place
-(its size kept) loads without an error, as torch's load of a torch_dist shard does: nothing checks the bytes.
-With --verify-integrity (core_v0.19's flag, torch_dist only), each save's finalize has rank 0 hash every file
-of the checkpoint into its `integrity.json` (SHA-256, before the tracker moves), and each load has rank 0
-re-hash them first, every rank raising CheckpointingException, uncaught, on a mismatch or a missing manifest.
+Batches and evaluation as Megatron core_v0.19's train loop has them. Each iteration runs G / (M x world)
+micro-batches of --micro-batch-size M samples on every rank (forward and backward accumulated, one
+optimizer step); a --global-batch-size G not divisible by M x world is refused with Megatron's assertion
+message. Micro-batch j of iteration i on rank r holds global samples (i-1)*G + j*M*world + r*M and the M-1
+after it (Megatron's pretraining sampler): a batch is still a function of its iteration alone.
+--eval-iters E (0 by default here, Megatron's is 100: no evaluation unless asked) with --eval-interval I:
+after the iteration line of every iteration N with N % I == 0, before N's save, E forward-only steps, each
+inside NVRx's `step` section as ft_integration.on_eval_step_start/end open it (after --ft-num-warmup-iters
+eval steps of that evaluation), Megatron's interval timer stopped (`elapsed time per iteration` leaves the
+evaluation out); then the `evaluate` timer and the dashed block
+(` validation loss at iteration N | lm loss value: ... | lm loss PPL: ... |`), from the last rank. At the
+end of training, after the final save, the validation set's and the test set's evaluations, verbose as
+Megatron's (`Evaluating on N samples`, `Evaluating iter k/E`, from rank 0). The evaluation after N reads
+the validation samples from (N // I - 1) x E x G on (Megatron's consumed_valid_samples, restored with the
+checkpoint): a replayed evaluation reads the same samples and prints the same loss.
+--smoke-eval-step-seconds (default: a third of --smoke-step-seconds, a forward without the backward) paces
+each eval step.
 """
 
 from __future__ import annotations
@@ -103,13 +104,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--ft-num-warmup-iters", type=int, default=5)
     add("--ckpt-format", default="torch_dist")
     add("--async-save", action="store_true", default=None)
-    add("--eval-iters", type=int, default=100)
+    # Megatron's default is 100; the smoke evaluates only when asked, so a run that names neither flag (every
+    # run recorded before evaluation was modelled) keeps its lines
+    add("--eval-iters", type=int, default=0)
     add("--eval-interval", type=int, default=None)
     add("--exit-signal-handler", action="store_true", default=False)
     add("--exit-on-missing-checkpoint", action="store_true", default=False)
     add("--verify-integrity", action="store_true", default=False)
     add("--calc-ft-timeouts", action="store_true", default=False)
     add("--smoke-step-seconds", type=float, default=0.2)
+    add("--smoke-eval-step-seconds", type=float, default=None)  # None: a third of --smoke-step-seconds
     add("--smoke-save-seconds", type=float, default=0.0)
     add("--smoke-checkpoint-mb", type=int, default=0)
     add("--smoke-exit-linger-seconds", type=float, default=0.0)
@@ -143,6 +147,7 @@ PRINTED_ONLY_WHEN_SET = (
     "calc_ft_timeouts",
     "exit_on_missing_checkpoint",
     "verify_integrity",
+    "smoke_eval_step_seconds",
 )
 # Megatron core_v0.19's ft_integration: the step timeout is calculated only after this many iterations.
 MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE = 16
@@ -173,6 +178,7 @@ class FaultTolerance:
         self.persistent_loaded = False
         self.state_file = Path(args.save) / "ft_state.json" if args.save else None
         self.seen_steps = 0
+        self.eval_steps = 0  # eval steps since the last training step (Megatron's _curr_eval_iter_idx)
         self.step_open = False
         self.setup_open = False
         if not self.enabled:
@@ -199,6 +205,7 @@ class FaultTolerance:
         if self.setup_open:
             self.client.end_section("setup")
             self.setup_open = False
+        self.eval_steps = 0  # training started: the evaluation is over
         if self.seen_steps >= self.warmup:
             self.client.start_section("step")
             self.step_open = True
@@ -210,6 +217,26 @@ class FaultTolerance:
             self.client.end_section("step")
             self.step_open = False
         self.seen_steps += 1
+
+    def eval_step_start(self) -> None:
+        """Megatron's on_eval_step_start: a `step` section once this evaluation saw the warm-up's count of
+        eval steps (the count restarts with every training step)."""
+        if self.client is None:
+            return
+        if self.setup_open:  # an evaluation before any training step (none here: kept as Megatron has it)
+            self.client.end_section("setup")
+            self.setup_open = False
+        if self.eval_steps >= self.warmup:
+            self.client.start_section("step")
+            self.step_open = True
+
+    def eval_step_end(self) -> None:
+        if self.client is None:
+            return
+        if self.step_open:
+            self.client.end_section("step")
+            self.step_open = False
+        self.eval_steps += 1
 
     def checkpointing_start(self) -> None:
         if self.client is not None:
@@ -302,18 +329,30 @@ class TinyLM(torch.nn.Module):
         return self.head(torch.tanh(self.hidden(self.embed(tokens))))
 
 
-def sample(index: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Global sample `index`: random tokens, each followed by a fixed function of itself (learnable)."""
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + index)
+# Each split's samples come from a generator seeded apart (the training split's seeds are those of every run
+# recorded before the other splits existed).
+SPLIT_SEED_OFFSET = {"train": 0, "valid": 1 << 40, "test": 2 << 40}
+
+
+def sample(index: int, seed: int, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    """Global sample `index` of `split`: random tokens, each followed by a fixed function of itself
+    (learnable)."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + index + SPLIT_SEED_OFFSET[split])
     tokens = torch.randint(0, VOCAB, (SEQ,), generator=gen)
     return tokens, (tokens * 7 + 3) % VOCAB
 
 
-def local_batch(iteration: int, rank: int, per_rank: int, gbs: int, seed: int):
-    """The samples of this rank at 1-based `iteration` (consumed samples before it: (iteration-1)*gbs)."""
-    first = (iteration - 1) * gbs + rank * per_rank
-    pairs = [sample(first + i, seed) for i in range(per_rank)]
+def micro_batch(first_of_step: int, micro: int, rank: int, world: int, mbs: int, seed: int, split: str):
+    """Micro-batch `micro` of this rank in a step whose global batch starts at sample `first_of_step`: as
+    Megatron's pretraining sampler deals them, each micro-batch step takes mbs x world consecutive samples
+    and rank r the r-th mbs of them."""
+    first = first_of_step + micro * mbs * world + rank * mbs
+    pairs = [sample(first + i, seed, split) for i in range(mbs)]
     return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def num_micro_batches(args, world: int) -> int:
+    return args.global_batch_size // (args.micro_batch_size * world)
 
 
 def checkpoint_dir(root: str, iteration: int) -> Path:
@@ -602,12 +641,20 @@ def checkpoint(
 
 
 def train_step(model, optimizer, iteration: int, args, rank: int, world: int) -> tuple[float, float]:
-    per_rank = args.global_batch_size // world
-    tokens, targets = local_batch(iteration, rank, per_rank, args.global_batch_size, args.seed)
+    """One iteration: its micro-batches' gradients accumulated (each loss scaled by 1 / their count, as
+    Megatron's schedule does), averaged over the ranks, one optimizer step; the loss is the mean over the
+    micro-batches and ranks (every sample holds as many tokens)."""
+    count = num_micro_batches(args, world)
+    first = (iteration - 1) * args.global_batch_size
     optimizer.zero_grad(set_to_none=True)
-    logits = model(tokens)
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
-    loss.backward()
+    total = torch.zeros(())
+    for micro in range(count):
+        tokens, targets = micro_batch(first, micro, rank, world, args.micro_batch_size, args.seed, "train")
+        logits = model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+        (loss / count).backward()
+        total += loss.detach() / count
+    loss = total
     for param in model.parameters():  # data parallel: average the gradients of all ranks
         dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
         param.grad.div_(world)
@@ -616,6 +663,81 @@ def train_step(model, optimizer, iteration: int, args, rank: int, world: int) ->
     reduced = loss.detach().clone()
     dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
     return float(reduced) / world, grad_norm
+
+
+def eval_step_seconds(args) -> float:
+    if args.smoke_eval_step_seconds is not None:
+        return args.smoke_eval_step_seconds
+    return args.smoke_step_seconds / 3  # a forward without the backward
+
+
+def evaluate(model, args, rank: int, world: int, ft: FaultTolerance, out: Printer, timers, first: int, **how):
+    """Megatron's evaluate(): --eval-iters forward-only steps (each the global batch's micro-batches), each
+    inside FT's eval-step hooks, the loss averaged over the steps and ranks; the `evaluate` timer is logged
+    (from the last rank) before the results are printed. `first`: the split's first sample of this
+    evaluation. Returns the loss."""
+    split, verbose = how.get("split", "valid"), how.get("verbose", False)
+    timers.start("evaluate")
+    model.eval()
+    count = num_micro_batches(args, world)
+    total = torch.zeros(())
+    with torch.no_grad():
+        if verbose:
+            out.rank_0(f"Evaluating on {args.eval_iters * args.global_batch_size} samples")
+        for step in range(1, args.eval_iters + 1):
+            if verbose:
+                out.rank_0(f"Evaluating iter {step}/{args.eval_iters}")
+            ft.eval_step_start()
+            start = first + (step - 1) * args.global_batch_size
+            for micro in range(count):
+                mbs = args.micro_batch_size
+                tokens, targets = micro_batch(start, micro, rank, world, mbs, args.seed, split)
+                logits = model(tokens)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+                total += loss / count
+            if eval_step_seconds(args) > 0:
+                time.sleep(eval_step_seconds(args))  # paced like a forward of the real model
+            ft.eval_step_end()
+    model.train()
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)  # the sum over the ranks, as Megatron's reduction
+    timers.log("evaluate")
+    return float(total) / (world * args.eval_iters)
+
+
+def print_validation(prefix: str, loss: float, out: Printer) -> None:
+    """evaluate_and_print_results' dashed block, from the last rank."""
+    text = f" validation loss at {prefix} | "
+    text += "{} value: {:.6E} | ".format("lm loss", loss)
+    text += "{} PPL: {:.6E} | ".format("lm loss", math.exp(min(20, loss)))
+    length = len(text) + 1
+    out.rank_last("-" * length)
+    out.rank_last(text)
+    out.rank_last("-" * length)
+
+
+def evaluation_at(iteration: int, args) -> bool:
+    """Megatron's train loop evaluates after `iteration` (do_valid: eval-iters > 0)."""
+    return bool(args.eval_interval) and args.eval_iters > 0 and iteration % args.eval_interval == 0
+
+
+def valid_first_sample(iteration: int, args) -> int:
+    """The first validation sample of the evaluation after `iteration`: Megatron's consumed_valid_samples
+    then, every earlier evaluation's eval-iters x global batch (restored from the checkpoint on a load)."""
+    earlier = iteration // args.eval_interval - 1 if evaluation_at(iteration, args) else 0
+    return earlier * args.eval_iters * args.global_batch_size
+
+
+def final_evaluations(model, args, iteration: int, rank: int, world: int, ft, out: Printer, timers) -> None:
+    """After training, pretrain() evaluates the validation set (where the train loop's evaluations left it)
+    and the test set (from its start), verbose."""
+    if args.eval_iters <= 0:
+        return
+    done = iteration // args.eval_interval if args.eval_interval else 0
+    first = done * args.eval_iters * args.global_batch_size
+    loss = evaluate(model, args, rank, world, ft, out, timers, first, verbose=True)
+    print_validation(f"iteration {iteration} on validation set", loss, out)
+    loss = evaluate(model, args, rank, world, ft, out, timers, 0, split="test", verbose=True)
+    print_validation(f"iteration {iteration} on test set", loss, out)
 
 
 def iteration_line(
@@ -685,9 +807,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Printer(rank, world)
     if args.global_batch_size is None:
         args.global_batch_size = args.micro_batch_size * world
-    if args.global_batch_size % world:
+    if args.global_batch_size % (args.micro_batch_size * world):  # Megatron's num_microbatches_calculator
         print(
-            f"global batch size {args.global_batch_size} is not divisible by world size {world}",
+            f"AssertionError: global batch size ({args.global_batch_size}) is not divisible by micro batch "
+            f"size ({args.micro_batch_size}) times data parallel size ({world})",
             file=sys.stderr,
         )
         return 1
@@ -746,6 +869,12 @@ def main(argv: list[str] | None = None) -> int:
             elapsed_ms = (now - last_log) * 1000.0 / args.log_interval
             last_log = now
             out.rank_last(iteration_line(iteration, args, consumed, elapsed_ms, loss, grad_norm))
+        if evaluation_at(iteration, args):  # after the iteration's line, before its save (Megatron's loop)
+            began = time.monotonic()
+            first = valid_first_sample(iteration, args)
+            loss = evaluate(model, args, rank, world, ft, out, io[1], first)
+            print_validation(f"iteration {iteration}", loss, out)
+            last_log += time.monotonic() - began  # the interval timer stood still (Megatron stops it)
         if exit_signal.any_received():
             if finish_worker is not None:
                 finish_worker()
@@ -760,6 +889,7 @@ def main(argv: list[str] | None = None) -> int:
         finalize_checkpoint(args, pending, ft, out, rank, io)
 
     out.rank_0(f"[after training is done] datetime: {stamp()} ")
+    final_evaluations(model, args, iteration, rank, world, ft, out, io[1])
     if finish_worker is not None:
         finish_worker()
     ft.shutdown()
