@@ -92,6 +92,10 @@ class RunMeta:
     # run.json's `storage` (fault disk_full): the capped filesystem the launcher mounted and what its unmount
     # kept ({"filesystem", "cap_bytes", "copied_files", "image_removed", "problem"}); None: none mounted
     storage: dict | None = None
+    # run.json's `batch` ({world_size, data_parallel_size, micro_batch_size, global_batch_size,
+    # accumulation_steps}) and `evaluation` ({interval, iters}); None in a run.json written before them
+    batch: dict | None = None
+    evaluation: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,8 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         checkpoint_damage=str(data.get("checkpoint_damage") or "none"),
         verify_integrity=data.get("verify_integrity") is True,
         storage=dict(data["storage"]) if isinstance(data.get("storage"), dict) else None,
+        batch=dict(data["batch"]) if isinstance(data.get("batch"), dict) else None,
+        evaluation=dict(data["evaluation"]) if isinstance(data.get("evaluation"), dict) else None,
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}
             if isinstance(data.get("timeouts_from"), dict)

@@ -30,7 +30,15 @@ four things per rank (Megatron's `ft_integration`): `setup` (opened in `pretrain
 - `out_of_section`: the longest interval between two consecutive timestamped iteration lines of a cycle,
   with the synchronous saves inside it taken out. Such an interval holds one step and the out-of-section
   work around it, so the figure is an **upper** bound of any out-of-section stretch within one interval.
-  Before the first step the monitor does not arm it; after the last iteration line it is not bounded.
+  Before the first step the monitor does not arm it; after the last iteration line it is not bounded. An
+  interval that holds an evaluation has its duration (`evaluations.py`) taken out too where every eval step
+  ran inside a `step` section (the log's --ft-num-warmup-iters is 0, as ftqual passes it): the stretches
+  before and after the evaluation stay in the figure, the loss reductions between two eval steps (inside
+  Megatron's `evaluate` timer) do not. Otherwise the evaluation stays in (still an upper bound).
+- `eval_step` (only in a cycle that evaluated): the longest eval step, each evaluation's duration over its
+  eval steps (`bound: mean` with more than one, `upper` with one or an unknown count), measured against the
+  `step` timeout beside the training steps: an evaluation that follows no training step's timing (a larger
+  eval batch, another data path) meets the same timeout.
 
 A figure the logs cannot give is `None` with the reason, never a guess. Only lines with a timestamp (and
 for steps an elapsed time) count.
@@ -46,6 +54,7 @@ import numpy as np
 
 from ftqual.contract import LIVE_FAULTS
 from ftqual.verification.evidence import derive
+from ftqual.verification.evidence.evaluations import EvaluationSpan, eval_steps_in_sections, evaluation_spans
 from ftqual.verification.evidence.iterations import HAS_ELAPSED, HAS_T, micros
 from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -65,6 +74,7 @@ class Figure:
     reason: str = ""
     evidence: tuple[Ref, ...] = ()
     count: int | None = None  # how many intervals it was taken from (steps, saves)
+    what: str = ""  # what the figure is of, where a section's figures differ in kind (an evaluation step)
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -75,6 +85,8 @@ class Figure:
         }
         if self.count is not None:
             out["count"] = self.count
+        if self.what:
+            out["what"] = self.what
         return out
 
 
@@ -95,8 +107,11 @@ class CycleSections:
     out_of_section: Figure
     loaded: bool  # the cycle began from a checkpoint
     hung: str | None = None  # the section the injected hang held in this cycle (expected to exceed)
+    eval_step: Figure | None = None  # the longest eval step; None: the cycle printed no evaluation
+    evaluations: tuple[EvaluationSpan, ...] = ()
 
     def figures(self) -> dict[str, Figure]:
+        extra = {"eval_step": self.eval_step} if self.eval_step is not None else {}
         return {
             "setup": self.setup,
             "first_step": self.first_step,
@@ -105,13 +120,14 @@ class CycleSections:
             "first_save": self.first_save,
             "save_max": self.save_max,
             "out_of_section": self.out_of_section,
+            **extra,
         }
 
     def by_section(self) -> dict[str, tuple[Figure, ...]]:
         """The figures each timeout is measured against (p95 is descriptive: the max covers it)."""
         return {
             "setup": (self.setup,),
-            "step": (self.first_step, self.step_max),
+            "step": (self.first_step, self.step_max, *((self.eval_step,) if self.eval_step else ())),
             "checkpointing": (self.first_save, self.save_max),
             "out_of_section": (self.out_of_section,),
         }
@@ -128,6 +144,8 @@ class RunSections:
     cycles: tuple[CycleSections, ...] = ()
     reason: str = ""  # why no cycle could be measured at all
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the job's evaluation (interval, iters, where they were read) and what ran; None: none configured or seen
+    evaluation: dict[str, object] | None = None
 
     def overall(self, include_hung: bool = False) -> dict[str, Figure]:
         """Per section the largest figure over every cycle (the hung section of a fault cycle left out)."""
@@ -153,12 +171,15 @@ class RunSections:
         return out
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out = {
             "overall": {name: figure.as_dict() for name, figure in self.overall().items()},
             "cycles": [cycle.as_dict() for cycle in self.cycles],
             "reason": self.reason or None,
             "notes": list(self.notes),
         }
+        if self.evaluation is not None:
+            out["evaluation"] = self.evaluation
+        return out
 
 
 def _seconds(a: datetime, b: datetime) -> float:
@@ -288,9 +309,35 @@ def _saves(log: TrainLog, spans: list[tuple[SaveEvent, SaveEvent]]) -> tuple[Fig
     return first, later
 
 
-def _out_of_section(log: TrainLog, spans: list[tuple[SaveEvent, SaveEvent]]) -> Figure:
-    save_at = np.array([micros(a.t) for a, _ in spans], dtype=np.int64)  # type: ignore[arg-type]
-    save_len = np.array([micros(b.t) - micros(a.t) for a, b in spans], dtype=np.int64)  # type: ignore[arg-type]
+def _in_section_evaluations(log: TrainLog, evaluations: tuple[EvaluationSpan, ...]) -> list[tuple[int, int]]:
+    """(a moment inside the interval that holds it, its duration) in microseconds of each train-loop
+    evaluation whose eval steps were all inside `step` sections; none where the log does not say so."""
+    if not evaluations or not eval_steps_in_sections(log):
+        return []
+    out = []
+    for span in evaluations:
+        duration = span.duration_s
+        at = _line_micros(log, span.iteration) if span.on is None and duration is not None else None
+        if at is not None:
+            out.append((at + 1, int(duration * 1e6)))  # type: ignore[operator]  # after the line it follows
+    return out
+
+
+def _line_micros(log: TrainLog, iteration: int) -> int | None:
+    for _, rows in log.iterations.chunks(iteration, iteration + 1):
+        hit = np.flatnonzero((rows["iteration"] == iteration) & ((rows["flags"] & HAS_T) != 0))
+        if len(hit):
+            return int(rows["t"][int(hit[0])])
+    return None
+
+
+def _out_of_section(
+    log: TrainLog, spans: list[tuple[SaveEvent, SaveEvent]], evaluations: tuple[EvaluationSpan, ...] = ()
+) -> Figure:
+    taken = [(micros(a.t), micros(b.t) - micros(a.t)) for a, b in spans]  # type: ignore[arg-type]
+    taken += _in_section_evaluations(log, evaluations)
+    save_at = np.array([at for at, _ in taken], dtype=np.int64)
+    save_len = np.array([length for _, length in taken], dtype=np.int64)
     order = np.argsort(save_at, kind="stable")
     save_at, save_len = save_at[order], np.cumsum(save_len[order])
     prev: tuple[int, int] | None = None  # (t, row) of the last timestamped line of the previous chunk
@@ -341,10 +388,49 @@ def _hung_sections(snap: RunSnapshot) -> dict[int, str]:
     return out
 
 
-def cycle_sections(snap: RunSnapshot, log: TrainLog, hung: str | None = None) -> CycleSections:
+def _eval_step(evaluations: tuple[EvaluationSpan, ...]) -> Figure | None:
+    """The longest eval step of the cycle's evaluations; None where it printed none."""
+    if not evaluations:
+        return None
+    measured = [span for span in evaluations if span.step_s is not None]
+    if not measured:
+        return unmeasured("no evaluation of the cycle has an `evaluate` timer or timestamped lines around it")
+    span = max(measured, key=lambda item: item.step_s)  # type: ignore[arg-type, return-value]
+    return Figure(
+        span.step_s, span.step_bound, evidence=span.evidence, count=len(measured), what=span.describe()
+    )
+
+
+def configured_evaluation(snap: RunSnapshot) -> tuple[int | None, int | None, str]:
+    """(interval, iters, where read) of the job's evaluation: run.json's `evaluation`, else the first log's
+    arguments (a run.json written before it), else (None, None, "")."""
+    given = snap.meta.evaluation if isinstance(getattr(snap.meta, "evaluation", None), dict) else None
+    if given is not None:
+        interval, iters = given.get("interval"), given.get("iters")
+        if isinstance(iters, int) and not isinstance(iters, bool):
+            return (interval if isinstance(interval, int) else None), iters, "run.json"
+    for log in snap.train_logs if snap.ok("train_logs") else ():
+        iters = log.args.get("eval_iters")
+        if iters is not None:
+            interval = log.args.get("eval_interval")
+            try:
+                every = int(interval.value) if interval is not None else None
+            except ValueError:
+                every = None
+            try:
+                return every, int(iters.value), f"{log.path}'s arguments"
+            except ValueError:
+                continue
+    return None, None, ""
+
+
+def cycle_sections(
+    snap: RunSnapshot, log: TrainLog, hung: str | None = None, eval_iters: int | None = None
+) -> CycleSections:
     spans = save_spans(log)
     first_step, step_max, step_p95, loaded = _steps(log)
     first_save, save_max = _saves(log, spans)
+    evaluations = evaluation_spans(log, eval_iters)
     return CycleSections(
         cycle=log.cycle,
         log=log.path,
@@ -354,10 +440,34 @@ def cycle_sections(snap: RunSnapshot, log: TrainLog, hung: str | None = None) ->
         step_p95=step_p95,
         first_save=first_save,
         save_max=save_max,
-        out_of_section=_out_of_section(log, spans),
+        out_of_section=_out_of_section(log, spans, evaluations),
         loaded=loaded,
         hung=hung,
+        eval_step=_eval_step(evaluations),
+        evaluations=evaluations,
     )
+
+
+MAX_LISTED_EVALUATIONS = 50  # verify.json lists the first ones (and the longest); `count` says how many ran
+
+
+def _evaluation_record(snap: RunSnapshot, cycles: tuple[CycleSections, ...]) -> dict[str, object] | None:
+    """sections.evaluation: what the job asked (interval, iters), what ran, the longest eval step; None when
+    no evaluation was configured and none printed (a run from before evaluation was modelled)."""
+    interval, iters, source = configured_evaluation(snap)
+    ran = [span for cycle in cycles for span in cycle.evaluations]
+    if not ran and not (iters and iters > 0):
+        return None
+    longest = largest(cycle.eval_step for cycle in cycles if cycle.eval_step is not None)
+    return {
+        "interval": interval,
+        "iters": iters,
+        "source": source or None,
+        "count": len(ran),
+        "in_step_sections": all(eval_steps_in_sections(log) for log in snap.train_logs) if ran else None,
+        "longest_step": longest.as_dict() if longest is not None else None,
+        "evaluations": [span.as_dict() for span in ran[:MAX_LISTED_EVALUATIONS]],
+    }
 
 
 def run_sections(snap: RunSnapshot) -> RunSections:
@@ -365,11 +475,18 @@ def run_sections(snap: RunSnapshot) -> RunSections:
     if not snap.ok("train_logs"):
         return RunSections(reason=snap.reason("train_logs"))
     hung = _hung_sections(snap)
-    cycles = tuple(cycle_sections(snap, log, hung.get(log.cycle)) for log in snap.train_logs)
+    _, iters, _ = configured_evaluation(snap)
+    cycles = tuple(cycle_sections(snap, log, hung.get(log.cycle), iters) for log in snap.train_logs)
     notes: list[str] = []
     if not snap.ok("launcher_log") and not snap.ok("cycle_infos"):
         notes.append("no worker start (launcher.log and cycle_infos/ missing): setup not bounded")
-    return RunSections(cycles=cycles, notes=tuple(notes))
+    evaluation = _evaluation_record(snap, cycles)
+    if evaluation is not None and not evaluation["count"]:
+        notes.append(
+            f"no evaluation ran (the job evaluates every {evaluation['interval']} iterations): "
+            "the step and out-of-section figures do not cover one"
+        )
+    return RunSections(cycles=cycles, notes=tuple(notes), evaluation=evaluation)
 
 
 def largest(figures: Iterable[Figure]) -> Figure | None:

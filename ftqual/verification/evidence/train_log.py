@@ -3,7 +3,8 @@
 Facts kept: FT timeouts (`FT: initialized. Timeouts=SectionTimeouts(...)`, `FT: loaded timeouts from`),
 checkpoint saves (saving / scheduled / successfully saved), loads (fresh start, loading, successfully loaded,
 `Unable to load optimizer`), iteration lines (consumed samples, batch size, loss), a few arguments, timers,
-`FT: closed.`, our wrapper's `[ftqual-inject] {...}` line (an older `[inject] {...}` line is ignored),
+`FT: closed.`, evaluations (each ` validation loss at iteration N ...` line with the `evaluate` timer
+printed before it), our wrapper's `[ftqual-inject] {...}` line (an older `[inject] {...}` line is ignored),
 errors (tracebacks, `...Error:` lines), and the set of ranks that printed (the first line of each
 `"<rank>: "` prefix). One streaming pass; a last line without newline marks the log incomplete.
 """
@@ -65,6 +66,9 @@ WANTED_ARGS = frozenset(
         "transformer_impl",
         "exit_on_missing_checkpoint",
         "log_interval",
+        "eval_iters",
+        "eval_interval",
+        "ft_num_warmup_iters",
     }
 )
 
@@ -113,6 +117,20 @@ class Timer:
     ref: Ref
 
 
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One evaluation's results line: the iteration it followed, `on` (None: the train loop's; "validation"
+    or "test": pretrain()'s after training), its loss, and Megatron's `evaluate` timer (max over ranks, ms)
+    that the same rank printed before it (None: none printed)."""
+
+    iteration: int
+    on: str | None
+    loss: float | None
+    timer_ms: float | None
+    ref: Ref
+    timer_ref: Ref | None = None
+
+
 @dataclass(frozen=True)
 class Injection:
     payload: dict
@@ -150,6 +168,7 @@ class TrainLog:
     iterations: IterationTable = field(default_factory=empty_table)  # every iteration line, in log order
     args: Mapping[str, ArgValue] = field(default_factory=dict)
     timers: tuple[Timer, ...] = ()
+    evaluations: tuple[Evaluation, ...] = ()  # in log order
     closed: tuple[Ref, ...] = ()
     injections: tuple[Injection, ...] = ()
     errors: tuple[Ref, ...] = ()
@@ -302,6 +321,8 @@ class _Collector:
         self.args_rank: str | None = None
         self.ranks: dict[int, Ref] = {}
         self.rank_prefixes = np.zeros(0, dtype=np.uint64)  # sorted: see `_new_ranks`
+        # per rank, the `evaluate` timer it printed and no results line has claimed yet
+        self.eval_timers: dict[str | None, Timer] = {}
 
     def add(self, kind: str, fact: object, cap: int = MAX_FACTS) -> None:
         items = self.lists.setdefault(kind, [])
@@ -357,6 +378,12 @@ class _Collector:
             self._iteration(m, text, number, raw)
         elif "-checkpoint ." in text and (m := patterns.TIMER.match(text)):
             self.add("timers", Timer(m[1], float(m[3]), at()))  # (min, max): the max is what counts
+        elif patterns.EVALUATE_TIMER in text and (m := patterns.TIMER.match(text)):
+            timer = Timer(m[1], float(m[3]), at())
+            self.add("timers", timer)
+            self.eval_timers[rank] = timer
+        elif patterns.VALIDATION_KEYWORD in text and (m := patterns.VALIDATION.match(text)):
+            self._evaluation(m, text, rank, at())
         elif "checkpoint" in text:
             self._checkpoint(text, at)
         elif "] datetime: " in text and (m := patterns.MILESTONE.match(text)):
@@ -366,6 +393,15 @@ class _Collector:
         bare = patterns.TORCH_RANK.sub("", text, count=1) if text.startswith("[rank") else text
         if bare.startswith(patterns.TRACEBACK) or patterns.ERROR_NAME.match(bare):
             self.add("errors", at(), MAX_ERRORS)
+
+    def _evaluation(self, m: re.Match, text: str, rank: str | None, here: Ref) -> None:
+        """A results line, with the `evaluate` timer its rank printed since its last results line: evaluate()
+        logs the timer just before evaluate_and_print_results prints the block, on the same (last) rank."""
+        loss = patterns.VALIDATION_LOSS.search(text)
+        timer = self.eval_timers.pop(rank, None)
+        value = _float(loss[1]) if loss else None
+        ms, where = (timer.max_ms, timer.ref) if timer is not None else (None, None)
+        self.add("evaluations", Evaluation(int(m[1]), m[2], value, ms, here, where))
 
     def _checkpoint(self, text: str, at) -> None:
         if m := patterns.SAVING.search(text):
@@ -457,6 +493,7 @@ class _Collector:
             iterations=self.table.close(),
             args=MappingProxyType(dict(self.args)),
             timers=tuple(get("timers", ())),
+            evaluations=tuple(get("evaluations", ())),
             closed=tuple(get("closed", ())),
             injections=tuple(get("injections", ())),
             errors=tuple(get("errors", ())),

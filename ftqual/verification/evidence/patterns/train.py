@@ -95,9 +95,20 @@ ITERATION_STAMP = re.compile(_TS + r" iteration\s+\d+/")
 ARGUMENTS = "------ arguments ------"
 END_OF_ARGUMENTS = "end of arguments"
 ARG = re.compile(r"^  (\w+) (?:\.+ |\s)\s*(.*)$")  # value stripped in code: `(.*?)\s*$` is quadratic
-# Megatron's timers (min, max):
+# Megatron's timers (min, max); `evaluate` is logged by evaluate() before its results are printed:
 #   1:     load-checkpoint ................................: (0.51, 0.53)
-TIMER = re.compile(r"^\s+(load-checkpoint|save-checkpoint) \.*: \(" + _NUM + ", " + _NUM + r"\)")
+#   1:     evaluate .......................................: (69.42, 70.57)
+TIMER = re.compile(r"^\s+(load-checkpoint|save-checkpoint|evaluate) \.*: \(" + _NUM + ", " + _NUM + r"\)")
+EVALUATE_TIMER = "evaluate ."
+# Megatron's evaluation results (evaluate_and_print_results, the last rank), between two dashed lines; in the
+# train loop `iteration N`, after training `iteration N on validation set` and `iteration N on test set`:
+#   1:  validation loss at iteration 3 | lm loss value: 4.215212E+00 | lm loss PPL: 6.770851E+01 |
+#   1:  validation loss at iteration 30 on test set | lm loss value: 4.20E+00 | lm loss PPL: 6.71E+01 |
+VALIDATION = re.compile(
+    r"^\s*validation(?:-[\w-]+)? loss at iteration (\d+)(?: on (validation|test) set)? \|"
+)
+VALIDATION_KEYWORD = "loss at iteration "
+VALIDATION_LOSS = re.compile(r"lm loss value: ([-+]?(?:[\d.]+(?:[Ee][-+]?\d+)?|nan|inf))", re.IGNORECASE)
 # A milestone (label, local time):
 #   0: [after in-process setup and before initialize_megatron] datetime: 2026-11-30 16:15:18.989679
 MILESTONE = re.compile(r"^\[([^\]]+)\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
@@ -148,6 +159,8 @@ KEYWORDS = (
     "Error",
     "Exception",
     "-- arguments",
+    EVALUATE_TIMER,
+    VALIDATION_KEYWORD,
 )
 
 
