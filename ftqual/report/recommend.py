@@ -12,6 +12,11 @@ A recommendation holds for the job shape, stack and storage it was measured on: 
 null where the summary has none: "job shape unknown"), so that a run of another job shape under them is
 refused before launch, or marked by the report (`ftqual.report.scope`). Each section says whether it rests on
 the measurement or on ftqual's floor: a floor is no measurement of a larger job.
+
+A job that evaluates (`--eval-interval`, `--eval-iters`) runs its eval steps in NVRx's `step` section: the
+snippet says whether the step recommendation covers them (summary.json `timeouts.evaluation.note`: the
+longest step was an eval step at iteration N, or no evaluation ran in the measured runs and the
+recommendation does not cover one).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Recommendation:
     job_describe: str | None = None
     storage: str | None = None  # the storage floor measured, in words
     basis: dict[str, str] | None = None  # per section: measured | floor | configured
+    evaluation: str | None = None  # what the step recommendation says of evaluation; None: the job has none
 
 
 def _summary_path(target: Path) -> Path:
@@ -96,7 +102,15 @@ def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendat
         job_describe=job.get("describe") if isinstance(job.get("describe"), str) else None,  # type: ignore[union-attr]
         storage=storage_words(doc.get("storage")),
         basis={name: tt.basis(observed[name], name, floors) for name in tt.SECTIONS},
+        evaluation=evaluation_note(doc["timeouts"]),
     )
+
+
+def evaluation_note(timeouts: Mapping) -> str | None:
+    """summary.json's `timeouts.evaluation.note` (None: no report named an evaluation)."""
+    record = timeouts.get("evaluation")
+    note = record.get("note") if isinstance(record, Mapping) else None
+    return note if isinstance(note, str) and note else None
 
 
 def storage_words(storage: object) -> str | None:
@@ -162,6 +176,7 @@ def snippet(rec: Recommendation) -> str:
             "# allow_timeouts_for_other_job: true (the report then marks them 'recommended for another",
             "# job shape').",
             *floor_lines,
+            *([f"# Evaluation: {rec.evaluation}."] if rec.evaluation else []),
             "# Rerun the scenarios under them: add this file last to the --configfile list. The report's",
             "# Timeouts section then proves them (no healthy section reaches one, each hang is caught",
             "# within its section's timeout + the rank monitor interval) or shows the run disproving them.",
@@ -223,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = snippet(rec)
     print(tt.flags(rec.recommended))
+    if rec.evaluation:
+        print(f"evaluation: {rec.evaluation}")
     out = args.output if args.output is not None else path.parent / SNIPPET_NAME
     if str(out) != "-":
         try:

@@ -37,6 +37,13 @@ Calculated timeouts (`calculated`, built by `ftqual.report.calculated`): per sce
 `calc_ft_timeouts`, the values NVRx started each cycle with and calculated, and per section whether the final
 value catches a hang and whether it would fire on the healthy run.
 
+Evaluation (`evaluation`, present where a report names the job's evaluation: verify.json
+`sections.evaluation`): eval steps are `step` sections (Megatron's ft_integration.on_eval_step_start/end), so
+the step figure each report carries is the longest of its training and eval steps (`what` names an eval
+step), and the out-of-section figure holds the stretches around each evaluation. `note` says which step
+decided the step recommendation, or that no evaluation ran although the job evaluates (then the
+recommendation does not cover one).
+
 Proof of a recommendation (`proof`), when runs ran under one: each run's `timeouts_not_exceeded` (no healthy
 section met a recommended timeout: no false alarm) and each hang's `detected_within_timeout` (detected within
 its section's recommended timeout + the rank monitor interval). Any of them failed: `disproved`; every one
@@ -82,6 +89,56 @@ def _num(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
+
+
+def _observed_figure(name: str, docs: Iterable[tuple[str, Mapping]]) -> Mapping:
+    """The largest figure of `name` over the reports' `sections.overall` ({} where none)."""
+    best: tuple[float, Mapping] | None = None
+    for _, doc in docs:
+        sections = doc.get("sections")
+        overall = sections.get("overall") if isinstance(sections, Mapping) else None
+        figure = overall.get(name) if isinstance(overall, Mapping) else None
+        value = _num(figure.get("s")) if isinstance(figure, Mapping) else None
+        if value is not None and (best is None or value > best[0]):
+            best = (value, figure)  # type: ignore[assignment]
+    return best[1] if best is not None else {}
+
+
+def build_evaluation(docs: Iterable[tuple[str, Mapping]]) -> dict | None:
+    """summary.json's `timeouts.evaluation`: the job's evaluation as the reports name it, how many ran, the
+    longest eval step (scenario, iteration, seconds) and the sentence the report prints; None where no report
+    names an evaluation (a job without one, or reports from before evaluation was modelled)."""
+    docs = list(docs)
+    named, ran, longest = [], 0, None
+    for scenario, doc in docs:
+        sections = doc.get("sections")
+        record = sections.get("evaluation") if isinstance(sections, Mapping) else None
+        if not isinstance(record, Mapping):
+            continue
+        named.append(record)
+        count = record.get("count")
+        ran += count if isinstance(count, int) and not isinstance(count, bool) else 0
+        step = record.get("longest_step")
+        value = _num(step.get("s")) if isinstance(step, Mapping) else None
+        if value is not None and (longest is None or value > longest["s"]):
+            longest = {"scenario": scenario, "s": value, "what": step.get("what"), "bound": step.get("bound")}  # type: ignore[union-attr]
+    if not named:
+        return None
+    intervals = sorted({r.get("interval") for r in named if isinstance(r.get("interval"), int)})
+    iters = sorted({r.get("iters") for r in named if isinstance(r.get("iters"), int)})
+    every = ", ".join(str(i) for i in intervals) or "?"
+    step = _observed_figure("step", docs)
+    if not ran:
+        note = (
+            f"no evaluation ran in the measured runs: the job evaluates every {every} iterations — the "
+            "recommendation does not cover it; run a scenario long enough to evaluate"
+        )
+    elif isinstance(step.get("what"), str) and step.get("what"):
+        note = f"the longest step: an {step['what']}, {_num(step.get('s')):.2f} s"
+    else:
+        seen = f"; the longest eval step {longest['s']:.2f} s ({longest['what']})" if longest else ""
+        note = f"the longest step: a training step, {_num(step.get('s')) or 0:.2f} s{seen}"
+    return {"interval": intervals, "iters": iters, "count": ran, "longest_step": longest, "note": note}
 
 
 def _observed(name: str, docs: Iterable[tuple[str, Mapping]]) -> tuple[float | None, str | None, list]:
@@ -240,7 +297,7 @@ def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict
                 "recommended_detection_s": None if rec is None else rec + interval,
             }
         )
-    return {
+    out = {
         "rows": rows,
         "ran_under": "mixed" if len(sources) > 1 else (next(iter(sources)) if sources else "configured"),
         "proof": build_proof(docs),
@@ -251,6 +308,10 @@ def build_timeouts(docs: list[tuple[str, Mapping]], floors: bool = True) -> dict
         "config": config_snippet(recommended),
         "calculated": build_calculated(docs),
     }
+    evaluation = build_evaluation(docs)
+    if evaluation is not None:  # only where a report names one: summaries of other jobs keep their keys
+        out["evaluation"] = evaluation
+    return out
 
 
 def _g(value: float | None) -> str:
