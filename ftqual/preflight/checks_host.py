@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape, family_of
+from ftqual.preflight import applicability
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.model import Scenario, WorkflowConfig
@@ -231,14 +232,15 @@ def check_gpu_memory(ctx: Context) -> CheckResult:
     worst: tuple[int, str] | None = None
     for s in ctx.runs:
         job = jobshape.resolve_job(s.model, s.megatron_args)
-        dp = max(1, s.world_size // (s.tp * s.pp))
+        dp = max(1, s.world_size // (s.tp * s.pp * job.context_parallel))
         flash = ctx.resolved.transformer_impl == "transformer_engine"
         memory = jobshape.gpu_memory(
             job.shape, s.tp, s.pp, dp, ctx.resolved.dist_optimizer, job.null_tokenizer, flash,
-            job.bytes_per_weight,
+            job.bytes_per_weight, job.micro_batch_size,
         )  # fmt: skip
         said = (
-            f"{jobshape.describe(job, s.tp)} with TP={s.tp} PP={s.pp} DP={dp}"
+            f"{jobshape.describe(job, s.tp)} with TP={s.tp} PP={s.pp} DP={dp}, micro batch "
+            f"{job.micro_batch_size}"
             f"{' (distributed optimizer)' if ctx.resolved.dist_optimizer else ''} needs about "
             f"{gib(memory.total)} per GPU (weights {gib(memory.weights)}, gradients {gib(memory.grads)}, "
             f"optimizer {gib(memory.optimizer)}, activations {gib(memory.activations)}; an estimate)"
@@ -254,7 +256,7 @@ def check_gpu_memory(ctx: Context) -> CheckResult:
             "gpu_memory",
             FAIL,
             f"the job does not fit the GPUs' {gib(have)}: {worst[1]}",
-            "raise tp or pp, use more GPUs with dist_optimizer on, or a smaller model",
+            "raise tp or pp, use more GPUs with dist_optimizer on, a smaller micro batch or a smaller model",
         )
     return CheckResult("gpu_memory", PASS, f"{worst[1]}; the GPUs have {gib(have)}")
 
@@ -307,6 +309,8 @@ def check_log_server_port(ctx: Context) -> CheckResult:
 
 # ------------------------------------------------------------------------------------------------ scenarios
 
+NOT_APPLICABLE = "not applicable on this stack"  # a scenario the stack cannot run (preflight.applicability)
+
 
 def hang_budget(s: Scenario) -> str:
     t = s.timeouts
@@ -357,7 +361,13 @@ def check_scenarios(ctx: Context) -> list[CheckResult]:
         return [
             CheckResult("scenarios", FAIL, "no scenarios configured", "add scenarios (baseline, kill, hang)")
         ]
-    return [check_scenario(s, ctx.cfg) for s in ctx.cfg.scenarios]
+    gaps = applicability.judge(ctx)
+    return [
+        CheckResult(f"scenario:{s.name}", SKIP, f"{NOT_APPLICABLE}: {gaps[s.name]}")
+        if s.name in gaps
+        else check_scenario(s, ctx.cfg)
+        for s in ctx.cfg.scenarios
+    ]
 
 
 def check_storage_floor(ctx: Context) -> CheckResult:

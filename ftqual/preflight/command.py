@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.preflight import probes
+from ftqual.preflight import applicability, probes
 from ftqual.preflight.checks import FAIL, PASS, WARN, CheckResult, Context, run_checks, verdict
 from ftqual.preflight.dump_probe import probe_stack_dumps
 from ftqual.preflight.flags import build_argv, has_entrypoint
@@ -125,6 +125,11 @@ def gather(
         checkpoint_dir=probes.probe_dir(root, mounts=mounts) if root else None,
         checkpoint_dir_problems=root_problems,
         storage=storage,
+        capped_fs=(
+            probes.capped_fs_problem(env.get("PATH"))
+            if any(s.fault in applicability.NEEDS_CAPPED_FS for s in cfg.scenarios)
+            else None
+        ),
     )
 
 
@@ -137,6 +142,8 @@ def build_report(ctx: Context, results: list[CheckResult]) -> dict:
         "stack": ctx.facts.stack.fingerprint(),
         "resolved": resolved_json(ctx),
         "job": job_json(ctx.cfg),
+        # the scenarios this stack cannot run, each with why (ftqual.preflight.applicability): not a failure
+        "not_applicable": applicability.judge(ctx),
     } | ({"storage": ctx.facts.storage.to_json()} if ctx.facts.storage is not None else {})
 
 
@@ -173,9 +180,11 @@ def summary_lines(report: dict) -> list[str]:
             line += f"  -> fix: {c['fix']}"
         lines.append(line)
     counts = {s: sum(c["status"] == s for c in report["checks"]) for s in (FAIL, WARN, PASS)}
+    skipped = report.get("not_applicable") or {}
     lines.append(
         f"preflight: {report['verdict'].upper()} ({counts[FAIL]} fail, {counts[WARN]} warn, "
         f"{counts[PASS]} pass)"
+        + (f"; not applicable on this stack: {', '.join(skipped)} (the others run)" if skipped else "")
     )
     return lines
 

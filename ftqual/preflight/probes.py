@@ -107,9 +107,51 @@ class Facts:
     # ftqual.scenario.checkpoint_dir.checkpoint_dir_problems of the config's checkpoint_dir: one line each
     checkpoint_dir_problems: tuple[str, ...] = ()
     storage: StorageFloor | None = None  # the checkpoint directory's measured floor (storage.py)
+    # why fault disk_full's size-capped filesystem cannot be made here (capped_fs_problem), None when it can
+    # or no scenario needs it
+    capped_fs: str | None = None
 
 
 # ------------------------------------------------------------------------------------------------ filesystem
+
+CAP_SYS_ADMIN = 21  # linux/capability.h: mount(2) needs it
+
+
+def effective_capabilities(status_path: str = "/proc/self/status") -> int | None:
+    """This process's effective capability set (CapEff), None when /proc does not say."""
+    try:
+        for line in Path(status_path).read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def capped_fs_problem(
+    path_env: str | None,
+    euid: int | None = None,
+    capabilities: int | None = None,
+    loop_control: str = "/dev/loop-control",
+) -> str | None:
+    """Why fault disk_full's size-capped filesystem (ftqual.launch.capped_storage: `mkfs.ext4` an image,
+    `mount -o loop` it as root) cannot be made on this node, in one line, or None. The launcher checks root
+    and the tools only; a container's root without CAP_SYS_ADMIN or without loop devices passes that and fails
+    at the mount, so those are asked here too. `path_env` is the PATH the runs inherit."""
+    euid = os.geteuid() if euid is None else euid
+    if euid != 0:
+        return "fault disk_full mounts a size-capped filesystem and needs root; the runs are not root here"
+    caps = effective_capabilities() if capabilities is None else capabilities
+    if caps is not None and not (caps >> CAP_SYS_ADMIN) & 1:
+        return (
+            "fault disk_full mounts a size-capped filesystem; this root has no CAP_SYS_ADMIN (a container?)"
+        )
+    missing = [tool for tool in ("mkfs.ext4", "mount") if shutil.which(tool, path=path_env) is None]
+    if missing:
+        return f"fault disk_full makes a size-capped ext4 filesystem; {' and '.join(missing)} not on PATH"
+    if not os.path.exists(loop_control):
+        return f"fault disk_full mounts its filesystem on a loop device; {loop_control} is absent"
+    return None
 
 
 def nearest_existing(path: Path) -> Path:

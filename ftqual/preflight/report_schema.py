@@ -1,9 +1,9 @@
 """The preflight report's schema (`ftqual.preflight/v1`), checked by every reader of preflight.json.
 
 The attempt rules (ftqual.workflow.attempts), the scenario runs (nothing is launched unless the preflight
-passed)
-and the report read it. `problems` names each field that is wrong; a reader treats a malformed preflight
-report as a preflight that did not pass: nothing is launched on it, and the summary is never a PASS.
+passed, nor a scenario its `not_applicable` names) and the report read it. `problems` names each field that
+is wrong; a reader treats a malformed preflight report as a preflight that did not pass: nothing is launched
+on it, and the summary is never a PASS.
 """
 
 from __future__ import annotations
@@ -34,7 +34,27 @@ def problems(doc: object) -> list[str]:
             out.append(f"{field} is not an object")
     if "storage" in doc:
         out.extend(storage_problems(doc["storage"]))
+    if "not_applicable" in doc:
+        out.extend(not_applicable_problems(doc["not_applicable"]))
     return out
+
+
+def not_applicable_problems(value: object) -> list[str]:
+    """The optional `not_applicable` (ftqual.preflight.applicability): {scenario: why this stack cannot run
+    it}, a non-empty line each; absent in reports written before it (no scenario judged so)."""
+    if not isinstance(value, Mapping):
+        return ["not_applicable is not an object"]
+    if not all(isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()):
+        return ["not_applicable is not an object of scenario names to non-empty reasons"]
+    return []
+
+
+def not_applicable_of(doc: object) -> dict[str, str]:
+    """The scenarios a well-formed preflight report says this stack cannot run, with why; none otherwise
+    (a malformed report launches nothing anyway: verdict_of)."""
+    if problems(doc):
+        return {}
+    return dict(doc.get("not_applicable") or {})  # type: ignore[union-attr]
 
 
 STORAGE_NUMBERS = ("write_gbps", "read_gbps", "write_s", "read_s")
