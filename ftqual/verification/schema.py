@@ -22,7 +22,8 @@ from ftqual.verification import verdict
 from ftqual.verification.expectation import ExpectedOutcome, Outcome, judge
 
 SCHEMA = "ftqual.verify/v1"
-VERDICTS = ("pass", "fail", "inconclusive")
+# not_applicable: the workflow's report of an attempt the stack cannot run (ftqual.verification.verdict)
+VERDICTS = ("pass", "fail", "inconclusive", verdict.NOT_APPLICABLE)
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 # The checks each fault's report must carry (a check that does not apply says skip, it is never absent): the
 # fault registry's (ftqual.contract.Fault.required_checks).
@@ -32,7 +33,7 @@ OBJECT_FIELDS = (
     "baseline", "cause_evidence", "verifier", "sections", "campaign", "excerpts", "checkpoint_account",
 )  # fmt: skip
 LIST_FIELDS = ("notes",)
-TEXT_FIELDS = ("run_id", "scenario", "cause")
+TEXT_FIELDS = ("run_id", "scenario", "cause", "not_applicable")
 
 
 def _check_problems(index: int, check: object) -> list[str]:
@@ -287,7 +288,11 @@ def judged(report: Mapping[str, Any]) -> Judged:
     cause, and the outcome against its expectation. The verdict was composed once when the report was
     written (ftqual.verification.verdict); this is the reader's check of a report it did not write."""
     checks = [dict(c) for c in report.get("checks") or [] if isinstance(c, Mapping)]
+    if report.get("verdict") == verdict.NOT_APPLICABLE and verdict.of_checks(checks) == "pass":
+        return not_applicable_judged(report, checks)
     stated = report.get("verdict") if report.get("verdict") in VERDICTS else "inconclusive"
+    if stated == verdict.NOT_APPLICABLE:
+        stated = "inconclusive"  # a check of its failed or was undecided: that report is not trusted
     if stated != "fail":
         fault = fault_of(report)
         checks += [missing_check(cid, fault) for cid in missing_checks(report)]
@@ -298,3 +303,13 @@ def judged(report: Mapping[str, Any]) -> Judged:
     return Judged(
         raw, cause, judge(ExpectedOutcome.from_json(report.get("expectation")), raw, checks), checks
     )
+
+
+def not_applicable_judged(report: Mapping[str, Any], checks: list[dict]) -> Judged:
+    """A report of an attempt the stack cannot run: its verdict stays not_applicable, whatever the scenario
+    expects (a negative control that could not run proved nothing either), and its outcome is never met:
+    neither a pass nor a fail. Its cause is the reason."""
+    cause = report.get("cause") if isinstance(report.get("cause"), str) and report.get("cause") else None
+    why = cause or "not applicable on this stack"
+    na = verdict.NOT_APPLICABLE
+    return Judged(na, why, Outcome(na, False, na, why), checks)

@@ -31,6 +31,10 @@ from ftqual.contract import faults_where
 
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 VERDICTS = ("pass", "fail", "inconclusive")
+# An attempt the stack cannot run (the preflight said why: ftqual.preflight.applicability): nothing launched,
+# nothing judged. Its own verdict, outside the order above: never a pass, never a failure of the others.
+NOT_APPLICABLE = "not_applicable"
+NOT_APPLICABLE_CHECK = "applicable"
 # A lost node without a spare ends the job; failed storage may stop it loudly (its check judges the ending).
 ENDS_NONZERO_BY_DESIGN = faults_where(lambda f: f.family in ("node", "storage"))
 
@@ -54,6 +58,7 @@ class LauncherOutcome:
     exit_code: int | None = None
     error: str | None = None  # the launcher's own finding (e.g. its log server could not bind)
     not_launched_because: str | None = None
+    not_applicable: str | None = None  # why this stack cannot run the scenario (nothing was launched)
     fault: str | None = None
     interrupted_by: str | None = None  # a signal that stopped our launcher from outside (run.json)
     job: JobRecord | None = None  # the attempt's record of its launch job (workflow); None: a run dir
@@ -97,7 +102,11 @@ def outcome_of(run: Mapping[str, Any]) -> LauncherOutcome:
     launched = run.get("launched", True) is not False
     error = run.get("launcher_error")
     stopped = run.get("interrupted_by")
+    inapplicable = run.get("not_applicable")
     return LauncherOutcome(
+        not_applicable=inapplicable
+        if not launched and isinstance(inapplicable, str) and inapplicable
+        else None,
         interrupted_by=stopped if isinstance(stopped, str) and stopped else None,
         launched=launched,
         exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
@@ -137,7 +146,7 @@ def of_checks(checks: Iterable[Mapping[str, Any]]) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: str  # the run's own verdict: pass, fail or inconclusive
+    verdict: str  # the run's own verdict: pass, fail or inconclusive; not_applicable when nothing could run
     cause: str | None
     cause_evidence: dict | None = None
     added_checks: tuple[dict, ...] = ()  # checks the launcher's outcome adds (launched, launcher_exit)
@@ -164,6 +173,10 @@ def decide(
 ) -> Decision:
     """The verdict and cause of one run from its checks and the launcher's outcome (module docstring).
     `classify` gives the logs' root cause ({'text', 'path', 'line', 'kind'}) for a run that did not pass."""
+    if outcome.not_applicable is not None:
+        cause = f"not applicable on this stack: {outcome.not_applicable}"
+        check = {"id": NOT_APPLICABLE_CHECK, "status": "skip", "gates": True, "detail": cause, "evidence": []}
+        return Decision(NOT_APPLICABLE, cause, None, (check,))
     if not outcome.launched:
         cause = f"not launched: {outcome.not_launched_because}"
         check = {"id": "launched", "status": "fail", "gates": True, "detail": cause, "evidence": []}

@@ -37,6 +37,8 @@ from ftqual.verification.evidence.spill import SpillError
 from ftqual.verification.metrics import compute_metrics, timeline
 
 SCHEMA = "ftqual.verify/v1"
+# `not_applicable` has no code: only the workflow's verify rule writes it, for an attempt the stack cannot run
+# (nothing launched, no run directory); `ftqual verify RUN_DIR` judges a run that ran, so it never yields it.
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
 USAGE_ERROR = 2
 SUMMARY_METRICS = (

@@ -14,6 +14,9 @@ plans exactly what a real run does):
 - the latest slot has no verdict yet (never run, interrupted): that slot (Snakemake redoes what is missing);
 - the latest outcome is pass (the verdict the scenario expects: pass, or fail as a negative control expects)
   and its run directory still exists: that slot (nothing reruns);
+- the latest verdict is not_applicable (the preflight found this stack cannot run it): that slot; the
+  preflight of this key that judged so is kept as well, so a new attempt would say the same (a new stack or
+  new settings make a new key; after fixing the node itself, remove results/preflight/ to judge again);
 - the latest outcome is anything else, or the run directory is gone: the next slot (a fresh attempt with a
   fresh run ID), unless `rerun_failed` is off, which keeps reporting the failed slot.
 
@@ -35,6 +38,7 @@ from ftqual.stack import identity as stackid
 from ftqual.stack.identity import StackIdentity
 from ftqual.verification import schema as verify_schema
 from ftqual.verification.schema import judged
+from ftqual.verification.verdict import NOT_APPLICABLE
 
 RESULTS = "results"
 # The attempt's record in its slot; not the run directory's run.json (the launcher's record of the run).
@@ -159,6 +163,9 @@ def scenario_slot(
     verdict = outcome.verdict
     if verify_schema.problems(report):
         verdict = "malformed"  # never a reason to keep an attempt (ftqual.verification.schema)
+    elif outcome.verdict == NOT_APPLICABLE:
+        # Judged by the preflight of this key, which is kept too (preflight_slot): a rerun would say the same.
+        return Slot(latest, "latest attempt not applicable on this stack")
     elif outcome.met:
         if _run_dir_exists(_read_json(record_path(folder / latest)), workdir):
             return Slot(latest, "latest attempt passed")

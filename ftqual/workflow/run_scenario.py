@@ -6,6 +6,8 @@ sees as an output and never deletes. The attempt's record, attempt.json, is the 
 where it lies, the launcher's exit and, when the launcher failed, the cause (the last lines it and ft_launcher
 printed). Nothing is launched when the preflight failed or (for a scenario other than the baseline) the
 baseline's current attempt did not pass: attempt.json then says why, and verify makes that a FAIL verdict.
+Nor for a scenario the preflight found this stack cannot run (its `not_applicable`): attempt.json records
+`not_applicable` with the reason, and verify gives it the verdict `not_applicable`.
 
 The job itself fails only when interrupted, so that Snakemake redoes the slot on the next run; every other
 outcome is a verdict, reported by the summary and the gate.
@@ -42,7 +44,7 @@ from typing import Any, TextIO
 
 from ftqual.contract import TRACKER_NAME, is_fault
 from ftqual.jsonfile import write_json_atomic
-from ftqual.launch import gpu_turn, logport, procs
+from ftqual.launch import checkpoint_record, gpu_turn, logport, procs
 from ftqual.launch.runstate import read_tracker
 from ftqual.launch.settings import SettingsError
 from ftqual.preflight import report_schema as preflight_schema
@@ -279,6 +281,24 @@ def not_launched(say: Say, out_run: Path, record: dict, cause: str) -> int:
     return 0
 
 
+def not_applicable(say: Say, out_run: Path, record: dict, reason: str) -> int:
+    """Record that this stack cannot run the scenario (the preflight said why): nothing is launched, and
+    verify gives the attempt the verdict `not_applicable`, neither a pass nor a failure."""
+    say(f"not applicable on this stack: {reason}; nothing launched", console=True)
+    cause = f"not applicable on this stack: {reason}"
+    write_json_atomic(out_run, {**record, "launched": False, "not_applicable": reason, "cause": cause})
+    return 0
+
+
+def not_applicable_here(scenario: str, preflight: str | Path | None) -> str | None:
+    """Why this stack cannot run `scenario`, as a preflight that passed (or warned) says in its
+    `not_applicable` (ftqual.preflight.applicability); None otherwise: a failed, missing or malformed
+    preflight refuses every scenario alike (refusal), whatever it judged of each."""
+    if verdict_of(preflight, preflight_schema.verdict_of) not in ("pass", "warn"):
+        return None
+    return (verdict_of(preflight, preflight_schema.not_applicable_of) or {}).get(scenario)
+
+
 def _baseline_pointer(baseline_verify: Path) -> dict:
     """The baseline attempt's record, beside its verify.json: where the baseline's run directory lies."""
     return json.loads(attempts.record_path(baseline_verify.parent).read_text())
@@ -440,6 +460,10 @@ def run(
         },  # fmt: skip
     }
 
+    # Before the baseline's verdict: what this stack cannot run is so whether the baseline passed or not.
+    inapplicable = not_applicable_here(scenario, preflight)
+    if inapplicable is not None:
+        return not_applicable(say, out_run, record, inapplicable)
     refused = refusal(cfg, scenario, preflight, baseline) or timeouts_scope.launch_problem(
         config, preflight, baseline if scenario != cfg.baseline_scenario else None
     )
@@ -506,6 +530,10 @@ def run(
             cleanup = [sys.executable, "-m", "ftqual", "cleanup", str(run_dir)]
             say("$ " + " ".join(cleanup))
             subprocess.run(cleanup, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            # A launcher killed itself left no record of its checkpoints: made here, quick when stopped.
+            checkpoint_record.write_for_run(
+                run_dir, hash_bytes=0 if stopped_by else checkpoint_record.HASH_BYTES
+            )
     finally:
         if turn is not None:
             turn.release()  # after the cleanup: the next run must not meet this one's leftovers

@@ -3,9 +3,10 @@
 A launched attempt is verified in process as `ftqual verify <run_dir> [--baseline <baseline run_dir>]`
 would, with the attempt's record (its launch job's exit and cause) composed into the one verdict
 (ftqual.verification.verdict). An attempt that was not launched (preflight failed, baseline did not pass),
-or whose run directory the verifier cannot read, gets a FAIL report naming the cause. A launcher that exited
-non-zero never yields a pass, and the report carries the launcher's exit and last lines as the cause. Every
-verification is also archived as results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced
+or whose run directory the verifier cannot read, gets a FAIL report naming the cause; one the stack cannot
+run (the preflight's `not_applicable`) gets the verdict `not_applicable` with the reason. A launcher that
+exited non-zero never yields a pass, and the report carries the launcher's exit and last lines as the cause.
+Every verification is also archived as results/<scenario>/attempts/<run-id>.verify[.N].json, so a forced
 re-verification keeps the earlier one.
 """
 
@@ -40,6 +41,23 @@ def failed_report(
         ],
         "metrics": {},
     }
+
+
+def not_applicable_report(run: Mapping[str, Any], scenario: str, decision: verdict.Decision) -> dict:
+    """The report of an attempt the stack cannot run (attempt.json's `not_applicable`): the verdict
+    `not_applicable` with its one check skipped, the reason as the cause; nothing else was judged."""
+    return verdict.apply(
+        {
+            "schema": SCHEMA,
+            "run_id": run.get("run_id"),
+            "scenario": scenario,
+            "fault": (run.get("settings") or {}).get("fault"),
+            "not_applicable": run.get("not_applicable"),
+            "checks": [],
+            "metrics": {},
+        },
+        decision,
+    )
 
 
 def archive(report: dict, run: Mapping[str, Any], out: Path, slot: str) -> Path:
@@ -89,7 +107,9 @@ def attempt_report(
     """The attempt's verify report: the verifier's, its verdict and cause composed with the attempt's own
     record (or a FAIL for a run that never launched), plus the attempt, its stack and its expectation."""
     outcome = verdict.outcome_of(run)
-    if not outcome.launched:
+    if outcome.not_applicable is not None:
+        report = not_applicable_report(run, scenario, verdict.decide([], outcome))
+    elif not outcome.launched:
         report = failed_report(run, scenario, "launched", verdict.decide([], outcome).cause)
     else:
         report = verify_launched(run, scenario, baseline_run, log)
@@ -134,7 +154,7 @@ def run(
     archived = archive(report, record, out, slot)
     write_json_atomic(out, report)
     line = f"{scenario} {report.get('run_id') or slot}: {report['verdict'].upper()}"
-    if report["expectation"]["expect"] == "fail":
+    if report["expectation"]["expect"] == "fail" and report["verdict"] != verdict.NOT_APPLICABLE:
         line += f" [negative control: {verify_schema.judged(report).outcome.detail}]"
     if report.get("cause"):
         line += f" ({report['cause']})"
