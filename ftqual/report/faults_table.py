@@ -111,6 +111,7 @@ def _cell(value: object, unit: str = " s") -> str:
 # Where the report records no dump, why, as far as the verify report tells (its run_state); otherwise the
 # neutral fact: nothing says the run is older than the rank sentinels.
 NO_DUMP_CELL = {
+    "not applicable": "— (not applicable on this stack)",
     "not launched": "— (not launched)",
     "no verify report": "— (no verify report)",
     "not verified": "— (run not verified)",
@@ -152,6 +153,6 @@ def fault_table_section(rows: list[dict]) -> list[str]:
             f"| {r['scenario']} | `{r['fault']}` | {r['action']} | {r['expected_path'] or '—'} | {seen} | "
             f"{_held_by_cell(r)} | "
             f"{_cell(r['detection_s'])} | {_cell(r['restart_s'])} | {_cell(r['failure_to_first_step_s'])} | "
-            f"{_cell(r['lost_iterations'], '')} | {r['verdict'].upper()} |"
+            f"{_cell(r['lost_iterations'], '')} | {r['verdict'].replace('_', ' ').upper()} |"
         )
     return out

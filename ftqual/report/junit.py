@@ -1,6 +1,8 @@
 """Render the summary as JUnit XML (pure): one testsuite per scenario, one testcase per check + its verdict.
 
-Mapping: `fail` -> <failure> (message = detail, body = evidence lines); `skip` -> <skipped>;
+Mapping: `fail` -> <failure> (message = detail, body = evidence lines); `skip` -> <skipped>; a scenario the
+stack cannot run (verdict `not_applicable`) -> its `verdict` case <skipped message="not applicable on this
+stack: <why>">, never a pass nor a failure;
 `inconclusive` -> <error type="inconclusive">: the check could not be decided from the evidence, which CI
 must show as red, never as green. Each failure is counted once: the scenario's `verdict` case fails only
 when no check carries the failure (nothing launched, no usable verify report, a negative control that did
@@ -128,6 +130,12 @@ def render_junit(summary: dict) -> str:
             carried = sc["verdict"] in statuses
             verdict_status = "pass" if carried else sc["verdict"]
             verdict_detail = sc.get("cause") or sc["reason"] or f"scenario verdict: {sc['verdict']}"
+            if sc["verdict"] == "not_applicable":
+                # neither green nor red: skipped, with why the stack cannot run it
+                carried, verdict_status = False, "skip"
+                verdict_detail = (
+                    f"not applicable on this stack: {sc.get('not_applicable') or sc.get('cause')}"
+                )
             if carried:
                 verdict_detail = f"scenario verdict: {sc['verdict']} (cause: {verdict_detail})"
             statuses.append(

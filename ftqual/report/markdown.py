@@ -15,7 +15,13 @@ from ftqual.report.faults_table import fault_table_section
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 from ftqual.verification.campaign.text import human_bytes
 
-STATUS_CELL = {"pass": "✅ pass", "fail": "❌ FAIL", "inconclusive": "⚠️ inconclusive", "skip": "⏭ skip"}
+STATUS_CELL = {
+    "pass": "✅ pass",
+    "fail": "❌ FAIL",
+    "inconclusive": "⚠️ inconclusive",
+    "skip": "⏭ skip",
+    "not_applicable": "⏭ not applicable",  # a scenario's verdict: the stack cannot run it
+}
 ATTENTION_EVIDENCE = 2  # evidence lines per item in the first screen, at most; all of them are in the details
 ATTENTION_LINES = 19  # the section's lines: with the 6 header lines, line 25 is the last one it uses
 EXCERPT_CHARS = 200
@@ -98,7 +104,8 @@ def attention_section(summary: dict) -> list[str]:
     """Failed, then inconclusive checks, then latencies over budget, with evidence: ATTENTION_LINES lines."""
     items = summary["attention"]
     if not items:
-        return ["Every check of every scenario passed, and every measured latency is within its budget."]
+        which = "applicable scenario" if summary.get("not_applicable") else "scenario"
+        return [f"Every check of every {which} passed, and every measured latency is within its budget."]
     overflow = len(items) > ATTENTION_LINES
     shown = items[: ATTENTION_LINES - 1] if overflow else items
     quota = _evidence_quota(shown, ATTENTION_LINES - overflow)
@@ -167,6 +174,7 @@ def identity_section(summary: dict) -> list[str]:
 # Why a scenario's verify report carries no job (its run_state, ftqual.report.summary.run_state): what the
 # report knows, never a guess at the run's age.
 NO_JOB_WHY = {
+    "not applicable": "not applicable on this stack",
     "not launched": "not launched",
     "no verify report": "no verify report",
     "not verified": "run not verified",
@@ -632,19 +640,44 @@ def exit_codes_section(rows: object) -> list[str]:
     return ["## Exit codes", "", *exit_code_lines(rows), ""]
 
 
+def not_applicable_section(summary: dict) -> list[str]:
+    """The scenarios this stack cannot run, each with why: apart from the verdict, neither passed nor
+    failed (summary.json `not_applicable`; none in summaries written before it)."""
+    skipped = summary.get("not_applicable") or {}
+    if not skipped:
+        return []
+    faults = {sc["name"]: sc.get("fault") for sc in summary["scenarios"]}
+    out = [
+        "## Not applicable on this stack",
+        "",
+        "Not run: the preflight found this stack cannot run them (nothing was launched). They count neither "
+        "as passed nor as failed; the verdict is that of the others.",
+        "",
+    ]
+    for name, why in skipped.items():
+        out.append(f"- **{cell(name)}** (fault {code(str(faults.get(name)))}): {cell(why)}")
+    return [*out, ""]
+
+
 def render_markdown(summary: dict) -> str:
     counts = summary["scenario_counts"]
-    total = sum(counts.values())
+    skipped = counts.get("not_applicable", 0)
+    total = sum(counts.values()) - skipped
+    tally = (
+        f"{counts['pass']}/{total} applicable scenarios pass, {skipped} not applicable"
+        if skipped
+        else (f"{counts['pass']}/{total} scenarios pass")
+    )
     lines = [
         f"# {summary['headline']}",
         "",
-        f"{counts['pass']}/{total} scenarios pass · {summary['created_at']} · "
-        + _stack_line(summary["stack"]),
+        f"{tally} · {summary['created_at']} · " + _stack_line(summary["stack"]),
         "",
         "## What needs attention",
         "",
         *attention_section(summary),
         "",
+        *not_applicable_section(summary),
         "## Stack",
         "",
         *stack_section(summary),

@@ -6,6 +6,8 @@ from ftqual.contract import FAULTS
 
 _STATUS = {"enum": ["pass", "fail", "inconclusive", "skip"]}
 _VERDICT = {"enum": ["pass", "fail", "inconclusive"]}
+# a scenario's verdict may also be not_applicable (the stack cannot run it); the summary's never is
+_SCENARIO_VERDICT = {"enum": ["pass", "fail", "inconclusive", "not_applicable"]}
 _NUM = {"type": ["number", "null"]}
 _STR = {"type": ["string", "null"]}
 
@@ -87,16 +89,24 @@ _SCENARIO = {
     ],
     "properties": {
         "name": {"type": "string"},
-        "verdict": _VERDICT,
+        "verdict": _SCENARIO_VERDICT,
         # what the verify report tells of the run (ftqual.report.summary.RUN_STATES); older summaries lack it
         "run_state": {
-            "enum": ["verified", "interrupted", "not verified", "not launched", "no verify report"]
+            "enum": [
+                "verified",
+                "interrupted",
+                "not verified",
+                "not launched",
+                "no verify report",
+                "not applicable",
+            ]
         },
+        "not_applicable": {"type": "string"},  # with verdict not_applicable: why the stack cannot run it
         "reason": _STR,
         "source": {"type": "string"},
         "run_id": _STR,
         "fault": {"enum": list(FAULTS)},
-        "raw_verdict": _VERDICT,
+        "raw_verdict": _SCENARIO_VERDICT,
         "expect": {"enum": ["pass", "fail"]},
         "expect_failing": {"type": "array", "items": {"type": "string"}},
         "expectation": {"type": "string"},
@@ -324,9 +334,11 @@ SUMMARY_SCHEMA = {
                     "path_as_expected",
                     "verdict",
                 ],
-                "properties": {"fault": {"enum": list(FAULTS)}, "verdict": _VERDICT},
+                "properties": {"fault": {"enum": list(FAULTS)}, "verdict": _SCENARIO_VERDICT},
             },
         },
+        # {scenario: why the stack cannot run it}; absent in summaries written before it
+        "not_applicable": {"type": "object", "additionalProperties": {"type": "string"}},
         "campaigns": {"type": "object", "additionalProperties": _CAMPAIGN},
         "exit_codes": {
             "type": "array",

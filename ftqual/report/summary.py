@@ -5,7 +5,10 @@ pass): a report that says pass next to a failed or inconclusive check never come
 scenario lacking one of the contract's checks gets that check as inconclusive. That raw verdict is then
 judged against the scenario's expectation (ftqual.verification.expectation): a negative control qualifies when
 it failed
-as expected. The overall verdict is pass only when every scenario's outcome is pass.
+as expected. The overall verdict is pass only when every applicable scenario's outcome is pass. A scenario
+the stack cannot run (verdict `not_applicable`: the preflight said why, nothing was launched) is listed apart
+with its reason (`not_applicable`), never counted as a pass nor as a failure; where no applicable fault
+scenario is left the verdict cannot be pass (no recovery was shown).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ftqual.verification.expectation import ExpectedOutcome
 
 SCHEMA = "ftqual.summary/v1"
 VERDICTS = ("pass", "fail", "inconclusive")
+NOT_APPLICABLE = verdict_mod.NOT_APPLICABLE  # a scenario's verdict only, never the summary's
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 
@@ -155,7 +159,8 @@ NOT_LAUNCHED = "not launched"  # the attempt's record says nothing was launched 
 NOT_VERIFIED = "not verified"  # launched, but its run directory could not be verified (no readable run.json)
 INTERRUPTED = "interrupted"  # verified; the launcher was stopped from outside (run.json `interrupted_by`)
 VERIFIED = "verified"
-RUN_STATES = (VERIFIED, INTERRUPTED, NOT_VERIFIED, NOT_LAUNCHED, NO_REPORT)
+NOT_APPLICABLE_STATE = "not applicable"  # nothing launched: the stack cannot run it (its verdict says so)
+RUN_STATES = (VERIFIED, INTERRUPTED, NOT_VERIFIED, NOT_LAUNCHED, NO_REPORT, NOT_APPLICABLE_STATE)
 
 
 def run_state(doc: dict | None) -> str:
@@ -165,6 +170,8 @@ def run_state(doc: dict | None) -> str:
     of kind `interrupted`."""
     if doc is None:
         return NO_REPORT
+    if doc.get("verdict") == NOT_APPLICABLE:
+        return NOT_APPLICABLE_STATE
     attempt = doc.get("attempt") if isinstance(doc.get("attempt"), dict) else {}
     failed = {
         c.get("id") for c in doc.get("checks") or [] if isinstance(c, dict) and c.get("status") == "fail"
@@ -218,7 +225,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     verify_verdict = doc.get("verdict")
     verdict = seen.raw
     reason = None
-    if verify_verdict not in VERDICTS:
+    if verify_verdict not in (*VERDICTS, NOT_APPLICABLE):
         reason = f"verify report has no valid verdict ({verify_verdict!r})"
     elif verdict != verify_verdict:
         reason = f"the verifier said {verify_verdict}, but its checks say {verdict}"
@@ -229,7 +236,7 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     expectation = ExpectedOutcome.from_json(doc.get("expectation"))
     outcome = seen.outcome
     raw_verdict, verdict = verdict, outcome.verdict
-    if expectation.expect == "fail":
+    if expectation.expect == "fail" and verdict != NOT_APPLICABLE:
         # A negative control's own failure is its point, not the cause of anything; an unmet one's cause
         # is that it did not fail as it should.
         cause, given = (None, None) if outcome.met else (outcome.detail, outcome.detail)
@@ -282,6 +289,9 @@ def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
         # the cited log lines are quoted from verify.json's `excerpts`; an older report has none to quote
         "excerpts_recorded": isinstance(doc.get("excerpts"), dict),
     }
+    if verdict == NOT_APPLICABLE:  # why the stack cannot run it (attempt.json's, through verify.json)
+        why = doc.get("not_applicable")
+        scenario["not_applicable"] = why if isinstance(why, str) and why else cause
     held = held_sections(doc)
     if held:  # a live fault's section and the timeout that caught it, per injection (the fault table's)
         scenario["held"] = held
@@ -428,6 +438,7 @@ def attention(scenarios: list[dict], preflight: dict | None = None) -> list[dict
                         "evidence": [],
                     }
                 )
+    scenarios = applicable(scenarios)  # listed apart (not_applicable), never a problem to attend to
     for sc in scenarios:
         if sc["verdict"] != "pass" and sc.get("cause_given") and sc["checks"]:
             items.append(
@@ -529,18 +540,39 @@ def headline(
     preflight_failed: bool = False,  # failed, or missing: the scenarios it refused are its consequences
     baseline: str | None = None,
 ) -> str:
-    passed = sum(sc["verdict"] == "pass" for sc in scenarios)
     if not scenarios:
         return "ftqual: INCONCLUSIVE — no scenario to report"
+    skipped = not_applicable_of(scenarios)
+    word = "applicable " if skipped else ""  # "5/5 applicable scenarios" where some are left out
+    line = _headline(verdict, applicable(scenarios), items, preflight_failed, baseline, word)
+    if not skipped:
+        return line
+    # The scenarios this stack cannot run are named in the headline itself: a PASS that leaves some out says
+    # which (their reasons: summary.md's "Not applicable on this stack", the gate's lines).
+    names = ", ".join(skipped)
+    return f"{line}; {len(skipped)} not applicable on this stack: {names}"
+
+
+def _headline(
+    verdict: str,
+    scenarios: list[dict],
+    items: list[dict],
+    preflight_failed: bool,
+    baseline: str | None,
+    word: str,
+) -> str:
+    passed = sum(sc["verdict"] == "pass" for sc in scenarios)
+    if not scenarios:
+        return "ftqual: INCONCLUSIVE — no scenario this stack can run"
     if not any(sc["fault"] in INJECTED_FAULTS for sc in scenarios) and verdict != "fail":
         return (
-            f"ftqual: INCONCLUSIVE — no fault scenario ran ({passed}/{len(scenarios)} scenarios pass): "
-            "recovery not qualified"
+            f"ftqual: INCONCLUSIVE — no fault scenario ran ({passed}/{len(scenarios)} "
+            f"{word}scenarios pass): recovery not qualified"
         )
     if verdict == "pass":
         over = sum(i["status"] == "over_budget" for i in items)
         note = f"; {over} latenc{'y' if over == 1 else 'ies'} over budget" if over else ""
-        return f"ftqual: PASS — recovery qualified ({passed}/{len(scenarios)} scenarios){note}"
+        return f"ftqual: PASS — recovery qualified ({passed}/{len(scenarios)} {word}scenarios){note}"
     blocking = [i for i in items if i["status"] == verdict]
     if blocking:
         # "+N more" counts problems, not their consequences: the scenarios a failed preflight or baseline
@@ -563,6 +595,16 @@ def headline(
     return f"ftqual: {verdict.upper()} — {bad['name']}: {bad['reason'] or 'verdict ' + verdict}"
 
 
+def applicable(scenarios: list[dict]) -> list[dict]:
+    """The scenarios this stack can run: every one but those whose verdict is not_applicable."""
+    return [sc for sc in scenarios if sc["verdict"] != NOT_APPLICABLE]
+
+
+def not_applicable_of(scenarios: list[dict]) -> dict[str, str]:
+    """{scenario: why this stack cannot run it}, in the report's order."""
+    return {sc["name"]: sc.get("not_applicable") or "" for sc in scenarios if sc["verdict"] == NOT_APPLICABLE}
+
+
 def build_summary(
     inputs: list[ScenarioInput], preflight: PreflightInput, options: ReportOptions, created_at: str
 ) -> dict:
@@ -575,11 +617,13 @@ def build_summary(
     for sc in scenarios:
         _faults_gate(sc, campaigns.get(sc["name"]))
     pf = preflight.doc or {}
-    verdict = worst([sc["verdict"] for sc in scenarios]) if scenarios else "inconclusive"
+    # Only the scenarios this stack can run decide the verdict; those it cannot are neither pass nor fail.
+    runnable = applicable(scenarios)
+    verdict = worst([sc["verdict"] for sc in runnable]) if runnable else "inconclusive"
     if pf.get("verdict") == "fail":
         verdict = "fail"
-    if verdict == "pass" and not any(sc["fault"] in INJECTED_FAULTS for sc in scenarios):
-        verdict = "inconclusive"  # a baseline alone qualifies no recovery
+    if verdict == "pass" and not any(sc["fault"] in INJECTED_FAULTS for sc in runnable):
+        verdict = "inconclusive"  # a baseline alone qualifies no recovery (every fault scenario left out)
     items = attention(scenarios, pf)
     docs = [(i.name, i.doc) for i in inputs if i.doc is not None]
     stack_identity = build_stack_identity(scenarios)
@@ -593,7 +637,12 @@ def build_summary(
         "headline": headline(
             verdict, scenarios, items, pf.get("verdict") not in ("pass", "warn"), baseline_name
         ),
-        "scenario_counts": {v: sum(sc["verdict"] == v for sc in scenarios) for v in VERDICTS},
+        "scenario_counts": {
+            v: sum(sc["verdict"] == v for sc in scenarios) for v in (*VERDICTS, NOT_APPLICABLE)
+        },
+        # the scenarios this stack cannot run, with why (preflight.json's `not_applicable`, through their
+        # verify reports): listed apart, never counted as passed or failed
+        "not_applicable": not_applicable_of(scenarios),
         "stack": build_stack(preflight),
         "stack_identity": stack_identity,
         "preflight": {"source": preflight.path, "verdict": pf.get("verdict"), "error": preflight.error},

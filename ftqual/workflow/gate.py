@@ -3,7 +3,9 @@
 Copies results/reports/<attempts>/ to results/summary.json, summary.md, junit.xml and plots/ (replacing
 what an earlier run left there), then exits 0 only when that summary covers exactly the current attempts
 (the same slot for every scenario) and its verdict is pass; otherwise it prints the headline and every
-scenario's cause, and exits 1.
+scenario's cause, and exits 1. The summary's verdict counts only the scenarios the stack can run; each one it
+cannot is printed apart with why (NOT APPLICABLE), and where no fault scenario is left the verdict is not a
+pass (ftqual.report.summary).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def run(
     publish(report_dir, results)
     say(summary.get("headline", "ftqual: no headline"))
     for sc in summary.get("scenarios", []):
+        if sc["verdict"] == "not_applicable":  # neither a pass nor a failure: said apart, with why
+            why = sc.get("not_applicable") or sc.get("cause")
+            say(f"  {sc['name']}: NOT APPLICABLE on this stack — {why}")
+            continue
         line = f"  {sc['name']}: {sc['verdict'].upper()}"
         if sc["verdict"] != "pass":
             line += f" — {sc.get('cause') or sc.get('reason') or 'see results/summary.md'}"
