@@ -25,6 +25,7 @@ from typing import Any
 from ftqual.contract import family_of
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
 from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate, stop_grace
+from ftqual.launch.checkpoint_record import record_at_end
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.scenario import campaign_plan
@@ -418,7 +419,11 @@ def _launch(
                 print(f"ftqual launch: {record['storage']['problem']}", file=sys.stderr)
 
     problem = watch.problem or (logport.logs_problem(s.run_dir) if ours else None)
-    return _finish(record, run_json, writes_run_json, rc, signals, problem)
+    code = _finish(record, run_json, writes_run_json, rc, signals, problem)
+    if writes_run_json:
+        # After run.json's end is on record: a stopped run's job must end before the scheduler's kill.
+        record_at_end(s.run_dir, record["checkpoint_dir"], stopped=signals.first is not None)
+    return code
 
 
 def _finish(
