@@ -16,6 +16,13 @@ KiB of metadata left.
 
 The checkpoint directory is relative to the run directory, or an absolute path run.json names; links below
 it must stay inside the run directory or that named directory.
+
+When the checkpoint directory is absent (a scratch filesystem purged, a run directory copied without it),
+the run directory's own record of it is read instead (`checkpoint_record/`, written by the launcher when the
+run ended: ftqual.launch.checkpoint_record): the same facts from the recorded listing, the tracker read from
+the record's copy, every evidence path inside `checkpoint_record/`. A record that is absent, unusable,
+incomplete, of another checkpoint directory or of one that did not exist leaves the source missing, as
+before; a copy altered since it was recorded is never read as the run's evidence.
 """
 
 from __future__ import annotations
@@ -23,11 +30,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from ftqual.contract import DAMAGE_SUFFIX
+from ftqual.launch import checkpoint_record as recorded
 from ftqual.launch.payloads import listed_files, read_manifest
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
@@ -152,9 +161,27 @@ def read_dropped(root: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def _folder_bytes(path: Path, names: list[str], dropped: dict[str, int]) -> tuple[int | None, str]:
-    """(bytes, where they came from) of one iteration folder (its own files; torch_dist's are flat)."""
+def _folder_bytes(
+    names: list[str], sizes: Mapping[str, int], dropped: dict[str, int]
+) -> tuple[int | None, str]:
+    """(bytes, where they came from) of one iteration folder (its own files; torch_dist's are flat);
+    `sizes`: the regular files' sizes by name."""
     total, payload_seen = 0, False
+    for name in names:
+        if name in dropped or name not in sizes:
+            continue
+        total += sizes[name]
+        payload_seen |= name.endswith(_PAYLOAD_SUFFIXES)
+    if dropped:
+        return total + sum(dropped.values()), "manifest"
+    if not payload_seen:
+        return None, ""  # trimmed: what is left is metadata, not the checkpoint
+    return total, "disk"
+
+
+def _regular_sizes(path: Path, names: list[str], dropped: dict[str, int]) -> dict[str, int]:
+    """The sizes of the folder's regular files (lstat: a link is no file of the folder's)."""
+    sizes = {}
     for name in names:
         if name in dropped:
             continue
@@ -163,30 +190,24 @@ def _folder_bytes(path: Path, names: list[str], dropped: dict[str, int]) -> tupl
         except OSError:
             continue
         if stat.S_ISREG(info.st_mode):
-            total += info.st_size
-            payload_seen |= name.endswith(_PAYLOAD_SUFFIXES)
-    if dropped:
-        return total + sum(dropped.values()), "manifest"
-    if not payload_seen:
-        return None, ""  # trimmed: what is left is metadata, not the checkpoint
-    return total, "disk"
+            sizes[name] = info.st_size
+    return sizes
 
 
-def _iter_dir(
-    path: Path, shown: str, iteration: int, roots: tuple[Path, ...], dropped: dict[str, int] | None = None
+def _folder(
+    ref: Ref, iteration: int, names: list[str], sizes: Mapping[str, int], why: str, dropped: dict[str, int]
 ) -> CheckpointDir:
-    names = os.listdir(path)
-    dropped = dropped or {}
+    """One iteration folder from its listing, its regular files' sizes and what is wrong with `.metadata`
+    (the same whether the listing is the disk's or the record's)."""
     payload = {name for name in names if name.endswith(_PAYLOAD_SUFFIXES)}
     gone = set(dropped) - payload
-    why = _metadata(path, roots)
-    size, size_from = _folder_bytes(path, names, dropped)
+    size, size_from = _folder_bytes(names, sizes, dropped)
     return CheckpointDir(
         iteration=iteration,
         has_metadata=not why,
         has_metadata_json="metadata.json" in names,
         payload_files=len(payload) + len(gone),
-        ref=Ref(f"{shown}/{path.name}"),
+        ref=ref,
         why_incomplete=f".metadata {why}" if why else "",
         bytes=size,
         bytes_from=size_from,
@@ -194,12 +215,21 @@ def _iter_dir(
     )
 
 
+def _iter_dir(
+    path: Path, shown: str, iteration: int, roots: tuple[Path, ...], dropped: dict[str, int] | None = None
+) -> CheckpointDir:
+    names = os.listdir(path)
+    dropped = dropped or {}
+    sizes = _regular_sizes(path, names, dropped)
+    return _folder(Ref(f"{shown}/{path.name}"), iteration, names, sizes, _metadata(path, roots), dropped)
+
+
 def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None, SourceStatus]:
     root, shown = resolve_checkpoint_dir(run_dir, configured)
     # An absolute checkpoint_dir is what run.json asked for; a relative one (or a link) must stay in the run.
     roots = (run_dir, root) if Path(configured).is_absolute() else (run_dir,)
     if not root.is_dir():
-        return None, missing("checkpoints", f"checkpoint directory {shown} is absent")
+        return _read_recorded(run_dir, configured, f"checkpoint directory {shown} is absent")
     if not inside(root, *roots):
         return None, missing(
             "checkpoints", f"checkpoint directory {shown} resolves outside the run directory"
@@ -226,3 +256,103 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
     status = SourceStatus("checkpoints", ok=True, paths=(shown,))
     checkpoints = Checkpoints(shown, _tracker(root, shown, roots), tuple(dirs), ft_state, tuple(moved))
     return checkpoints, status
+
+
+# ---------------------------------------------------------------------------------------------
+# the checkpoint directory as the run directory's record of it (ftqual.launch.checkpoint_record)
+
+
+def _recorded_metadata(run_dir: Path, entry: recorded.Entry | None) -> str:
+    """`_metadata`'s answer from the record's entry of `.metadata` (the launcher recorded what the disk
+    showed, its links judged against the same roots), and its copy unaltered where it was copied."""
+    if entry is None:
+        return "absent"
+    if entry.type == "link" and entry.resolves == "missing":
+        return "dangling link"
+    if entry.type == "link" and not entry.inside:
+        return "a link leaving the run directory"
+    if not entry.regular:
+        return "not a regular file"
+    if not entry.bytes:
+        return "empty"
+    if entry.copied and (problem := recorded.copy_problem(run_dir, entry)):
+        return problem
+    return ""  # a `.metadata` above the copy cap is judged from its entry: a non-empty regular file
+
+
+def _recorded_tracker(run_dir: Path, record: recorded.Record) -> Tracker:
+    rel = f"{recorded.RECORD_DIR}/{TRACKER}"
+    entry = record.entries.get(TRACKER)
+    if entry is None:
+        return Tracker("absent", None, "", Ref(rel))
+    # Not copied: a link leaving the roots, a folder, a file above the copy cap: the disk reader fails too.
+    if not entry.copied:
+        what = f"a link to {entry.resolves}" if entry.type == "link" else entry.type
+        return Tracker("invalid", None, f"unreadable: recorded as {what}, not copied", Ref(rel))
+    if problem := recorded.copy_problem(run_dir, entry):
+        return Tracker("invalid", None, f"unreadable: {TRACKER} {problem}", Ref(rel))
+    return _tracker(recorded.record_path(run_dir), recorded.RECORD_DIR, (run_dir,))
+
+
+def _is_folder(entry: recorded.Entry) -> bool:
+    """A folder as `Path.is_dir()` and the roots rule see it: a directory, or a link to one inside."""
+    return entry.type == "dir" or (entry.type == "link" and entry.resolves == "dir" and entry.inside)
+
+
+def _recorded_iter_dir(
+    run_dir: Path, record: recorded.Record, name: str, iteration: int, dropped: dict[str, int] | None
+) -> CheckpointDir:
+    children = record.children(name)
+    names = [entry.path.rsplit("/", 1)[-1] for entry in children]
+    dropped = dropped or {}
+    sizes = {
+        entry.path.rsplit("/", 1)[-1]: entry.bytes or 0
+        for entry in children
+        if entry.type == "file" and entry.path.rsplit("/", 1)[-1] not in dropped
+    }
+    why = _recorded_metadata(run_dir, record.entries.get(f"{name}/.metadata"))
+    return _folder(Ref(f"{recorded.RECORD_DIR}/{name}"), iteration, names, sizes, why, dropped)
+
+
+def _read_recorded(run_dir: Path, configured: str, absent: str) -> tuple[Checkpoints | None, SourceStatus]:
+    """The checkpoints from the run directory's record, when the checkpoint directory is absent; the source
+    missing (as without a record) unless the record is whole and of this checkpoint directory."""
+    shown = recorded.RECORD_DIR
+    manifest = f"{shown}/{recorded.MANIFEST}"
+    try:
+        record = recorded.read(run_dir)
+    except recorded.RecordError as exc:
+        return None, missing("checkpoints", f"{absent}; its record is unusable: {exc}", manifest)
+    if record is None:
+        return None, missing("checkpoints", absent)
+    if record.checkpoint_dir != configured:
+        return None, missing(
+            "checkpoints", f"{absent}; {manifest} records another one ({record.checkpoint_dir})", manifest
+        )
+    if not record.existed:
+        return None, missing("checkpoints", f"{absent}, as it was when the run ended ({manifest})", manifest)
+    if record.problem:
+        return None, missing("checkpoints", f"{absent}; its record is incomplete: {record.problem}", manifest)
+    top = record.children()
+    if len(top) > MAX_ITER_DIRS:
+        return None, missing("checkpoints", f"{absent}; its record lists {len(top)} entries", manifest)
+    dropped = read_dropped(recorded.record_path(run_dir))
+    dirs, moved = [], []
+    for entry in top:
+        if not _is_folder(entry):
+            continue
+        name = entry.path
+        if (match := _ITER_DIR.match(name)) and len(match[1]) <= 12:
+            dirs.append(_recorded_iter_dir(run_dir, record, name, int(match[1]), dropped.get(name)))
+        elif (aside := _MOVED_DIR.match(name)) and len(aside[1]) <= 12:
+            moved.append(_recorded_iter_dir(run_dir, record, name, int(aside[1]), dropped.get(name)))
+    ft_state = Ref(f"{shown}/{FT_STATE}") if FT_STATE in record.entries else None
+    dirs.sort(key=lambda d: d.iteration)
+    status = SourceStatus(
+        "checkpoints",
+        ok=True,
+        reason=f"{absent}: read from the run's record of it ({manifest}, recorded {record.recorded_at})",
+        paths=(shown,),
+    )
+    tracker = _recorded_tracker(run_dir, record)
+    return Checkpoints(shown, tracker, tuple(dirs), ft_state, tuple(moved)), status
