@@ -36,6 +36,7 @@ class LaunchPlan:
     log_server_port: int
     adaptations: tuple[Adaptation, ...] = ()  # flags changed for this Megatron version (ftqual.launch.compat)
     dump_tool: str | None = None  # py-spy for the rank sentinels' stack dumps (None: faulthandler only)
+    replaced: tuple[dict[str, str], ...] = ()  # the team's flags ftqual replaced (replacements)
 
     @property
     def argv(self) -> list[str]:
@@ -123,6 +124,30 @@ def model_args(job: jobshape.Job | None = None) -> list[str]:
     return list((job or jobshape.resolve_job()).shape_args)
 
 
+def batch_args(s: Settings) -> list[str]:
+    """The team's micro and global batch (gradient accumulation as they set it); without them, the
+    walkthrough's: a micro batch of 1 on every rank."""
+    return [f"--micro-batch-size={s.micro_batch_size}", f"--global-batch-size={s.global_batch_size}"]
+
+
+def eval_args(s: Settings) -> list[str]:
+    """The team's evaluation; without one, none (Megatron core_v0.19 needs an interval even then)."""
+    evaluation = s.job.evaluation
+    if evaluation is None:
+        return ["--eval-iters=0", f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}"]
+    return [f"--eval-interval={evaluation[0]}", f"--eval-iters={evaluation[1]}"]
+
+
+def replacements(s: Settings, body: list[str]) -> list[dict[str, str]]:
+    """run.json's `job.replaced`: each flag of the team's that ftqual replaced, with what the run uses
+    instead (read from the command it runs: what it says is what ran) and why."""
+    out = []
+    for replaced in s.job.sorted.replaced:
+        used = [t for t in body if jobshape.flag_name(t) == replaced.flag]
+        out.append(replaced.record(" ".join(used) if used else "(not set)"))
+    return out
+
+
 def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
     """ftqual's flags around the job's (its data, model and training arguments: ftqual.scenario.job): for
     the default tiny preset, the walkthrough's command unchanged."""
@@ -135,8 +160,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         *model_args(job),
         f"--tensor-model-parallel-size={s.tp}",
         f"--pipeline-model-parallel-size={s.pp}",
-        "--micro-batch-size=1",
-        f"--global-batch-size={s.global_batch_size}",
+        *batch_args(s),
         f"--train-iters={s.train_iters}",
         *job.training,
         *(["--use-distributed-optimizer"] if stack.dist_optimizer else []),
@@ -146,8 +170,7 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         "--ckpt-format=torch_dist",
         *(["--async-save", "--use-persistent-ckpt-worker"] if s.async_save else []),
         *(["--verify-integrity"] if s.verify_integrity else []),
-        "--eval-iters=0",
-        f"--eval-interval={max(MIN_EVAL_INTERVAL, s.train_iters + 1)}",
+        *eval_args(s),
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
         *stack.megatron_flags,
@@ -159,8 +182,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
     return [
         "--enable-ft-package",
         "--ft-num-warmup-iters=0",
-        "--micro-batch-size=1",
-        f"--global-batch-size={s.global_batch_size}",
+        *batch_args(s),
         f"--train-iters={s.train_iters}",
         "--lr=0.0001",
         "--lr-decay-style=constant",
@@ -173,7 +195,7 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         # writer_stall stops a writer process: the smoke workload writes from one only when asked
         *(["--smoke-writer-process"] if s.async_save and s.fault == "writer_stall" else []),
         *(["--verify-integrity"] if s.verify_integrity else []),
-        "--eval-iters=0",
+        *eval_args(s),
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
         *([f"--smoke-checkpoint-mb={s.checkpoint_payload_mb}"] if s.checkpoint_payload_mb else []),
@@ -219,4 +241,5 @@ def build_plan(
         log_server_port=port,
         adaptations=adaptations,
         dump_tool=dump_tool,
+        replaced=tuple(replacements(s, body)),
     )

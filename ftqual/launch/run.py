@@ -99,9 +99,8 @@ def initial_checkpoint_iteration(s: Settings) -> int:
 
 def job_record(s: Settings, stack: StackChoice) -> dict[str, Any]:
     """run.json's `job`: the model and the arguments that ran, its shape's digest and estimates."""
-    dp = max(1, s.world_size // (s.tp * s.pp))
     return jobshape.record(
-        s.job, s.tp, s.pp, dp, bool(stack.dist_optimizer),
+        s.job, s.tp, s.pp, s.data_parallel_size, bool(stack.dist_optimizer),
         flash_attention=stack.transformer_impl == "transformer_engine", workload=s.workload,
     )  # fmt: skip
 
@@ -128,6 +127,8 @@ def run_record(
         "workload": s.workload,
         "hang_placement": s.hang_placement if family_of(s.fault) != "none" else None,
         "global_batch_size": s.global_batch_size,
+        "batch": s.batch_record(),
+        "evaluation": s.evaluation_record(),
         "tz_offset_s": tz_offset_s(env),
         "command": plan.argv,
         "nnodes": s.nnodes,
@@ -160,7 +161,12 @@ def run_record(
         "timeouts_from": s.timeouts_from_record(),
         "calc_ft_timeouts": s.calc_ft_timeouts,
         "campaign": campaign_record(s),
-        "job": job_record(s, stack),
+        "job": {
+            **job_record(s, stack),
+            "batch": s.batch_record(),
+            "evaluation": s.evaluation_record(),
+            "replaced": list(plan.replaced),
+        },
     }
 
 

@@ -129,8 +129,34 @@ class Settings(RunSettings):
         return self.nnodes * self.gpus_per_node
 
     @property
+    def data_parallel_size(self) -> int:
+        return max(1, self.world_size // (self.tp * self.pp * self.job.context_parallel))
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.job.micro_batch_size  # the team's; 1 (the walkthrough's) when it sets none
+
+    @property
     def global_batch_size(self) -> int:
-        return self.world_size  # micro batch 1 on every rank, as the walkthrough sets it
+        """The team's global batch; without one, the walkthrough's: a micro batch on every rank."""
+        return self.job.global_batch_size(self.data_parallel_size) if self.job.sorted.taken.get(
+            "global_batch_size") else self.world_size * self.micro_batch_size  # fmt: skip
+
+    def batch_record(self) -> dict[str, int]:
+        """run.json's `batch`: Megatron's global batch = micro batch x data-parallel size x accumulation."""
+        dp, micro = self.data_parallel_size, self.micro_batch_size
+        return {
+            "world_size": self.world_size,
+            "data_parallel_size": dp,
+            "micro_batch_size": micro,
+            "global_batch_size": self.global_batch_size,
+            "accumulation_steps": max(1, self.global_batch_size // (micro * dp)),
+        }
+
+    def evaluation_record(self) -> dict[str, int] | None:
+        """run.json's `evaluation`: every `interval` iterations, `iters` forward-only steps; None: none."""
+        evaluation = self.job.evaluation
+        return None if evaluation is None else {"interval": evaluation[0], "iters": evaluation[1]}
 
     @property
     def run_dir(self) -> Path:
@@ -329,6 +355,31 @@ def _job(values: dict[str, Any], env: Mapping[str, str]) -> jobshape.Job:
         raise SettingsError(str(exc).replace("megatron_args", "NVRX_MEGATRON_ARGS", 1)) from exc
 
 
+# The launcher's variable for each setting the team's flags also decide (ftqual.scenario.team_args.TAKEN).
+TAKEN_VARIABLES = {"tp": "TP", "pp": "PP", "transformer_impl": "NVRX_TRANSFORMER_IMPL",
+                   "dist_optimizer": "NVRX_DIST_OPTIMIZER"}  # fmt: skip
+
+
+def with_job_settings(env: Mapping[str, str], job: jobshape.Job) -> Mapping[str, str]:
+    """The environment with the job's own TP, PP, transformer implementation and distributed optimizer where
+    their variables are unset; a variable that says otherwise is refused in one line naming both."""
+    out = dict(env)
+    for key, variable in TAKEN_VARIABLES.items():
+        taken = job.sorted.taken.get(key)
+        if taken is None:
+            continue
+        value = "on" if key == "dist_optimizer" else str(taken.value)
+        given = env.get(variable, "")
+        if not given:
+            out[variable] = value
+        elif given != value and not (key == "dist_optimizer" and given in ("1", "true")):
+            raise SettingsError(
+                f"{variable}={given} contradicts NVRX_MEGATRON_ARGS {taken.flag} {taken.value}; "
+                "make them agree or unset one"
+            )
+    return out
+
+
 def _campaign(env: Mapping[str, str], workload: str, world: int, save_interval: int, train_iters: int):
     """NVRX_CAMPAIGN_*: the plan, refused in one line when it cannot be drawn or does not fit the run."""
     if env.get("NVRX_INJECTIONS", "1") not in ("", "1"):
@@ -404,7 +455,9 @@ def load_settings(
     spare_nodes = _read(values, env, "spare_nodes")
     launchers = nnodes + spare_nodes
     gpus_per_node = _read(values, env, "gpus_per_node")
-    shape = _job(values, env).shape
+    job = _job(values, env)
+    shape = job.shape
+    env = with_job_settings(env, job)
     tp = _read(values, env, "tp")
     if tp > shape.num_attention_heads:
         raise SettingsError(f"TP must be at most {shape.num_attention_heads} (got {tp})")

@@ -220,11 +220,42 @@ def job_section(summary: dict) -> list[str]:
             for k, v in sorted(by_scenario.items())
         ]
         lines += ["", "Job shape by scenario: " + ", ".join(shapes)]
+    lines += batch_lines(job)
     args = job.get("megatron_args")
     if isinstance(args, list):
         shown = " ".join(str(a) for a in args) or "(none: the workload runs no Megatron model)"
         lines += ["", "The model, data and training arguments that ran:", "", "```", shown, "```"]
+    replaced = [r for r in job.get("replaced") or [] if isinstance(r, dict)]
+    if replaced:
+        lines += ["", "The team's flags ftqual replaced (what ran instead, and why):", ""]
+        lines += ["| where | the team's | ran as | why |", "|---|---|---|---|"]
+        lines += [
+            f"| {cell(r.get('where'))} | {code(r.get('given'))} | {code(r.get('runs_as'))} "
+            f"| {cell(r.get('why'))} |"
+            for r in replaced
+        ]
     return lines
+
+
+def batch_lines(job: dict) -> list[str]:
+    """The job's batch and evaluation as they ran (run.json's `job.batch`, `job.evaluation`)."""
+    batch = job.get("batch")
+    if not isinstance(batch, dict):
+        return []
+    out = [
+        "",
+        f"Batch: global {batch.get('global_batch_size')} = micro {batch.get('micro_batch_size')} x "
+        f"data-parallel {batch.get('data_parallel_size')} x {batch.get('accumulation_steps')} accumulation "
+        f"step(s), on {batch.get('world_size')} GPU(s).",
+    ]
+    evaluation = job.get("evaluation")
+    if isinstance(evaluation, dict):
+        out[-1] += (
+            f" Evaluation: {evaluation.get('iters')} step(s) every {evaluation.get('interval')} iterations."
+        )
+    else:
+        out[-1] += " Evaluation: none."
+    return out
 
 
 def check_table(summary: dict) -> list[str]:

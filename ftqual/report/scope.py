@@ -55,6 +55,9 @@ def jobs_of(docs: Iterable[tuple[str, Mapping]]) -> dict | None:
         "checkpoint_bytes_estimate",
         "gpu_memory_bytes_estimate",
         "megatron_args",
+        "batch",
+        "evaluation",
+        "replaced",
     )
     out = {key: first.get(key) for key in keys}
     return {"digest": shared, **out, "by_scenario": by_scenario}

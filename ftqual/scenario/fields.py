@@ -309,16 +309,13 @@ def _parse_model(raw: str, name: str) -> str:
 
 
 def _parse_megatron_args(raw: str, name: str) -> tuple[str, ...]:
-    """Shell-quoted arguments (shlex.join); a flag ftqual owns refused in one line."""
+    """Shell-quoted arguments (shlex.join), the team's whole: the flags ftqual controls are replaced when the
+    job is resolved (ftqual.scenario.team_args), what cannot stand is refused there in one line."""
     try:
         args = jobshape.args_from_env(raw)
-        problem = jobshape.owned_problem(args, name)
-        if problem is None:
-            jobshape.groups(args)
+        jobshape.groups(args)
     except jobshape.JobError as exc:
         raise SettingsError(str(exc).replace("megatron_args", name, 1)) from exc
-    if problem:
-        raise SettingsError(problem)
     if not args:
         raise SettingsError(f"{name} holds no arguments (got {shown(raw)}); leave it unset for none")
     return tuple(args)

@@ -5,8 +5,10 @@ the one `read_args_file` is given, nothing is launched.
 A job is the preset's arguments (`tiny`, the walkthrough's GPT, is the default: its command is today's) with
 the team's arguments over them: a team flag replaces the preset's flag of the same name where it stood,
 `--fp16` replaces `--bf16`, a data path (`--data-path`, ...) replaces `--mock-data`, and every other team flag
-comes after the preset's. The flags ftqual must control (OWNED) are refused in one line wherever they come
-from, before any GPU time: the config's planning (`snakemake -n`) and the launcher's NVRX_MEGATRON_ARGS
+comes after the preset's. The team's arguments come whole: the flags that define the job (parallel layout,
+batch, evaluation) are taken from them and the flags ftqual must control are replaced
+(ftqual.scenario.team_args); what cannot stand is refused in one line here, before any GPU time: the
+config's planning (`snakemake -n`, every problem with its file:line) and the launcher's NVRX_MEGATRON_ARGS
 (exit 2). Megatron's own parser judges the whole list in the preflight (ftqual.preflight.megatron_args);
 Megatron's parser refuses abbreviated flags (allow_abbrev=False): a name compared here is the name it reads.
 """
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ftqual.contract import MODEL, ModelShape
+from ftqual.scenario import launch_script, team_args
 
 
 class JobError(ValueError):
@@ -70,39 +73,6 @@ DATA_FLAGS = ("--data-path", "--train-data-path", "--valid-data-path", "--test-d
               "--per-split-data-args-path", "--sft")  # fmt: skip
 EXCLUSIVE = {"--fp16": "--bf16", "--bf16": "--fp16"}
 
-# The flags ftqual sets itself, each with why: a team's value would break what the verifier reads.
-OWNED: dict[str, str] = {
-    "--save": "ftqual saves every run into its own checkpoint directory (config checkpoint_dir)",
-    "--load": "ftqual loads each run's own checkpoint directory (config checkpoint_dir)",
-    "--save-interval": "the save interval is the config's save_interval",
-    "--train-iters": "the run's length is the config's train_iters",
-    "--train-samples": "the run's length is the config's train_iters",
-    "--exit-interval": "the run's length is the config's train_iters",
-    "--exit-duration-in-mins": "the run's length is the config's train_iters",
-    "--enable-ft-package": "ftqual enables NVRx's fault tolerance package itself",
-    "--calc-ft-timeouts": "calculated timeouts are the config's calc_ft_timeouts",
-    "--async-save": "the scenarios rely on asynchronous saves, which ftqual sets",
-    "--use-persistent-ckpt-worker": "the scenarios rely on the persistent checkpoint worker",
-    "--ckpt-format": "the verifier reads torch_dist checkpoints, which ftqual sets",
-    "--non-persistent-save-interval": "the verifier judges the persistent checkpoints of save_interval",
-    "--non-persistent-ckpt-type": "the verifier judges the persistent checkpoints of save_interval",
-    "--no-save-optim": "the resume checks need the optimizer state saved",
-    "--no-load-optim": "the resume checks need the optimizer state restored",
-    "--no-save-rng": "the replay check needs the RNG state saved",
-    "--no-load-rng": "the replay check needs the RNG state restored",
-    "--finetune": "a finetune load resets the iteration the resume checks follow",
-    "--log-interval": "the verifier reads one iteration line per step (ftqual sets --log-interval=1)",
-    "--eval-iters": "ftqual turns evaluation off (an evaluation inside a step section breaks its timeout)",
-    "--eval-interval": "ftqual turns evaluation off (an evaluation inside a step section breaks its timeout)",
-    "--tensor-model-parallel-size": "tensor parallelism is the config's tp",
-    "--pipeline-model-parallel-size": "pipeline parallelism is the config's pp",
-    "--global-batch-size": "the global batch is ftqual's (one sample per rank, recorded in run.json)",
-    "--micro-batch-size": "the micro batch is ftqual's (1, the global batch one sample per rank)",
-    "--use-distributed-optimizer": "the distributed optimizer is the config's dist_optimizer",
-    "--transformer-impl": "the transformer implementation is the config's transformer_impl",
-}
-OWNED_PREFIXES = {"--ft-": "NVRx's fault tolerance flags are ftqual's (timeouts: the config's timeouts)"}
-
 
 def flag_name(token: str) -> str:
     """`--name=value` -> `--name`, underscores as dashes (the spelling compared, never the one passed)."""
@@ -130,54 +100,9 @@ def groups(args: Sequence[str]) -> list[tuple[str, ...]]:
     return [tuple(g) for g in out]
 
 
-def owned_problem(args: Sequence[str], where: str = "megatron_args") -> str | None:
-    """Why `args` holds a flag ftqual owns, in one line, or None."""
-    for group in groups(args):
-        name = flag_name(group[0])
-        why = OWNED.get(name) or next((w for p, w in OWNED_PREFIXES.items() if name.startswith(p)), None)
-        if why:
-            return f"{where}: {group[0].split('=', 1)[0]} is ftqual's ({why}); remove it"
-    return None
-
-
-VAR_RE = re.compile(
-    r"\$(\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*)|(?P<other>.?))"
-)
-
-
-def expand(text: str, env: Mapping[str, str], where: str) -> str:
-    """`$VAR` and `${VAR}` from `env`; an unset one, `$(...)` or any other `$` refused in one line. A
-    launch script's variables are its own: resolve them in the environment ftqual plans in, or write the
-    value (single quotes do not protect a `$` here: there is no shell)."""
-
-    def one(match: re.Match) -> str:
-        name = match["braced"] or match["plain"]
-        if name is None:
-            raise JobError(
-                f"{where}: only $VAR and ${{VAR}} are expanded (got ${match['other']!r}); write the value"
-            )
-        if name not in env:
-            raise JobError(f"{where}: ${name} is not set in the environment; set it or write its value")
-        return env[name]
-
-    return VAR_RE.sub(one, text)
-
-
-def parse_args_text(text: str, env: Mapping[str, str], where: str) -> list[str]:
-    """A launch script's arguments: shell-like tokens (quotes), `\\` line continuations, `#` comments,
-    `$VAR` from `env`. JobError (one line) when it cannot be read so."""
-    joined = re.sub(r"\\\r?\n", " ", text)
-    lines = [line for line in joined.splitlines() if not line.lstrip().startswith("#")]
-    try:
-        tokens = shlex.split("\n".join(lines), comments=True, posix=True)
-    except ValueError as exc:
-        raise JobError(f"{where}: cannot split into arguments ({exc}); check the quotes") from exc
-    tokens = [expand(t, env, where) for t in tokens]
-    groups(tokens)  # starts with a flag
-    return tokens
-
-
-def read_args_file(path: str, env: Mapping[str, str]) -> list[str]:
+def read_args_file(path: str, env: Mapping[str, str]) -> launch_script.ScriptArgs:
+    """The team's launch script or arguments file, each token with its file:line (ftqual.scenario.
+    launch_script); JobError when it cannot be read at all."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read(1 << 20)
@@ -185,7 +110,7 @@ def read_args_file(path: str, env: Mapping[str, str]) -> list[str]:
         raise JobError(
             f"megatron_args_file {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})"
         ) from exc
-    return parse_args_text(text, env, f"megatron_args_file {path}")
+    return launch_script.read_script(text, env, path)
 
 
 # ------------------------------------------------------------------------------------------------ the job
@@ -203,6 +128,29 @@ class Job:
     shape: ModelShape
     null_tokenizer: bool
     bytes_per_weight: int = 2  # bf16 or fp16; 4 for fp32
+    sorted: team_args.Sorted = team_args.Sorted(())  # the team's flags: taken, replaced, kept
+
+    @property
+    def micro_batch_size(self) -> int:
+        return int(self.sorted.value("micro_batch_size", 1))
+
+    def global_batch_size(self, data_parallel: int) -> int:
+        """The team's global batch; without one, a micro batch on each data-parallel rank."""
+        return int(self.sorted.value("global_batch_size", self.micro_batch_size * data_parallel))
+
+    @property
+    def context_parallel(self) -> int:
+        return int(self.sorted.value("cp", 1))
+
+    @property
+    def evaluation(self) -> tuple[int, int] | None:
+        """(interval, iterations) where the team evaluates (Megatron's defaults 1000 and 100 fill in the one
+        left out); None: no evaluation."""
+        interval, iters = self.sorted.value("eval_interval"), self.sorted.value("eval_iters")
+        if interval is None and iters is None:
+            return None
+        iters = 100 if iters is None else int(iters)
+        return (1000 if interval is None else int(interval), iters) if iters > 0 else None
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -236,10 +184,10 @@ def resolve_job(model: str = DEFAULT_MODEL, team: Sequence[str] = ()) -> Job:
     """The preset `model` with the team's arguments over it; JobError: an unknown preset, an owned flag."""
     if model not in PRESETS:
         raise JobError(f"model must be one of {', '.join(PRESETS)} (got {model!r})")
-    problem = owned_problem(team)
-    if problem:
-        raise JobError(problem)
-    team_groups = groups(team)
+    sorted_ = team_args.sort_args(launch_script.from_list(list(team)).tokens)
+    if sorted_.problems:
+        raise JobError(sorted_.problems[0])
+    team_groups = groups(sorted_.kept)
     team_names = {flag_name(g[0]) for g in team_groups}
     data_base = [g for g in groups(MOCK_DATA) if not (team_names & set(DATA_FLAGS) and g[0] == "--mock-data")]
     train_base = [g for g in groups(TRAINING) if EXCLUSIVE.get(flag_name(g[0])) not in team_names]
@@ -263,6 +211,7 @@ def resolve_job(model: str = DEFAULT_MODEL, team: Sequence[str] = ()) -> Job:
         shape=shape,
         null_tokenizer=_null(values),
         bytes_per_weight=_weight_bytes(values),
+        sorted=sorted_,
     )
 
 
@@ -414,11 +363,13 @@ def gpu_memory(
     null_tokenizer: bool = True,
     flash_attention: bool = False,
     bytes_per_weight: int = 2,
+    micro_batch: int = 1,
 ) -> Memory:
     """The busiest GPU's memory, an estimate: its parameters (the layers of one stage, all embeddings
     counted on it, split over TP) as bf16 weights, fp32 gradients (Megatron accumulates bf16 training's
     gradients in fp32) and the optimizer's 12 B a parameter (fp32 main parameter and two Adam moments;
-    sharded over DP with the distributed optimizer), activations (activation_bytes), x1.1 + 3 GiB."""
+    sharded over DP with the distributed optimizer), activations (activation_bytes, of the job's micro batch:
+    accumulation runs its micro-batches one after another), x1.1 + 3 GiB."""
     on_gpu = (
         shape.num_layers * layer_params(shape) // pp + embedding_params(shape, tp, null_tokenizer)
     ) // tp
@@ -427,7 +378,7 @@ def gpu_memory(
         weights=on_gpu * bytes_per_weight,
         grads=on_gpu * 4,
         optimizer=optimizer,
-        activations=activation_bytes(shape, tp, 1, flash_attention),
+        activations=activation_bytes(shape, tp, micro_batch, flash_attention),
     )
 
 
@@ -469,6 +420,7 @@ def record(
         job.null_tokenizer,
         flash_attention,
         job.bytes_per_weight,
+        job.micro_batch_size,
     )
     said = describe(job, tp)
     return {

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ftqual.contract import family_of, gpu_only_problem, is_fault
-from ftqual.scenario import constraints, fields
+from ftqual.scenario import constraints, fields, launch_script, team_args
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.fields import RunSettings, Timeouts
 
@@ -328,19 +328,97 @@ def _resume_lengths(scenarios: tuple[Scenario, ...], raw: Mapping[str, Any]) -> 
     return tuple(out)
 
 
-def _team_args(config: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
-    """megatron_args, or megatron_args_file read (its $VARs from `env`); the job they make with the model
-    checked (an owned flag, an unknown shape) in one line: ConfigError."""
+def _team_args(
+    config: Mapping[str, Any], env: Mapping[str, str]
+) -> tuple[list[str], team_args.Sorted | None, list[str]]:
+    """megatron_args, or megatron_args_file read (a launch script as the team writes it, its $VARs from the
+    script then `env`): the team's arguments whole, their flags sorted (ftqual.scenario.team_args), and every
+    problem, each naming its file:line."""
     args, path = list(config.get("megatron_args") or ()), config.get("megatron_args_file") or ""
     try:
         if path and args:
             raise jobshape.JobError("give megatron_args or megatron_args_file, not both")
         if path:
-            args = jobshape.read_args_file(os.path.expanduser(path), env)
-        jobshape.resolve_job(config.get("model", jobshape.DEFAULT_MODEL), args)
+            read = jobshape.read_args_file(os.path.expanduser(path), env)
+        else:
+            read = launch_script.from_list(args)
     except jobshape.JobError as exc:
-        raise ConfigError(f"invalid config: {exc}") from exc
-    return args
+        return [], None, [f"invalid config: {exc}"]
+    sorted_ = team_args.sort_args(read.tokens)
+    problems = [f"invalid config: {p}" for p in (*read.problems, *sorted_.problems)]
+    texts = [t.text for t in read.tokens]
+    if not problems:
+        try:
+            jobshape.resolve_job(config.get("model", jobshape.DEFAULT_MODEL), texts)
+        except jobshape.JobError as exc:
+            problems.append(f"invalid config: {exc}")
+    return (texts if not problems else []), (sorted_ if read.tokens else None), problems
+
+
+# The config settings a team's flag also decides: setting -> (the Sorted field, the value that means "not
+# set": the schema's default, which the job's value replaces).
+TAKEN_SETTINGS = {"tp": ("tp", 1), "pp": ("pp", 1), "transformer_impl": ("transformer_impl", "auto"),
+                  "dist_optimizer": ("dist_optimizer", "auto")}  # fmt: skip
+
+
+def _setting_value(key: str, value: Any) -> Any:
+    if key == "dist_optimizer":
+        return {True: "on", False: "off"}.get(value, value)
+    return value
+
+
+def _take_job_settings(config: dict[str, Any], sorted_: team_args.Sorted | None) -> list[str]:
+    """The job's own TP, PP, transformer implementation and distributed optimizer become the config's where
+    the config leaves them at their default; a config (or scenario) value that says otherwise is one problem
+    naming both."""
+    if sorted_ is None:
+        return []
+    problems = []
+    for key, (field_name, unset) in TAKEN_SETTINGS.items():
+        taken = sorted_.taken.get(field_name)
+        if taken is None:
+            continue
+        value = "on" if key == "dist_optimizer" else taken.value
+        given = f"{taken.flag} {taken.value}" if key != "dist_optimizer" else taken.flag
+        top = _setting_value(key, config.get(key, unset))
+        if top == unset:
+            config[key] = value
+        elif top != value:
+            problems.append(
+                f"invalid config: {taken.where}: {given} contradicts the config's {key}: {top}; "
+                "make them agree or remove one"
+            )
+        for name, entry in config["scenarios"].items():
+            if key in entry and _setting_value(key, entry[key]) != value:
+                problems.append(
+                    f"invalid config at scenarios.{name}.{key}: {_setting_value(key, entry[key])} "
+                    f"contradicts {taken.where}: {given}; make them agree or remove one"
+                )
+    return problems
+
+
+def batch_problems(scenarios: Sequence[Scenario], sorted_: team_args.Sorted | None) -> list[str]:
+    """The team's global batch on each scenario's world (Megatron asserts it divides); one line per problem,
+    naming the scenarios it holds for unless it holds for all."""
+    where = "megatron_args"
+    if sorted_ is not None and "global_batch_size" in sorted_.taken:
+        where = sorted_.taken["global_batch_size"].where
+    found: dict[str, list[str]] = {}
+    for s in scenarios:
+        job = jobshape.resolve_job(s.model, s.megatron_args)
+        micro, cp = job.micro_batch_size, job.context_parallel
+        dp = max(1, s.world_size // max(1, s.tp * s.pp * cp))
+        problem = team_args.accumulation_problem(
+            s.world_size, s.tp, s.pp, cp, micro, job.global_batch_size(dp), where
+        )
+        if problem:
+            found.setdefault(problem, []).append(s.name)
+    return [
+        f"invalid config: {problem}"
+        if len(names) == len(scenarios)
+        else f"invalid config at scenarios.{', '.join(names)}: {problem}"
+        for problem, names in found.items()
+    ]
 
 
 def in_config_order(cfg: WorkflowConfig, reference: list[str]) -> WorkflowConfig:
@@ -375,11 +453,8 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
             source = "unset"
     # Every mistake at once: the team's arguments, settings that exclude each other, cross-field rules.
     problems: list[str] = []
-    try:
-        config["megatron_args"] = _team_args(config, env)
-    except ConfigError as exc:
-        problems += exc.problems
-        config["megatron_args"] = []
+    config["megatron_args"], sorted_, problems = _team_args(config, env)
+    problems += _take_job_settings(config, sorted_)
     top = {key: config[key] for key in RUN_SETTINGS}
     defaults = _scenario("(top level)", top, {"fault": "none"})
     scenarios = tuple(
@@ -424,6 +499,8 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     problems += [
         f"invalid config at {p}" if p.startswith("scenarios.") else p for p in cross_field_problems(cfg)
     ]
+    if not problems:
+        problems += batch_problems(scenarios, sorted_)
     if problems:
         raise ConfigError.of(problems)
     return cfg

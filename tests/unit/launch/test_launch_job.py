@@ -1,5 +1,6 @@
-"""The launcher's job settings: NVRX_MODEL, NVRX_MEGATRON_ARGS (owned flags refused, exit 2, nothing
-created) and NVRX_CHECKPOINT_ROOT (each run's own directory below it), seen in the dry run's command."""
+"""The launcher's job settings: NVRX_MODEL, NVRX_MEGATRON_ARGS (the team's whole: the flags ftqual controls
+replaced, the flags that define the job taken, a contradiction refused with exit 2 and nothing created) and
+NVRX_CHECKPOINT_ROOT (each run's own directory below it), seen in the dry run's command."""
 
 from __future__ import annotations
 
@@ -39,14 +40,57 @@ def test_the_teams_arguments_are_in_the_command(megatron_env, run_launch):
 
 
 @pytest.mark.parametrize(
-    "flag", ["--save=/x", "--train-iters=3", "--ft-num-warmup-iters=2", "--log-interval=9"]
-)
-def test_an_owned_flag_is_refused_with_exit_2_and_nothing_created(megatron_env, work, run_launch, flag):
-    result = run_launch({**megatron_env, "NVRX_MEGATRON_ARGS": f"--seed=1 {flag}"})
-    assert result.rc == 2
-    assert len(result.err.strip().splitlines()) == 1 and "is ftqual's" in result.err
-    assert "NVRX_MEGATRON_ARGS" in result.err
+    ("flag", "ftquals"),
+    [("--save=/x", "--save="), ("--train-iters=3", "--train-iters=20"),
+     ("--ft-num-warmup-iters=2", "--ft-num-warmup-iters=0"), ("--log-interval=9", "--log-interval=1")],
+)  # fmt: skip
+def test_a_flag_ftqual_controls_is_replaced_and_listed(megatron_env, run_launch, flag, ftquals):
+    result = run_launch({**megatron_env, "NVRX_MEGATRON_ARGS": f"--seed=1 {flag}", "TRAIN_ITERS": "20"})
+    assert result.rc == 0, result.err
+    args = workload_args(result.argv)
+    assert flag not in args and "--seed=1" in args
+    assert any(a.startswith(ftquals) for a in args)
+    env = {**megatron_env, "NVRX_MEGATRON_ARGS": f"--seed=1 {flag}"}
+    (replaced,) = command.build_plan(*_settings_and_stack(env)).replaced
+    assert replaced["given"] == flag and replaced["why"]
+    assert replaced["runs_as"].startswith(ftquals.split("=")[0])
+
+
+def test_the_jobs_batch_evaluation_and_layout_are_taken_from_its_arguments(megatron_env, run_launch):
+    team = "--micro-batch-size 2 --global-batch-size 16 --eval-interval 5 --eval-iters 3 " \
+        "--tensor-model-parallel-size 2"  # fmt: skip
+    result = run_launch({**megatron_env, "NVRX_MEGATRON_ARGS": team, "GPUS_PER_NODE": "4"})
+    assert result.rc == 0, result.err
+    args = workload_args(result.argv)
+    for expected in ("--micro-batch-size=2", "--global-batch-size=16", "--eval-interval=5", "--eval-iters=3",
+                     "--tensor-model-parallel-size=2"):  # fmt: skip
+        assert args.count(expected) == 1, (expected, args)
+    assert "--eval-iters=0" not in args and "--micro-batch-size=1" not in args
+
+
+def test_a_variable_that_contradicts_the_jobs_arguments_is_refused(megatron_env, work, run_launch):
+    env = {**megatron_env, "NVRX_MEGATRON_ARGS": "--tensor-model-parallel-size 2", "TP": "1"}
+    result = run_launch({**env, "GPUS_PER_NODE": "2"})
+    assert result.rc == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert "TP=1 contradicts NVRX_MEGATRON_ARGS --tensor-model-parallel-size 2" in result.err
     assert not (work / "runs").exists()
+
+
+def test_a_global_batch_the_world_cannot_split_is_refused(megatron_env, work, run_launch):
+    env = {**megatron_env, "NVRX_MEGATRON_ARGS": "--global-batch-size 6 --micro-batch-size 4"}
+    result = run_launch(env)
+    assert result.rc == 2 and len(result.err.strip().splitlines()) == 1, result.err
+    assert "--global-batch-size 6 is not a multiple of" in result.err
+    assert not (work / "runs").exists()
+
+
+def _settings_and_stack(env):
+    from ftqual.launch.settings import load_settings
+    from ftqual.stack.resolve import StackChoice
+
+    s = load_settings(env)
+    stack = StackChoice(dist_optimizer=False, transformer_impl="local", megatron_flags=[])
+    return s, stack, 1234, "ft_launcher"
 
 
 def test_tp_is_bounded_by_the_jobs_heads(megatron_env, run_launch):

@@ -88,7 +88,7 @@ def test_team_arguments_that_keep_the_shape_keep_the_preset_name():
     assert J.shape_digest(job.shape, True, 2) == J.shape_digest(J.resolve_job("1.3b").shape, True, 2)
 
 
-OWNED_CASES = [
+REPLACED_CASES = [
     ["--save", "/x"],
     ["--load=/x"],
     ["--save-interval", "3"],
@@ -99,67 +99,70 @@ OWNED_CASES = [
     ["--calc-ft-timeouts"],
     ["--async-save"],
     ["--use-persistent-ckpt-worker"],
-    ["--ckpt-format=torch"],
+    ["--ckpt-format=torch_dist"],
     ["--no-load-optim"],
     ["--log-interval=10"],
-    ["--tensor-model-parallel-size=2"],
-    ["--pipeline-model-parallel-size", "2"],
-    ["--global-batch-size=8"],
-    ["--use-distributed-optimizer"],
-    ["--transformer-impl=local"],
-    ["--eval-iters=5"],
     ["--exit-interval=5"],
+    ["--save_interval=3"],  # Megatron reads underscores as dashes; so does ftqual
 ]
 
 
-@pytest.mark.parametrize("args", OWNED_CASES, ids=lambda a: a[0])
-def test_each_owned_flag_is_refused_in_one_line(args):
-    with pytest.raises(J.JobError) as err:
+@pytest.mark.parametrize("args", REPLACED_CASES, ids=lambda a: a[0])
+def test_each_flag_ftqual_controls_is_replaced_with_why(args):
+    job = J.resolve_job("tiny", ["--seed=1", *args])
+    assert not set(args) & set(job.args) and job.args[-1] == "--seed=1"
+    (replaced,) = job.sorted.replaced
+    assert replaced.given == " ".join(args) and replaced.why
+    assert replaced.flag == args[0].split("=")[0].replace("_", "-")
+
+
+TAKEN_CASES = [
+    (["--tensor-model-parallel-size=2"], "tp", 2),
+    (["--pipeline-model-parallel-size", "2"], "pp", 2),
+    (["--global-batch-size=8"], "global_batch_size", 8),
+    (["--micro-batch-size", "2"], "micro_batch_size", 2),
+    (["--use-distributed-optimizer"], "dist_optimizer", True),
+    (["--transformer-impl=local"], "transformer_impl", "local"),
+    (["--eval-iters=5"], "eval_iters", 5),
+    (["--eval-interval", "50"], "eval_interval", 50),
+    (["--context-parallel-size=2"], "cp", 2),
+]
+
+
+@pytest.mark.parametrize(("args", "key", "value"), TAKEN_CASES, ids=lambda a: str(a))
+def test_each_flag_that_defines_the_job_is_taken_from_it(args, key, value):
+    job = J.resolve_job("tiny", ["--seed=1", *args])
+    assert job.sorted.value(key) == value
+    assert not set(args) & set(job.args)  # ftqual writes it once, from the settings
+
+
+def test_the_jobs_batch_and_evaluation():
+    job = J.resolve_job("tiny", ["--micro-batch-size=2", "--global-batch-size=16", "--eval-interval=4"])
+    assert (job.micro_batch_size, job.global_batch_size(2), job.evaluation) == (2, 16, (4, 100))
+    plain = J.resolve_job("tiny")
+    assert (plain.micro_batch_size, plain.global_batch_size(3), plain.evaluation) == (1, 3, None)
+    assert J.resolve_job("tiny", ["--eval-iters=0", "--eval-interval=5"]).evaluation is None
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--ckpt-format=torch"], "torch_dist checkpoints only"),
+        (["--global-batch-size=6", "--micro-batch-size=4"], "not a multiple of"),
+        (["--tensor-model-parallel-size=two"], "must be a positive integer"),
+        (["--use-distributed-optimizer=1"], "takes no value"),
+        (["--transformer-impl=magic"], "must be local or transformer_engine"),
+    ],
+)
+def test_what_cannot_stand_is_refused_in_one_line(args, words):
+    with pytest.raises(J.JobError, match=words) as err:
         J.resolve_job("tiny", ["--seed=1", *args])
-    message = str(err.value)
-    assert "\n" not in message and "is ftqual's" in message and args[0].split("=")[0] in message
-    # negative control: the same list without the owned flag is accepted
-    assert J.resolve_job("tiny", ["--seed=1"]).args[-1] == "--seed=1"
-
-
-def test_an_underscore_spelling_of_an_owned_flag_is_refused_too():
-    assert J.owned_problem(["--save_interval=3"]) is not None
-    assert J.owned_problem(["--seed=3"]) is None
+    assert "\n" not in str(err.value)
 
 
 def test_arguments_must_start_with_a_flag():
-    with pytest.raises(J.JobError, match="must start with a flag"):
+    with pytest.raises(J.JobError, match="before any flag"):
         J.resolve_job("tiny", ["python", "pretrain_gpt.py", "--seed=1"])
-
-
-SCRIPT = """\
-# the team's launch arguments
---num-layers 16 \\
-    --data-path "$DATA/corpus_text_document" \\
-    --tokenizer-type ${TOKENIZER}  # a trailing comment
---seed=7
-"""
-
-
-def test_a_launch_script_file_is_read_as_its_shell_would(tmp_path):
-    path = tmp_path / "args.sh"
-    path.write_text(SCRIPT)
-    env = {"DATA": "/shared/data", "TOKENIZER": "HuggingFaceTokenizer"}
-    assert J.read_args_file(str(path), env) == [
-        "--num-layers", "16", "--data-path", "/shared/data/corpus_text_document",
-        "--tokenizer-type", "HuggingFaceTokenizer", "--seed=7",
-    ]  # fmt: skip
-
-
-def test_an_unset_variable_or_a_command_substitution_is_refused(tmp_path):
-    path = tmp_path / "args.sh"
-    path.write_text(SCRIPT)
-    with pytest.raises(J.JobError, match=r"\$TOKENIZER is not set"):
-        J.read_args_file(str(path), {"DATA": "/d"})
-    with pytest.raises(J.JobError, match=r"only \$VAR"):
-        J.parse_args_text("--seed $(date)", {}, "f")
-    with pytest.raises(J.JobError, match="quotes"):
-        J.parse_args_text("--data-path 'unclosed", {}, "f")
 
 
 def test_config_megatron_args_and_file_reach_the_scenarios(tmp_path):
@@ -174,7 +177,7 @@ def test_config_megatron_args_and_file_reach_the_scenarios(tmp_path):
 @pytest.mark.parametrize(
     ("config", "words"),
     [
-        ({"megatron_args": ["--save=/x"]}, "--save is ftqual's"),
+        ({"megatron_args": ["--ckpt-format=torch"]}, r"megatron_args\[0\]: --ckpt-format torch"),
         ({"megatron_args": ["--seed=1"], "megatron_args_file": "/x"}, "not both"),
         ({"megatron_args_file": "/nonexistent/args.sh"}, "cannot be read"),
         ({"model": "1.3b", "tp": 3, "gpus_per_node": 3}, "TP=3 must divide the model's 16 attention heads"),
