@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from ftqual.jsonfile import write_json_atomic
@@ -103,12 +104,15 @@ class Record:
 
     def children(self, folder: str = "") -> list[Entry]:
         """The entries directly below `folder` ("" the checkpoint directory itself), sorted by path."""
-        prefix = f"{folder}/" if folder else ""
-        return [
-            entry
-            for path, entry in sorted(self.entries.items())
-            if path.startswith(prefix) and "/" not in path[len(prefix) :]
-        ]
+        return self._by_folder.get(folder, [])
+
+    @cached_property
+    def _by_folder(self) -> dict[str, list[Entry]]:
+        """Every folder's entries, indexed once: a long baseline's record lists thousands of saves."""
+        index: dict[str, list[Entry]] = {}
+        for path, entry in sorted(self.entries.items()):
+            index.setdefault(path.rpartition("/")[0], []).append(entry)
+        return index
 
 
 def record_path(run_dir: Path) -> Path:
