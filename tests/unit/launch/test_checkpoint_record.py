@@ -66,6 +66,11 @@ def test_a_stopped_run_hashes_nothing(tmp_path):
     assert entries[TRACKER]["copied"] is True  # the copies are the evidence: still made
 
 
+def test_a_record_that_cannot_be_written_is_one_line_never_an_exception(tmp_path, capsys):
+    assert cr.record_at_end(tmp_path / "gone", "checkpoints") is None
+    assert "no checkpoint record in" in capsys.readouterr().err
+
+
 def test_an_existing_record_is_never_replaced(tmp_path):
     run = tmp_path / "run"
     make_checkpoints(run / "checkpoints")

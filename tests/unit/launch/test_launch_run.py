@@ -208,6 +208,8 @@ def test_exit_code_is_ft_launchers_and_nothing_survives(repo_root, tmp_path, env
     assert procs.read_stat(worker_pid) is None or procs.read_stat(worker_pid).state == "Z"
     assert "killed 1 leftover process(es) of run r1" in err
     assert (run_dir / "command.txt").read_text().strip().endswith("exit7")
+    recorded = json.loads((run_dir / "checkpoint_record" / "record.json").read_text())  # after run.json's end
+    assert recorded["checkpoint_dir"] == record["checkpoint_dir"] and recorded["hashed_up_to"] > 0
 
 
 def test_launcher_that_cannot_start_is_recorded(env, work):
@@ -233,6 +235,8 @@ def test_closed_terminal_stops_the_run_cleanly(repo_root, tmp_path, env, work):
     assert driver.returncode == 128 + signal.SIGKILL
     record = json.loads((run_dir / "run.json").read_text())
     assert record["interrupted_by"] == "SIGHUP"
+    # stopped from outside: the checkpoint record is still made, quick (nothing hashed)
+    assert json.loads((run_dir / "checkpoint_record" / "record.json").read_text())["hashed_up_to"] == 0
     stat = procs.read_stat(int((run_dir / "worker.pid").read_text()))
     assert stat is None or stat.state == "Z"
 
