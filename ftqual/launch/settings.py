@@ -191,7 +191,7 @@ class Settings(RunSettings):
     @property
     def job(self) -> jobshape.Job:
         """The model preset with the team's arguments over it (checked when the settings were read)."""
-        return jobshape.resolve_job(self.model, self.megatron_args)
+        return jobshape.resolve_job(self.model, self.megatron_args or (), self.megatron_args_where or ())
 
     @property
     def checkpoint_from_root(self) -> bool:
@@ -349,6 +349,12 @@ def _job(values: dict[str, Any], env: Mapping[str, str]) -> jobshape.Job:
     model = _read(values, env, "model")
     args = _read(values, env, "megatron_args") or ()
     values["megatron_args"] = tuple(args)
+    where = _read(values, env, "megatron_args_where")
+    if where is not None and (len(where) != len(args) or not all(WHERE_RE.fullmatch(w) for w in where)):
+        raise SettingsError(
+            f"NVRX_MEGATRON_ARGS_WHERE must name a file:line for each of NVRX_MEGATRON_ARGS's {len(args)} "
+            f"arguments (got {len(where)} names); leave it unset"
+        )
     try:
         return jobshape.resolve_job(model, args)
     except jobshape.JobError as exc:
@@ -358,6 +364,9 @@ def _job(values: dict[str, Any], env: Mapping[str, str]) -> jobshape.Job:
 # The launcher's variable for each setting the team's flags also decide (ftqual.scenario.team_args.TAKEN).
 TAKEN_VARIABLES = {"tp": "TP", "pp": "PP", "transformer_impl": "NVRX_TRANSFORMER_IMPL",
                    "dist_optimizer": "NVRX_DIST_OPTIMIZER"}  # fmt: skip
+
+
+WHERE_RE = re.compile(r"[^\s:]{1,4096}:[1-9][0-9]{0,8}")
 
 
 def with_job_settings(env: Mapping[str, str], job: jobshape.Job) -> Mapping[str, str]:

@@ -336,6 +336,23 @@ MODEL_SPEC = _simple(
 MEGATRON_ARGS = _simple(
     "NVRX_MEGATRON_ARGS", None, _parse_megatron_args, lambda v: shlex.join(v) if v else None, "run", tuple
 )
+
+
+def _parse_where(raw: str, name: str) -> tuple[str, ...]:
+    try:
+        where = tuple(shlex.split(raw))
+    except ValueError as exc:
+        raise SettingsError(f"{name} cannot be split ({exc})") from exc
+    if not where:
+        raise SettingsError(f"{name} holds no file:line (got {shown(raw)}); leave it unset")
+    return where
+
+
+# Where each of the team's arguments was written ("file:line"), for run.json's list of replaced flags; set by
+# the plan from megatron_args_file, never part of a fingerprint (a comment added to the script moves lines).
+MEGATRON_ARGS_WHERE = _simple(
+    "NVRX_MEGATRON_ARGS_WHERE", None, _parse_where, lambda v: shlex.join(v) if v else None, "workflow", tuple
+)
 # validated as a path by ftqual.launch.settings (absolute, safe characters)
 CHECKPOINT_ROOT = _simple("NVRX_CHECKPOINT_ROOT", None, _parse_text, str, "workflow", str)
 
@@ -416,6 +433,7 @@ class RunSettings:
     # directory each run's checkpoints go below (None: the run directory's checkpoints/)
     model: str = setting(MODEL_SPEC, jobshape.DEFAULT_MODEL)
     megatron_args: tuple[str, ...] = setting(MEGATRON_ARGS, ())
+    megatron_args_where: tuple[str, ...] = setting(MEGATRON_ARGS_WHERE, ())
     checkpoint_root: str | None = setting(CHECKPOINT_ROOT, None)
 
 
@@ -428,7 +446,7 @@ VARIABLES: tuple[str, ...] = tuple(name for spec in SPECS.values() for name in s
 # the walkthrough's paths and names, the table's variables and the campaign's.
 PATH_VARIABLES = ("NVRX_WORK_DIR", "NVRX_CHECKPOINT_DIR", "NVRX_CHECKPOINT_ROOT", "MEGATRON_PATH")
 # A team's Megatron arguments, shell-quoted into one value: a launch script's worth (Linux takes 128 KiB).
-LONG_VARIABLES = {"NVRX_MEGATRON_ARGS": 65536}
+LONG_VARIABLES = {"NVRX_MEGATRON_ARGS": 65536, "NVRX_MEGATRON_ARGS_WHERE": 65536}
 # Every variable the launcher reads; each is checked for length and printable characters first.
 INTERFACE_VARIABLES = (
     *PATH_VARIABLES,

@@ -180,11 +180,11 @@ def _flat(gs: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
     return tuple(t for g in gs for t in g)
 
 
-def resolve_job(model: str = DEFAULT_MODEL, team: Sequence[str] = ()) -> Job:
+def resolve_job(model: str = DEFAULT_MODEL, team: Sequence[str] = (), where: tuple[str, ...] = ()) -> Job:
     """The preset `model` with the team's arguments over it; JobError: an unknown preset, an owned flag."""
     if model not in PRESETS:
         raise JobError(f"model must be one of {', '.join(PRESETS)} (got {model!r})")
-    sorted_ = team_args.sort_args(launch_script.from_list(list(team)).tokens)
+    sorted_ = team_args.sort_args(launch_script.from_list(list(team), lines=where).tokens)
     if sorted_.problems:
         raise JobError(sorted_.problems[0])
     team_groups = groups(sorted_.kept)

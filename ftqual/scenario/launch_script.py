@@ -244,6 +244,11 @@ def read_script(text: str, env: Mapping[str, str], name: str) -> ScriptArgs:
     return ScriptArgs(tuple(tokens), launcher, tuple(skipped), tuple(problems))
 
 
-def from_list(args: list[str], where: str = "megatron_args") -> ScriptArgs:
-    """The config's `megatron_args` list: each token named by its index."""
-    return ScriptArgs(tuple(Token(str(a), f"{where}[{i}]") for i, a in enumerate(args)))
+def from_list(
+    args: list[str], where: str = "megatron_args", lines: tuple[str, ...] | None = ()
+) -> ScriptArgs:
+    """The config's `megatron_args` list: each token named by its index, or by `lines` (the file:line each
+    was read from) where they are given for every token."""
+    lines = lines or ()
+    named = lines if len(lines) == len(args) else [f"{where}[{i}]" for i in range(len(args))]
+    return ScriptArgs(tuple(Token(str(a), w) for a, w in zip(args, named, strict=True)))

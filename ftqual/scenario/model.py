@@ -160,6 +160,7 @@ class WorkflowConfig:
         for key, default in SCENARIO_ONLY_DEFAULTS.items():
             if settings[key] == default:
                 del settings[key]
+        settings.pop("megatron_args_where", None)  # where the arguments were written, not what they are
         if self.workload != "smoke":
             del settings["smoke"]  # only the smoke workload reads them
         return {
@@ -454,6 +455,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     # Every mistake at once: the team's arguments, settings that exclude each other, cross-field rules.
     problems: list[str] = []
     config["megatron_args"], sorted_, problems = _team_args(config, env)
+    where = tuple(t.where for t in sorted_.tokens) if sorted_ is not None and not problems else ()
     problems += _take_job_settings(config, sorted_)
     top = {key: config[key] for key in RUN_SETTINGS}
     defaults = _scenario("(top level)", top, {"fault": "none"})
@@ -472,6 +474,8 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         root = os.path.abspath(os.path.expanduser(config["checkpoint_dir"]))
         scenarios = tuple(dataclasses.replace(s, checkpoint_root=root) for s in scenarios)
         defaults = dataclasses.replace(defaults, checkpoint_root=root)
+    if where and config.get("megatron_args_file"):
+        scenarios = tuple(dataclasses.replace(s, megatron_args_where=where) for s in scenarios)
     if config.get("calc_ft_timeouts"):
         scenarios = tuple(dataclasses.replace(s, calc_ft_timeouts=True) for s in scenarios)
     if config.get("timeouts_from") is not None:

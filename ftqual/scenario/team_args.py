@@ -99,6 +99,7 @@ class Sorted:
     taken: dict[str, Taken] = field(default_factory=dict)  # field name -> the flag it came from
     replaced: tuple[Replacement, ...] = ()
     problems: tuple[str, ...] = ()
+    tokens: tuple[Token, ...] = ()  # all of them, as given
 
     def value(self, name: str, default=None):
         taken = self.taken.get(name)
@@ -205,7 +206,7 @@ def sort_args(tokens: Sequence[Token]) -> Sorted:
             continue
         kept += [t.text for t in group]
     problems += batch_problems(taken)
-    return Sorted(tuple(kept), taken, tuple(replaced), tuple(problems))
+    return Sorted(tuple(kept), taken, tuple(replaced), tuple(problems), tuple(tokens))
 
 
 def batch_problems(taken: dict[str, Taken]) -> list[str]:
