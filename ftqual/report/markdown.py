@@ -392,6 +392,9 @@ def fixed_timeouts_lines(table: dict) -> list[str]:
         f"    {table['flags']}",
         f"    {table['config']}",
     ]
+    evaluation = table.get("evaluation")
+    if isinstance(evaluation, dict) and evaluation.get("note"):
+        out += ["", f"**Evaluation**: {cell(evaluation['note'])}."]
     floored = [row["section"] for row in table["rows"] if row.get("recommended_basis") == "floor"]
     if floored:
         out += [

@@ -156,8 +156,12 @@ def printed(proc) -> list[str]:
             ["ftqual: invalid config: checkpoint_dir /proc "],
         ),  # not writable, even as root
         (
-            "megatron_args: [--save, /team/ckpt]\n",
-            ["ftqual: invalid config: megatron_args: --save is ftqual's"],
+            "megatron_args: [--ckpt-format, torch, --micro-batch-size, two]\n",
+            [
+                "ftqual: invalid config: megatron_args[0]: --ckpt-format torch: ftqual verifies torch_dist "
+                "checkpoints only",
+                "ftqual: invalid config: megatron_args[2]: --micro-batch-size must be a positive integer",
+            ],
         ),
     ],
     ids=[
@@ -168,7 +172,7 @@ def printed(proc) -> list[str]:
         "two mistakes",
         "missing checkpoint_dir",
         "read-only checkpoint_dir",
-        "owned megatron flag",
+        "team flags that cannot stand",
     ],
 )
 def test_a_config_mistake_is_a_line_each_and_nothing_runs(project, config, lines):
@@ -184,6 +188,45 @@ def test_a_config_mistake_is_a_line_each_and_nothing_runs(project, config, lines
             assert line.startswith(expected), proc.stdout
         assert "Traceback" not in proc.stdout and 'File "' not in proc.stdout
         assert not (project / "results").exists() and not (project / "runs").exists()
+
+
+TEAM_SCRIPT = """\
+#!/bin/bash
+CHECKPOINT_PATH=$1
+MODEL_ARGS=(
+    --num-layers 4 --hidden-size 256 --num-attention-heads 8
+    --seq-length 128 --max-position-embeddings 128
+)
+TRAINING_ARGS=(
+    --micro-batch-size 2
+    --global-batch-size 6
+    --tensor-model-parallel-size 2
+    --ckpt-format torch
+    --tokenizer-model $TOKENIZER_DIR
+    --save $CHECKPOINT_PATH
+)
+torchrun --nproc_per_node 2 pretrain_gpt.py ${MODEL_ARGS[@]} ${TRAINING_ARGS[@]}
+"""
+
+
+def test_a_team_script_is_refused_in_one_message_naming_every_line(project):
+    """A launch script with several mistakes: every one at once, each naming its file:line, exit 2, no
+    traceback, nothing run; `--save $CHECKPOINT_PATH` ($1) is no mistake: ftqual replaces that flag."""
+    (project / "team.sh").write_text(TEAM_SCRIPT)
+    write_yaml(project / "bad.yaml", {"megatron_args_file": "team.sh", "tp": 4, "gpus_per_node": 4})
+    proc = run_snakemake(project, "-n", "--configfile", "bad.yaml")
+    assert proc.returncode == 2, proc.stdout
+    shown = printed(proc)
+    assert "Traceback" not in proc.stdout and 'File "' not in proc.stdout
+    expected = {
+        "team.sh:11: --ckpt-format torch": "torch_dist",
+        "team.sh:12: '$TOKENIZER_DIR' in --tokenizer-model": "not set",
+        "team.sh:10: --tensor-model-parallel-size 2 contradicts the config's tp: 4": "make them agree",
+    }
+    for where, why in expected.items():
+        assert any(where in line and why in line for line in shown), (where, shown)
+    assert not any("CHECKPOINT_PATH" in line for line in shown), shown
+    assert not (project / "results").exists() and not (project / "runs").exists()
 
 
 def test_multinode_scenario_is_rejected_on_the_local_profile(project):

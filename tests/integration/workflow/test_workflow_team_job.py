@@ -121,3 +121,5 @@ def test_the_recommendation_covers_the_evaluation_that_ran(run):
     assert evaluation is not None, summary["timeouts"]
     assert evaluation.get("note"), evaluation
     assert "no evaluation ran" not in evaluation["note"]
+    md = (project / "results" / "summary.md").read_text()
+    assert f"**Evaluation**: {evaluation['note']}" in md
