@@ -74,7 +74,16 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
         f"--ft-log-server-port={port}",
         f"--ft-gpu-memory-poll-interval={GPU_MEMORY_POLL_INTERVAL_S}",
         *([f"--rdzv-conf=join_timeout={s.join_timeout}"] if s.join_timeout is not None else []),
+        *no_progress_args(s),
     ]
+
+
+def no_progress_args(s: Settings) -> list[str]:
+    """NVRx's no-progress stop, when the scenario sets it (unset: NVRx's default, 3 cycles, the flag left out
+    so that every earlier run's command stays as it was)."""
+    if s.max_no_progress_cycles is None:
+        return []
+    return [f"--ft-max-no-progress-cycles={s.max_no_progress_cycles}"]
 
 
 def wrapper_args(s: Settings, dump_tool: str | None = None) -> list[str]:

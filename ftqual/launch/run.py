@@ -156,6 +156,7 @@ def run_record(
         "checkpoint_load": s.checkpoint_load,
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,
+        "max_no_progress_cycles": s.max_no_progress_cycles,
         "spare_nodes": s.spare_nodes,
         "timeouts_source": s.timeouts_source,
         "timeouts_from": s.timeouts_from_record(),

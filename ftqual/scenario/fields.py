@@ -413,6 +413,11 @@ class RunSettings:
     )
     # false: relaunches do not load (no --load): the no_resume control
     checkpoint_load: bool = setting(flag("NVRX_LOAD_CHECKPOINTS", True, SCENARIO), True)
+    # ft_launcher --ft-max-no-progress-cycles: consecutive cycles without a new checkpoint before NVRx stops
+    # the job (exit 93); None: NVRx's default (3), the flag not given; 0 turns the tracking off
+    max_no_progress_cycles: int | None = setting(
+        integer("NVRX_MAX_NO_PROGRESS_CYCLES", None, 0, MAX_RESTARTS, RUN), None
+    )
     # rendezvous join timeout (s), --rdzv-conf join_timeout; None: NVRx's default (600)
     join_timeout: int | None = setting(
         integer("NVRX_RDZV_JOIN_TIMEOUT", None, 1, MAX_STOP_TIMEOUT_S, SCENARIO), None
