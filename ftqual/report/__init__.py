@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual.contract import family_of
+from ftqual.report import at_scale_cli
 from ftqual.report.inputs import ScenarioInput, discover_results, load_preflight, load_verify
 from ftqual.report.summary import ReportOptions, build_summary, scenario_fault
 from ftqual.verification.campaign.goodput import DEFAULT_MTBF, MtbfPoint
@@ -86,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         metavar="S",
         help="checkpoint interval for the projection (default: Young's optimum per MTBF)",
+    )
+    p.add_argument(
+        "--scale",
+        metavar="GPUS:DAYS",
+        help="add the At your scale section: the projection at GPUS for DAYS (ftqual at-scale)",
     )
     p.add_argument(
         "--timeouts-for",
@@ -211,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None and value < 0 or (flag == "--ckpt-interval-s" and value == 0):
                 raise UsageError(f"{flag} must be positive")
         timeouts_for = _timeouts_for(args.timeouts_for)
+        try:
+            scale = at_scale_cli.parse_scale(args.scale) if args.scale else None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     except UsageError as exc:
         print(f"ftqual report: {exc}", file=sys.stderr)
         return 2
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline=args.baseline,
         attempts=attempts,
         timeouts_for=timeouts_for,
+        scale=scale,
     )
     summary = write_report(inputs, preflight, out, options)
     print(f"{summary['headline']}\nwrote {out}/summary.md, summary.json, junit.xml, plots/")

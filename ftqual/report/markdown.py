@@ -8,6 +8,7 @@ legend follow.
 from __future__ import annotations
 
 from ftqual.contract import RANK_FAULTS
+from ftqual.report import at_scale_cli
 from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
 from ftqual.report.exit_codes import markdown_lines as exit_code_lines
@@ -235,6 +236,13 @@ def job_section(summary: dict) -> list[str]:
             for r in replaced
         ]
     return lines
+
+
+def at_scale_section(doc: object) -> list[str]:
+    """The config's `scale`: what faults will cost the run there (ftqual.report.at_scale_cli)."""
+    if not isinstance(doc, dict):
+        return []
+    return ["## At your scale", "", *at_scale_cli.section_lines(doc, doc.get("problems")), ""]
 
 
 def batch_lines(job: dict) -> list[str]:
@@ -753,6 +761,7 @@ def render_markdown(summary: dict) -> str:
         "",
         *goodput_section(summary),
         "",
+        *at_scale_section(summary.get("at_scale")),
         "## Plots",
         "",
         *plots_section(summary),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS, family_of
+from ftqual.report import at_scale_cli
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
@@ -116,6 +117,7 @@ class ReportOptions:
     attempts: dict[str, str] = field(default_factory=dict)  # scenario -> the workflow's attempt slot
     # what the timeouts the runs ran under were recommended for (the config's timeouts_for), or None
     timeouts_for: dict | None = None
+    scale: tuple[int, float] | None = None  # (GPUs, days): the At your scale section (config scale)
 
 
 worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verification.verdict)
@@ -672,6 +674,8 @@ def build_summary(
         summary["job"] = job
     if isinstance(pf.get("storage"), dict):  # the storage floor the preflight measured
         summary["storage"] = pf["storage"]
+    if options.scale is not None:  # the config's scale: what faults will cost the run there
+        summary["at_scale"] = at_scale_cli.section(summary, options.scale)
     return summary
 
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftqual.report import at_scale_cli
 from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import config_problems
 from ftqual.scenario import model as scenarios
@@ -309,7 +310,8 @@ class Plan:
     # new file, which Snakemake builds (it never rebuilds an existing output whose inputs merely went
     # missing).
     report_dir: str
-    # `ftqual report`'s --timeouts-for (the config's timeouts_for): what the timeouts were recommended for
+    # `ftqual report`'s --timeouts-for (the config's timeouts_for): what the timeouts were recommended for;
+    # --scale (the config's scale): the "At your scale" section
     timeouts_for_argv: tuple[str, ...] = ()
 
     @property
@@ -390,7 +392,14 @@ def make(
     preflight = attempts.preflight_slot(workdir, preflight_key)
     folder = attempts.report_dir(preflight.name, {n: s.name for n, s in slots.items()}, cfg.baseline_scenario)
     found = Plan(
-        cfg, workdir, invocation, stack, slots, preflight, folder, tuple(timeouts_scope.report_argv(config))
+        cfg,
+        workdir,
+        invocation,
+        stack,
+        slots,
+        preflight,
+        folder,
+        (*timeouts_scope.report_argv(config), *at_scale_cli.report_argv(config)),
     )
     for line in found.lines():
         say(line)

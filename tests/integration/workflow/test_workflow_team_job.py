@@ -57,6 +57,7 @@ CONFIG = {
     "train_iters": 12,
     "save_interval": 3,
     "smoke": {"step_seconds": 0.05, "save_seconds": 0.0},
+    "scale": {"gpus": 4096, "days": 30},
     "scenarios": {"baseline": {"fault": "none"}, "kill": {"fault": "kill", "rank": 1},
                   "hang": {"enabled": False}},
 }  # fmt: skip
@@ -123,3 +124,17 @@ def test_the_recommendation_covers_the_evaluation_that_ran(run):
     assert "no evaluation ran" not in evaluation["note"]
     md = (project / "results" / "summary.md").read_text()
     assert f"**Evaluation**: {evaluation['note']}" in md
+
+
+@pytest.mark.timeout(700)
+def test_the_report_projects_the_job_at_the_configured_scale(run):
+    """config `scale`: the At your scale section, from this qualification's own measurements."""
+    project, proc = run
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    at_scale = read_json(project / "results" / "summary.json")["at_scale"]
+    assert not at_scale.get("problems"), at_scale.get("problems")
+    assert at_scale["gpus"] == 4096 and 0 < at_scale["configured"]["goodput"] <= 1
+    assert at_scale["best"]["goodput"] >= at_scale["configured"]["goodput"]
+    assert at_scale["inputs"]["crash_detect"]["source"].startswith("summary.json")  # the kill measured it
+    md = (project / "results" / "summary.md").read_text()
+    assert "## At your scale" in md and "**4,096 GPUs for 30 days**" in md
