@@ -231,8 +231,6 @@ def knobs(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> 
             base,
         ),  # fmt: skip
         ("save interval", f"every {best.interval_iters} iterations (Young/Daly)", best.goodput),
-        ("step timeout", "60 s", project(i, gpus, days, a, step_timeout_s=60.0).goodput),
-        ("step timeout", "120 s", project(i, gpus, days, a, step_timeout_s=120.0).goodput),
         (
             "hot spare",
             "a standby node takes a lost node's place",
@@ -244,9 +242,13 @@ def knobs(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> 
             project(i, gpus, days, a, max_restarts=enough_restarts(i, gpus, days, a)).goodput,
         ),  # fmt: skip
     ]
+    # the step timeouts worth comparing: 60 and 120 s and the recommended one, less the one in force
+    timeouts = {60.0: "60 s", 120.0: "120 s"}
     if i.recommended_step_timeout_s is not None:
-        recommended = project(i, gpus, days, a, step_timeout_s=i.recommended_step_timeout_s).goodput
-        rows.insert(4, ("step timeout", f"{i.recommended_step_timeout_s:g} s (recommended)", recommended))
+        timeouts[float(i.recommended_step_timeout_s)] = f"{i.recommended_step_timeout_s:g} s (recommended)"
+    timeouts.pop(float(i.step_timeout.value), None)
+    for seconds, label in sorted(timeouts.items()):
+        rows.insert(2, ("step timeout", label, project(i, gpus, days, a, step_timeout_s=seconds).goodput))
     return [Knob(name, setting, g, g - base) for name, setting, g in rows]
 
 
