@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.launch import restart_agent
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
 from ftqual.scenario import job as jobshape
@@ -75,6 +76,7 @@ def launcher_args(s: Settings, port: int, executable: str) -> list[str]:
         f"--ft-gpu-memory-poll-interval={GPU_MEMORY_POLL_INTERVAL_S}",
         *([f"--rdzv-conf=join_timeout={s.join_timeout}"] if s.join_timeout is not None else []),
         *no_progress_args(s),
+        *restart_agent.attribution_args(s.restart_agent, run),
     ]
 
 

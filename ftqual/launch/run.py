@@ -24,7 +24,16 @@ from typing import Any
 
 from ftqual.contract import family_of
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
-from ftqual.launch import capped_storage, cleanup, logport, procs, run_schema, runstate, stop_grace
+from ftqual.launch import (
+    capped_storage,
+    cleanup,
+    logport,
+    procs,
+    restart_agent,
+    run_schema,
+    runstate,
+    stop_grace,
+)
 from ftqual.launch.checkpoint_record import record_at_end
 from ftqual.launch.command import LaunchPlan
 from ftqual.launch.settings import Settings, SettingsError
@@ -157,6 +166,7 @@ def run_record(
         "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
         "join_timeout": s.join_timeout,
         "max_no_progress_cycles": s.max_no_progress_cycles,
+        "restart_agent": s.restart_agent,
         "spare_nodes": s.spare_nodes,
         "timeouts_source": s.timeouts_source,
         "timeouts_from": s.timeouts_from_record(),
@@ -352,7 +362,8 @@ def launch(
     EXIT_LOGS_LOST when it said 0 but no logs were written). `reservation` (the log server's port, held
     since we chose it) is released once ft_launcher has exited."""
     try:
-        return _launch(s, plan, stack, host, base_env)
+        with restart_agent.port_turn(s.restart_agent):  # its service's port is one per host
+            return _launch(s, plan, stack, host, base_env)
     finally:
         if reservation is not None:
             reservation.release()
@@ -362,6 +373,7 @@ def _launch(
     s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None
 ) -> int:
     env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
+    env.update(restart_agent.agent_env(s.restart_agent, env, s.run_id))
     run_json = s.run_dir / "run.json"
     record = run_record(s, plan, stack, env, host)
     # Read before anything starts: at the stop there is no time to ask the controller.
@@ -378,6 +390,7 @@ def _launch(
     writes_run_json = s.node_rank == 0
     if writes_run_json and s.campaign is not None:
         campaign_plan.write(s.campaign, s.run_dir)  # before the launch: the run is judged against it
+    restart_agent.prepare(s.restart_agent, s.run_dir)  # every node's launcher reads its key file
     if writes_run_json:
         write_json_atomic(run_json, record)
         (s.run_dir / "command.txt").write_text(plan.shell + "\n")

@@ -33,6 +33,7 @@ HANG_PLACEMENTS = PLACEMENTS  # the wrapper's (ftqual.rank.ids)
 MAX_STORAGE_CAP_MB = 1 << 20  # 1 TiB: a sparse file, but a bound on a typo
 FAULT_TIMINGS = TIMINGS  # the wrapper's (ftqual.rank.ids)
 DAMAGES = ("none", *CHECKPOINT_DAMAGES)
+RESTART_AGENT_MODES = ("off", "log", "stop")  # ftqual.launch.restart_agent.MODES
 
 INT_RE = re.compile(r"0|[1-9][0-9]{0,11}")  # the digit cap keeps int() far from its 4,300-digit limit
 SECONDS_RE = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,17})?")  # what repr(float) writes, bounded
@@ -269,6 +270,10 @@ def _parse_fault(raw: str, name: str) -> str:
     return raw
 
 
+def _parse_agent(raw: str, name: str) -> str:
+    return parse_choice(raw, name, RESTART_AGENT_MODES)
+
+
 def _on_off(value: Any) -> str:
     """dist_optimizer as auto|on|off (YAML 1.1 reads a bare on/off as a boolean)."""
     if isinstance(value, bool):
@@ -417,6 +422,12 @@ class RunSettings:
     # the job (exit 93); None: NVRx's default (3), the flag not given; 0 turns the tracking off
     max_no_progress_cycles: int | None = setting(
         integer("NVRX_MAX_NO_PROGRESS_CYCLES", None, 0, MAX_RESTARTS, RUN), None
+    )
+    # NVRx's restart agent: off | log (its verdicts recorded) | stop (a STOP ends the job, exit 93);
+    # ftqual.launch.restart_agent; "off" is left unset, so every earlier fingerprint stays as it was
+    restart_agent: str = setting(
+        _simple("NVRX_RESTART_AGENT", "off", _parse_agent, lambda v: None if v == "off" else v, RUN, str),
+        "off",
     )
     # rendezvous join timeout (s), --rdzv-conf join_timeout; None: NVRx's default (600)
     join_timeout: int | None = setting(
