@@ -55,7 +55,14 @@ def parse_scale(raw: str) -> tuple[int, float]:
 def section(summary: Mapping, scale: tuple[int, float]) -> dict:
     """summary.json's `at_scale`: the projection, or the problems that keep these results from one."""
     doc, problems = project_all(summary, scale[0], scale[1], model.Assumptions())
-    return doc if doc is not None else {"gpus": scale[0], "days": scale[1], "problems": problems}
+    if doc is not None:
+        return doc
+    return {
+        "gpus": scale[0],
+        "days": scale[1],
+        "problems": problems,
+        "campaign_checks": campaign_checks(summary),
+    }
 
 
 def scale_problems(gpus: object, days: object) -> list[str]:
@@ -79,11 +86,7 @@ def project_all(
     i = read.inputs
     configured = model.project(i, gpus, days, a)
     best = model.project(i, gpus, days, a, interval_iters=0)
-    campaigns = []
-    for name, part in (summary.get("campaigns") or {}).items():
-        check = model.campaign_check((part or {}).get("goodput") or {})
-        if check is not None:
-            campaigns.append({"campaign": name, **asdict(check), "within": check.within})
+    campaigns = campaign_checks(summary)
     table = [
         {"gpus": n, "configured": model.project(i, n, days, a).goodput,
          "best": model.project(i, n, days, a, interval_iters=0).goodput}
@@ -103,6 +106,16 @@ def project_all(
         "snippet": snippet(best, i, gpus, days, a),
         "campaign_checks": campaigns,
     }, []
+
+
+def campaign_checks(summary: Mapping) -> list[dict]:
+    """The model against each campaign's measured goodput (ftqual.report.at_scale.campaign_check)."""
+    out = []
+    for name, part in (summary.get("campaigns") or {}).items():
+        check = model.campaign_check((part or {}).get("goodput") or {})
+        if check is not None:
+            out.append({"campaign": name, **asdict(check), "within": check.within})
+    return out
 
 
 def _projection(p: model.Projection) -> dict:

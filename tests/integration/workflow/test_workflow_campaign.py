@@ -19,6 +19,7 @@ RANKS = [1, 0, 0, 1]
 PLANNED = list(zip(FAULTS, RANKS, strict=True))
 SMALL = {
     "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
+    "scale": {"gpus": 1024, "days": 30},
     "scenarios": {
         "kill": {"enabled": False},
         "hang": {"enabled": False},
@@ -53,6 +54,9 @@ def test_config_campaign_yaml_qualifies_through_the_workflow_and_its_report_name
     good = entry["goodput"]
     assert 0 < good["measured"] < 1 and 0 < good["projected"] < 1 and good["gap_parts_s"]
     assert [t["detected_by"].startswith("section") for t in entry["timeline"]] == [False, True, False, True]
+    # the at-scale model, applied to the campaign's own measured means, reproduces its measured goodput
+    (check,) = summary["at_scale"]["campaign_checks"]
+    assert check["within"] and check["measured"] == good["measured"], check
 
     md = (results / "summary.md").read_text()
     assert md.startswith("# ftqual: PASS")
