@@ -163,6 +163,8 @@ def write_report(
     plot_paths.update({f"campaign_{name}": f"plots/campaign_{name}.png" for name in campaigns})
     if any(isinstance((i.doc or {}).get("checkpoint_account"), dict) for i in inputs):
         plot_paths["checkpoints"] = "plots/checkpoints.png"
+    if options.scale is not None:
+        plot_paths["at_scale"] = "plots/at_scale.png"
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     options = replace(options, plots=plot_paths)
     summary = build_summary(inputs, load_preflight(preflight_path), options, created)
@@ -180,6 +182,8 @@ def write_report(
     plots.render_losses(plots.loss_series(docs), out / plot_paths["loss_comparison"], summary["baseline"])
     if "checkpoints" in plot_paths:
         plots.render_checkpoints(summary["checkpoints"], out / plot_paths["checkpoints"])
+    if "at_scale" in plot_paths:
+        plots.render_at_scale(summary.get("at_scale") or {}, out / plot_paths["at_scale"])
     for name, entry in summary["campaigns"].items():
         plots.render_campaign(entry, out / plot_paths[f"campaign_{name}"], name, by_name[name]["verdict"])
     (out / "summary.json").write_text(

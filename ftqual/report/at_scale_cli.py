@@ -226,6 +226,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resubmit-s", type=float)
     p.add_argument("--gpus-per-node", type=int)
     p.add_argument("--json", help="write the projection here as JSON")
+    p.add_argument("--plot", help="draw goodput against GPUs and what each knob buys here (PNG)")
     return p
 
 
@@ -266,4 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(section_lines(doc)))
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    if args.plot:
+        from ftqual.report import plots  # matplotlib only when a plot is asked for
+
+        plots.render_at_scale(doc, Path(args.plot))
     return 0

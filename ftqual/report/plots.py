@@ -382,3 +382,35 @@ def render_checkpoints(section: dict, path: Path) -> None:
     rates.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
+
+
+def render_at_scale(doc: dict, path: Path) -> None:
+    """Left: the expected goodput against the GPUs, as configured and at Young/Daly's save interval; right:
+    what each knob buys, in goodput points (summary.json `at_scale`). Without a projection, why not."""
+    if not doc or doc.get("problems"):
+        why = "; ".join(doc.get("problems") or []) if doc else "no projection"
+        render_placeholder(path, "At your scale — no projection", why)
+        return
+    plt = _pyplot()
+    fig, (lines, knobs) = plt.subplots(1, 2, figsize=FIGSIZE, dpi=DPI)
+    rows = doc.get("by_gpus") or []
+    gpus = [row["gpus"] for row in rows]
+    lines.plot(gpus, [100 * row["configured"] for row in rows], marker="o", label="as configured")
+    lines.plot(
+        gpus, [100 * row["best"] for row in rows], marker="s", linestyle="--", label="Young/Daly interval"
+    )
+    lines.set_xscale("log", base=2)
+    lines.set_xlabel("GPUs")
+    lines.set_ylabel(f"expected goodput over {doc['days']:g} days (%)")
+    lines.set_title("Goodput at scale")
+    lines.legend(fontsize=8)
+    entries = [k for k in doc.get("knobs") or [] if k["name"] != "as configured"]
+    labels = [f"{k['name']}: {k['setting']}"[:60] for k in entries]
+    gains = [100 * k["gain"] for k in entries]
+    knobs.barh(range(len(entries)), gains, color=["#2ca02c" if g >= 0 else "#d62728" for g in gains])
+    knobs.set_yticks(range(len(entries)), labels, fontsize=8)
+    knobs.axvline(0, color="black", linewidth=0.8)
+    knobs.set_xlabel(f"goodput points at {doc['gpus']:,} GPUs, against the configured settings")
+    knobs.set_title("What each knob buys")
+    fig.tight_layout()
+    _save(fig, path)

@@ -138,3 +138,5 @@ def test_the_report_projects_the_job_at_the_configured_scale(run):
     assert at_scale["inputs"]["crash_detect"]["source"].startswith("summary.json")  # the kill measured it
     md = (project / "results" / "summary.md").read_text()
     assert "## At your scale" in md and "**4,096 GPUs for 30 days**" in md
+    png = project / "results" / "plots" / "at_scale.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -108,8 +108,9 @@ def run_cli(capsys, *argv) -> tuple[int, list[str], str]:
 
 
 def test_the_command_projects_a_qualified_summary(capsys, tmp_path):
-    code, err, out = run_cli(capsys, str(QUALIFIED_13B.parent), "--gpus", "16384", "--days", "30",
-                             "--json", str(tmp_path / "p.json"))  # fmt: skip
+    outputs = ("--json", str(tmp_path / "p.json"), "--plot", str(tmp_path / "p.png"))
+    code, err, out = run_cli(capsys, str(QUALIFIED_13B.parent), "--gpus", "16384", "--days", "30", *outputs)
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     assert code == 0 and not err
     assert "**16,384 GPUs for 30 days**" in out and "save_interval:" in out
     doc = json.loads((tmp_path / "p.json").read_text())
