@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "ftqual.report.recommend",
         "recommended timeouts of a passed summary: flags, config snippet",
     ),
+    "compare": (
+        "ftqual.report.compare",
+        "two qualifications side by side: stack, verdicts, figures, regressions",
+    ),
     "at-scale": (
         "ftqual.report.at_scale_cli",
         "what faults will cost the run at N GPUs for D days, and the settings that cost least",

@@ -1,0 +1,280 @@
+"""`ftqual compare OLD NEW`: two qualifications side by side (two results directories or two summary.json),
+for a platform team that requalifies after every upgrade: the stack parts that differ, every verdict that
+changed, and the measured figures side by side, each change judged against the spread of its own repeated
+measurements where there are several, then a one-line conclusion. Markdown on stdout, `--json PATH`;
+`--fail-on-regression PCT` exits 1 when a figure got worse by more than PCT percent (and beyond its spread),
+so a platform's CI can gate an upgrade on it. Bad input: one line each, exit 2.
+
+Figures: per scenario present in both, its verify metrics (detection, restart, checkpoint load, failure to
+first step, start-up, wall time, iterations per second, saves); over every scenario, the restart phases, the
+load and save rates and a save's blocked and durable time (summary.json `checkpoints`). A time is worse when
+it grows, a rate when it falls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# verify metrics compared per scenario: key -> (label, unit, higher is better)
+SCENARIO_METRICS = {
+    "detection_s": ("detection", "s", False),
+    "restart_s": ("restart", "s", False),
+    "checkpoint_load_s": ("checkpoint load", "s", False),
+    "failure_to_first_step_s": ("failure to first step", "s", False),
+    "time_to_first_step_s": ("start to first step", "s", False),
+    "iterations_per_s": ("iterations per second", "/s", True),
+    "wall_time_s": ("time to verdict (the run's wall time)", "s", False),
+}
+# summary.json checkpoints.by_scenario.*.restarts[] and saves[]: key -> (label, unit, higher is better)
+RESTART_FIGURES = {
+    "detection_s": ("restart: detection", "s", False),
+    "worker_stop_s": ("restart: worker stop", "s", False),
+    "gpu_reclaim_s": ("restart: GPU memory reclaim", "s", False),
+    "process_start_s": ("restart: process start", "s", False),
+    "init_s": ("restart: initialisation", "s", False),
+    "load_s": ("restart: checkpoint load", "s", False),
+    "first_step_s": ("restart: first step", "s", False),
+    "load_gbps": ("load rate", "GB/s", True),
+}
+SAVE_FIGURES = {
+    "blocked_s": ("save: training blocked", "s", False),
+    "durable_s": ("save: until durable", "s", False),
+    "gbps": ("save rate", "GB/s", True),
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    unit: str
+    higher_is_better: bool
+    old: tuple[float, ...]
+    new: tuple[float, ...]
+
+    @property
+    def old_median(self) -> float:
+        return statistics.median(self.old)
+
+    @property
+    def new_median(self) -> float:
+        return statistics.median(self.new)
+
+    @property
+    def change(self) -> float | None:
+        """The relative change of the median (0.94: +94 %); None from a zero."""
+        return None if self.old_median == 0 else (self.new_median - self.old_median) / abs(self.old_median)
+
+    @property
+    def spread(self) -> float | None:
+        """The larger range of the two sides' repeated measurements; None where either has one."""
+        if len(self.old) < 2 or len(self.new) < 2:
+            return None
+        return max(max(self.old) - min(self.old), max(self.new) - min(self.new))
+
+    @property
+    def judged(self) -> str:
+        """`within spread`, `beyond spread` or `single measurement` (a change not judged against a spread)."""
+        if self.spread is None:
+            return "single measurement"
+        return "beyond spread" if abs(self.new_median - self.old_median) > self.spread else "within spread"
+
+    @property
+    def worse(self) -> bool:
+        delta = self.new_median - self.old_median
+        return delta < 0 if self.higher_is_better else delta > 0
+
+    def regression(self, pct: float) -> bool:
+        """Worse by more than `pct` percent, and not within the spread of its repeated measurements."""
+        return (
+            self.worse and self.change is not None and abs(self.change) * 100 > pct
+            and self.judged != "within spread"
+        )  # fmt: skip
+
+
+def _numbers(values: Iterable[object]) -> tuple[float, ...]:
+    return tuple(float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool))
+
+
+def _scenarios(summary: Mapping) -> dict[str, Mapping]:
+    return {sc.get("name"): sc for sc in summary.get("scenarios") or [] if isinstance(sc, Mapping)}
+
+
+def _pooled(summary: Mapping, part: str, key: str) -> tuple[float, ...]:
+    by_scenario = (summary.get("checkpoints") or {}).get("by_scenario") or {}
+    return _numbers(
+        item.get(key)
+        for entry in by_scenario.values()
+        if isinstance(entry, Mapping)
+        for item in entry.get(part) or []
+        if isinstance(item, Mapping)
+    )
+
+
+def figures(old: Mapping, new: Mapping) -> list[Figure]:
+    out: list[Figure] = []
+    old_sc, new_sc = _scenarios(old), _scenarios(new)
+    for name in [n for n in old_sc if n in new_sc]:
+        a, b = old_sc[name].get("metrics") or {}, new_sc[name].get("metrics") or {}
+        for key, (label, unit, up) in SCENARIO_METRICS.items():
+            x, y = _numbers([a.get(key)]), _numbers([b.get(key)])
+            if x and y:
+                out.append(Figure(f"{name}: {label}", unit, up, x, y))
+        saves = [_numbers(s.get("save_s") for s in m.get("checkpoint_saves") or []) for m in (a, b)]
+        if saves[0] and saves[1]:
+            out.append(Figure(f"{name}: save (start to completed)", "s", False, saves[0], saves[1]))
+    for part, table in (("restarts", RESTART_FIGURES), ("saves", SAVE_FIGURES)):
+        for key, (label, unit, up) in table.items():
+            x, y = _pooled(old, part, key), _pooled(new, part, key)
+            if x and y:
+                out.append(Figure(label, unit, up, x, y))
+    return out
+
+
+def stack_changes(old: Mapping, new: Mapping) -> list[str]:
+    """`<label> <old> -> <new>` for each part of the stack identity that differs."""
+    a = (old.get("stack_identity") or {}).get("parts") or {}
+    b = (new.get("stack_identity") or {}).get("parts") or {}
+    labels = {**((old.get("stack_identity") or {}).get("labels") or {}),
+              **((new.get("stack_identity") or {}).get("labels") or {})}  # fmt: skip
+    return [
+        f"{labels.get(k, k)} {a.get(k, 'absent')} -> {b.get(k, 'absent')}"
+        for k in sorted({*a, *b}, key=lambda k: list({**a, **b}).index(k))
+        if a.get(k) != b.get(k) and k != "host"
+    ]
+
+
+def verdict_changes(old: Mapping, new: Mapping) -> list[str]:
+    a, b = _scenarios(old), _scenarios(new)
+    out = []
+    if old.get("verdict") != new.get("verdict"):
+        out.append(f"overall: {old.get('verdict')} -> {new.get('verdict')}")
+    for name in [*a, *[n for n in b if n not in a]]:
+        va = (a.get(name) or {}).get("verdict", "not run")
+        vb = (b.get(name) or {}).get("verdict", "not run")
+        if va != vb:
+            out.append(f"{name}: {va} -> {vb}")
+    return out
+
+
+def _value(v: float, unit: str) -> str:
+    return f"{v:.3g} {unit}" if unit != "/s" else f"{v:.3g}/s"
+
+
+def conclusion(stack: list[str], verdicts: list[str], figs: list[Figure]) -> str:
+    what = "; ".join(stack[:2]) + (f" (+{len(stack) - 2} more)" if len(stack) > 2 else "") or "same stack"
+    judged = [f for f in figs if f.change is not None and f.judged != "within spread"]
+    biggest = max(judged, key=lambda f: abs(f.change or 0), default=None)
+    moved = "no figure measured on both sides"
+    if biggest is not None:
+        before, after = _value(biggest.old_median, biggest.unit), _value(biggest.new_median, biggest.unit)
+        moved = f"{biggest.name} {before} -> {after} ({(biggest.change or 0) * 100:+.0f} %)"
+    said = "every verdict unchanged" if not verdicts else f"verdicts changed: {', '.join(verdicts)}"
+    return f"{what}: {moved}, {said}"
+
+
+def compare(old: Mapping, new: Mapping, fail_on: float | None = None) -> dict:
+    figs = figures(old, new)
+    stack = stack_changes(old, new)
+    verdicts = verdict_changes(old, new)
+    regressions = [f.name for f in figs if fail_on is not None and f.regression(fail_on)]
+    return {
+        "stack_changes": stack,
+        "verdict_changes": verdicts,
+        "figures": [
+            {
+                **asdict(f),
+                "old_median": f.old_median,
+                "new_median": f.new_median,
+                "change": f.change,
+                "spread": f.spread,
+                "judged": f.judged,
+                "worse": f.worse,
+            }
+            for f in figs
+        ],  # fmt: skip
+        "regressions": regressions,
+        "fail_on_regression_pct": fail_on,
+        "conclusion": conclusion(stack, verdicts, figs),
+    }
+
+
+def markdown(doc: Mapping, old_name: str, new_name: str) -> str:
+    lines = [f"# ftqual compare: {doc['conclusion']}", "", f"Old: `{old_name}`  ", f"New: `{new_name}`", ""]
+    lines += ["## Stack", ""] + ([f"- {c}" for c in doc["stack_changes"]] or ["The same stack."]) + [""]
+    lines += ["## Verdicts", ""] + (
+        [f"- {c}" for c in doc["verdict_changes"]] or ["Every verdict unchanged."]
+    )
+    lines += [
+        "",
+        "## Figures",
+        "",
+        "| figure | old | new | change | n | judged |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in doc["figures"]:
+        change = "—" if f["change"] is None else f"{f['change'] * 100:+.1f} %"
+        mark = " **worse**" if f["worse"] and f["name"] in doc["regressions"] else ""
+        lines.append(
+            f"| {f['name']} | {_value(f['old_median'], f['unit'])} | {_value(f['new_median'], f['unit'])} | "
+            f"{change}{mark} | {len(f['old'])} / {len(f['new'])} | {f['judged']} |"
+        )
+    if doc["fail_on_regression_pct"] is not None:
+        pct = doc["fail_on_regression_pct"]
+        lines += ["", f"Regressions beyond {pct:g} %: " + (", ".join(doc["regressions"]) or "none") + "."]
+    return "\n".join(lines) + "\n"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise ValueError(message)
+
+
+def load(path: str) -> tuple[dict | None, str | None]:
+    target = Path(path)
+    if target.is_dir():
+        target = target / "summary.json"
+    try:
+        doc = json.loads(target.read_text())
+    except FileNotFoundError:
+        return None, f"{target} does not exist: give a results directory or its summary.json"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"{target} cannot be read ({exc})"
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ftqual.summary"):
+        return None, f"{target} is not an ftqual summary.json"
+    return doc, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="ftqual compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--json", help="write the comparison here as JSON")
+    p.add_argument("--fail-on-regression", type=float, metavar="PCT")
+    try:
+        args = p.parse_args(argv)
+    except ValueError as exc:
+        print(f"ftqual compare: {exc}", file=sys.stderr)
+        return 2
+    problems = []
+    if args.fail_on_regression is not None and not 0 <= args.fail_on_regression <= 1000:
+        problems.append(
+            f"--fail-on-regression must be a percentage from 0 to 1000 (got {args.fail_on_regression:g})"
+        )
+    old, old_problem = load(args.old)
+    new, new_problem = load(args.new)
+    problems += [p for p in (old_problem, new_problem) if p]
+    if problems or old is None or new is None:
+        for line in problems:
+            print(f"ftqual compare: {line}", file=sys.stderr)
+        return 2
+    doc = compare(old, new, args.fail_on_regression)
+    print(markdown(doc, args.old, args.new), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    return 1 if doc["regressions"] else 0

@@ -1,0 +1,92 @@
+"""`ftqual compare`: the recorded requalification (core_v0.19.0 -> core_v0.16.0 on one H200) side by side, a
+forged regression caught by --fail-on-regression, a change within its own spread not called one, bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ftqual.report import compare as C
+from ftqual.report import main as report_main
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+REQUALIFY = DATA / "megatron-h200-requalify" / "results"
+QUALIFIED_13B = DATA / "megatron-h200-1.3b-1gpu" / "results" / "summary.json"
+
+
+@pytest.fixture(scope="module")
+def requalified(tmp_path_factory):
+    """The two stacks' summaries, made by `ftqual report` from the recorded verify reports."""
+    out = tmp_path_factory.mktemp("requalify")
+    old = ["--verify", f"baseline={REQUALIFY / 'baseline/b6be74abf843-1/verify.json'}",
+           "--verify", f"kill={REQUALIFY / 'kill/50bfe18db278-1/verify.json'}"]  # fmt: skip
+    new = ["--verify", f"baseline={REQUALIFY / 'baseline/6e961af280cb-1/verify.json'}"]
+    assert report_main([*old, "--baseline", "baseline", "--out", str(out / "v019")]) == 0
+    assert report_main([*new, "--baseline", "baseline", "--out", str(out / "v016")]) == 0
+    return out / "v019", out / "v016"
+
+
+def run(capsys, *argv) -> tuple[int, str, list[str]]:
+    code = C.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, [line for line in err.splitlines() if line]
+
+
+def test_the_recorded_requalification(capsys, requalified):
+    old, new = requalified
+    code, out, err = run(capsys, old, new)
+    assert code == 0 and not err
+    first = out.splitlines()[0]
+    assert first.startswith("# ftqual compare: Megatron-LM 0.19.1 at /tmp/mlm -> 0.16.0 at /tmp/mlm")
+    assert "kill: pass -> not run" in first  # the upgrade's kill was never recorded
+    assert (
+        "| baseline: iterations per second | 2.02/s | 0.385/s | -81.0 % | 1 / 1 | single measurement |" in out
+    )
+
+
+def forged(factor: float) -> dict:
+    """The recorded 1.3b qualification with every restart phase of its hang `factor` times as long."""
+    doc = json.loads(QUALIFIED_13B.read_text())
+    slower = copy.deepcopy(doc)
+    for r in slower["checkpoints"]["by_scenario"]["hang"]["restarts"]:
+        for key in ("worker_stop_s", "process_start_s", "init_s", "load_s"):
+            r[key] *= factor
+    hang = next(sc for sc in slower["scenarios"] if sc["name"] == "hang")
+    hang["metrics"]["restart_s"] *= factor
+    return slower
+
+
+def test_a_forged_regression_fails_the_gate_and_the_same_summary_does_not(capsys, tmp_path):
+    (tmp_path / "old.json").write_text(QUALIFIED_13B.read_text())
+    (tmp_path / "new.json").write_text(json.dumps(forged(2.0)))
+    code, out, _ = run(capsys, tmp_path / "old.json", tmp_path / "new.json", "--fail-on-regression", "20")
+    assert code == 1
+    assert "(+100 %), every verdict unchanged" in out.splitlines()[0]
+    doc = C.compare(json.loads(QUALIFIED_13B.read_text()), forged(2.0), 20)
+    assert "hang: restart" in doc["regressions"] and "restart: process start" in doc["regressions"]
+    assert doc["verdict_changes"] == [] and "every verdict unchanged" in doc["conclusion"]
+    # negative controls: the same summary, and a change below the threshold, pass the gate
+    code, out, _ = run(capsys, tmp_path / "old.json", tmp_path / "old.json", "--fail-on-regression", "20")
+    assert code == 0 and "same stack" in out.splitlines()[0]
+    assert not C.compare(json.loads(QUALIFIED_13B.read_text()), forged(1.1), 20)["regressions"]
+
+
+def test_a_change_within_the_spread_of_repeated_measurements_is_no_regression():
+    noisy = C.Figure("save", "s", False, (1.0, 2.0, 3.0), (1.5, 2.5, 3.5))  # +25 % of the median, range 2 s
+    assert noisy.judged == "within spread" and not noisy.regression(10)
+    clear = C.Figure("save", "s", False, (1.0, 1.1, 1.2), (2.0, 2.1, 2.2))
+    assert clear.judged == "beyond spread" and clear.regression(10)
+    rate = C.Figure("load rate", "GB/s", True, (2.0,), (1.0,))  # a rate that halves is worse
+    assert rate.worse and rate.regression(10) and rate.judged == "single measurement"
+
+
+def test_bad_input_is_one_line_each_and_exit_2(capsys, tmp_path):
+    (tmp_path / "other.json").write_text('{"schema": "something/v1"}')
+    code, _, err = run(capsys, tmp_path / "missing", tmp_path / "other.json", "--fail-on-regression", "-5")
+    assert code == 2 and len(err) == 3, err
+    assert (
+        "must be a percentage" in err[0] and "does not exist" in err[1] and "not an ftqual summary" in err[2]
+    )
