@@ -29,7 +29,7 @@ from ftqual.verification.checkpoint_account import account
 from ftqual.verification.checks import run_checks, run_plan_from
 from ftqual.verification.checks.held import dumps_listing, held_metrics, what_held_the_rank
 from ftqual.verification.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
-from ftqual.verification.evidence import RunMetaError, RunSnapshot, build_snapshot
+from ftqual.verification.evidence import RunMetaError, RunSnapshot, build_snapshot, restart_agent
 from ftqual.verification.evidence.clock import iso_z
 from ftqual.verification.evidence.excerpts import excerpts
 from ftqual.verification.evidence.sections import run_sections
@@ -130,6 +130,8 @@ def build_report(
         report["job"] = snap.meta.job
     if snap.meta.dumps_recorded:
         report["stack_dumps"] = dumps_listing(snap)
+    if (agent_mode := record.get("restart_agent")) in ("log", "stop"):  # NVRx's verdicts per failed cycle
+        report["restart_agent"] = restart_agent.record(snap, agent_mode)
     report = verdict_mod.apply(report, decision)
     # the log lines the non-passing checks cite, quoted here so that the report never reopens the logs
     report["excerpts"] = excerpts(snap.run_dir, report["checks"])

@@ -1,0 +1,44 @@
+r"""NVRx's restart agent as the launcher's log (logs/launcher.log) records it: one reader,
+`evidence/restart_agent.py`. The lines, as NVRx 0.7.0 prints them (docs/faults.md, "The restart agent"):
+
+- the verdict on a failed cycle's log, once the service has analysed it (about 15 s after the cycle ended:
+  the service waits for the log to stay quiet), `shared_utils/health_check.py:2155` (`AttributionService.
+  _get_results`, the text from `attribution/orchestration/client_response.py:117`, `format_log_message`):
+  `... health_check.py:2155 AttrSvcResult for /run/logs/train_cycle0.log: status=completed
+  recommendation=RESTART reason=Line 6 matched failure class observed_exception; policy basis is
+  general_retry_available. should_stop=False result preview: `
+- a stop acted on (stop-action no-restart), `fault_tolerance/launcher.py:692`:
+  `... launcher.py:692 [default] Attribution recommended stopping the job; terminating workers and
+  signalling the rest of the job.`
+- a failed cycle left unanalysed because an earlier one is still awaited (one analysis at a time),
+  `shared_utils/health_check.py:2039`: `AttributionService terminal analysis for /run/logs/train_cycle3.log
+  deferred: still awaiting a verdict for /run/logs/train_cycle2.log`
+- the service started, or its start failed: `attribution_manager.py:240 Managed attribution service is ready:
+  PID=16855 endpoint=http://127.0.0.1:50050`; `Agent run ended with exception, e=ValueError('managed
+  attribution service requires --ft-attribution-llm-api-key-file or LLM_API_KEY_FILE')`.
+
+Paths are matched by their `train_cycle<N>.log` tail only: the run directory may have moved.
+"""
+
+from __future__ import annotations
+
+import re
+
+VERDICT = re.compile(
+    r"AttrSvcResult for \S*train_cycle(?P<cycle>\d+)\.log: status=(?P<status>\w+) "
+    r"recommendation=(?P<decision>[A-Z_]+) reason=(?P<reason>.*?) should_stop=(?P<stop>True|False)\b"
+)
+BASIS = re.compile(r"policy basis is (\w+)")
+ENFORCED_STOP = re.compile(r"Attribution recommended stopping the job; terminating workers")
+DEFERRED = re.compile(
+    r"AttributionService terminal analysis for \S*train_cycle(\d+)\.log deferred: still awaiting a verdict "
+    r"for \S*train_cycle(\d+)\.log"
+)
+SERVICE_READY = re.compile(r"Managed attribution service is ready: PID=\d+")
+SERVICE_FAILED = re.compile(r"(managed attribution service [^'\"]{0,200})")
+NEEDLES = (
+    "AttrSvcResult",
+    "Attribution recommended stopping",
+    "terminal analysis for",
+    "attribution service",
+)

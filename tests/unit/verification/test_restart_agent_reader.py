@@ -1,0 +1,71 @@
+"""The restart agent's reader (ftqual.verification.evidence.restart_agent) on launcher-log lines exactly as
+NVRx 0.7.0 printed them in a CPU run (docs/faults.md, "The restart agent"): per failed cycle STOP or
+RESTART, when, the policy basis, the launcher's stop, a deferred cycle; a path elsewhere still matches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from ftqual.verification.evidence.restart_agent import read_agent_log
+
+P = "2026-12-06 16:3{m}:{s},{ms} [{lvl}] [vm] [workload:?(?) infra:?(?)] "
+LINES = [
+    P.format(m=3, s="01", ms="197", lvl="INFO")
+    + "attribution_manager.py:240 Managed attribution service is ready: PID=17243 endpoint=http://127.0.0.1:50050",
+    P.format(m=4, s="00", ms="690", lvl="INFO")
+    + "health_check.py:2155 AttrSvcResult for /tmp/ra/runs/rec3/logs/train_cycle0.log: status=completed "
+    "recommendation=RESTART reason=Line 6 matched failure class observed_exception; policy basis is "
+    "general_retry_available. should_stop=False result preview: ",
+    P.format(m=4, s="00", ms="690", lvl="INFO")
+    + "health_check.py:1975 Attribution recommends continuing (analyzed log: /x/logs/train_cycle0.log)",
+    P.format(m=4, s="23", ms="168", lvl="INFO")
+    + "health_check.py:2155 AttrSvcResult for /moved/elsewhere/logs/train_cycle1.log: status=completed "
+    "recommendation=RESTART reason=Line 6 matched failure class observed_exception; policy basis is "
+    "general_retry_available. should_stop=False result preview: ",
+    P.format(m=4, s="47", ms="703", lvl="INFO")
+    + "health_check.py:2155 AttrSvcResult for /tmp/ra/runs/rec3/logs/train_cycle2.log: status=completed "
+    "recommendation=STOP reason=Line 6 matched failure class observed_exception; policy basis is "
+    "retry_budget_exhausted. should_stop=True result preview: ",
+    P.format(m=4, s="47", ms="866", lvl="ERROR")
+    + "launcher.py:692 [default] Attribution recommended stopping the job; terminating workers and "
+    "signalling the rest of the job.",
+    P.format(m=4, s="50", ms="209", lvl="INFO")
+    + "health_check.py:2039 AttributionService terminal analysis for /tmp/ra/runs/rec3/logs/train_cycle3.log "
+    "deferred: still awaiting a verdict for /tmp/ra/runs/rec3/logs/train_cycle2.log",
+    # still running: not a verdict
+    P.format(m=4, s="51", ms="000", lvl="DEBUG")
+    + "health_check.py:2152 AttrSvcResult for /r/logs/train_cycle3.log: status=running "
+    "recommendation=UNKNOWN reason=none should_stop=False result preview: ",
+]
+
+
+def write(tmp_path, lines):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "launcher.log").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_each_verdict_its_cycle_decision_basis_and_time(tmp_path):
+    log = read_agent_log(write(tmp_path, LINES))
+    assert [(v.cycle, v.decision, v.basis) for v in log.verdicts] == [
+        (0, "RESTART", "general_retry_available"),
+        (1, "RESTART", "general_retry_available"),
+        (2, "STOP", "retry_budget_exhausted"),
+    ]
+    assert log.verdicts[2].at == datetime(2026, 12, 6, 16, 34, 47, 703000, tzinfo=UTC)
+    assert [v.line for v in log.verdicts] == [2, 4, 5]
+    assert log.enforced_stop_line == 6
+    assert log.deferred == ((3, 2, 7),)
+    assert log.service_ready and log.service_error is None
+
+
+def test_a_failed_start_and_a_missing_log(tmp_path):
+    failed = P.format(m=9, s="16", ms="000", lvl="ERROR") + (
+        "Agent run ended with exception, e=ValueError('managed attribution service requires "
+        "--ft-attribution-llm-api-key-file or LLM_API_KEY_FILE'). Agent's exit code = 1"
+    )
+    log = read_agent_log(write(tmp_path, [failed]))
+    assert not log.service_ready and log.verdicts == ()
+    assert log.service_error.startswith("managed attribution service requires")
+    missing = read_agent_log(tmp_path / "nowhere")
+    assert not missing.readable and missing.problems
