@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, verdict
+from ftqual.preflight.checks_agent import check_restart_agent
 from ftqual.preflight.checks_host import (
     check_checkpoint_dir,
     check_disk_space,
@@ -78,6 +79,7 @@ CHECKS: tuple[Callable[[Context], CheckResult | list[CheckResult]], ...] = (
     check_storage_floor,
     check_tmpdir,
     check_log_server_port,
+    check_restart_agent,
     check_scenarios,
 )
 
