@@ -105,6 +105,11 @@ class Watcher:
         return events
 
     @property
+    def injected_and_detected(self) -> tuple[bool, bool]:
+        """Whether the run's fault was injected, and whether its detection was seen."""
+        return self._injected is not None, self._detected
+
+    @property
     def last_iteration(self) -> tuple[int, int, float] | None:
         """(iteration, of N, ms per iteration) of the newest iteration line seen."""
         return self._last_iteration

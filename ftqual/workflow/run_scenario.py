@@ -52,7 +52,7 @@ from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack.identity import probe_machine
 from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
-from ftqual.workflow import attempts, interrupts, progress
+from ftqual.workflow import attempts, eta, interrupts, progress
 from ftqual.workflow.attempts import attempt_key
 
 TAIL_LINES = 12
@@ -111,17 +111,48 @@ def srun_prefix(nnodes: int, gpus_per_node: int, port: int, resources: object) -
     ]
 
 
-def show_progress(say: Say, watcher: progress.Watcher, state: dict[str, float]) -> None:
-    """Print what happened in the run since the last look (ftqual.workflow.progress), and while a hang waits
-    for its
-    detection, what it waits for, every 15 s."""
+def show_progress(
+    say: Say,
+    watcher: progress.Watcher,
+    state: dict[str, float],
+    eta_line: Callable[[], str | None] | None = None,
+) -> None:
+    """Print what happened in the run since the last look (ftqual.workflow.progress), each iteration line with
+    the elapsed time and what is left (ftqual.workflow.eta), and while a hang waits for its detection, what it
+    waits for, every 15 s."""
     for event in watcher.poll():
+        if eta_line is not None and event.startswith("iteration "):
+            extra = eta_line()
+            event = f"{event}; {extra}" if extra else event
         say(event, console=True)
     wait = watcher.waiting()
     now = time.monotonic()
     if wait and now - state.get("waited", 0.0) >= 15:
         state["waited"] = now
         say(wait, console=True)
+
+
+def eta_estimator(cfg, s, watcher: progress.Watcher) -> Callable[[float], str | None]:
+    """The elapsed time and what is left, for this scenario and the workflow (ftqual.workflow.eta): the
+    baseline's measured pace where it ran, else this run's own."""
+    results = Path.cwd() / "results"
+    first_step: list[float] = []
+
+    def line(elapsed: float) -> str | None:
+        newest = watcher.last_iteration
+        if newest is None:
+            return None
+        if not first_step:
+            first_step.append(elapsed)
+        own = eta.Pace(newest[2] / 1000.0, first_step[0])
+        measured = eta.baseline_pace(results, cfg.baseline_scenario) or own
+        injected, detected = watcher.injected_and_detected
+        left = eta.run_left_s(s, own, newest[0], injected, detected)
+        others = eta.pending(results, [x.name for x in cfg.scenarios], s.name)
+        workflow = left + sum(eta.scenario_s(cfg.by_name[n], measured) for n in others)
+        return eta.phrase(elapsed, left, workflow)
+
+    return line
 
 
 def wait_turn(say: Say, turn: gpu_turn.GpuTurn, stopped: list[str], chain: list[tuple[int, int]]) -> bool:
@@ -153,6 +184,7 @@ def run_launcher(
     console: Path,
     watcher: progress.Watcher | None = None,
     turn: gpu_turn.GpuTurn | None = None,
+    eta_line: Callable[[float], str | None] | None = None,
 ) -> LauncherRun:
     """Run the launcher in its own session; stop it on a signal or when the workflow disappears. With a
     `turn`, the launcher starts only once the GPUs it uses are this run's. Installs this process's
@@ -201,6 +233,10 @@ def run_launcher(
             if turn is not None and not wait_turn(say, turn, stopped, chain):
                 return LauncherRun(1, stopped[0], None)
             launched = time.monotonic()
+
+            def elapsed_line() -> str | None:
+                return eta_line(time.monotonic() - launched) if eta_line is not None else None
+
             with lock:
                 started.append(
                     subprocess.Popen(
@@ -220,7 +256,7 @@ def run_launcher(
                     break
                 except subprocess.TimeoutExpired:
                     if watcher is not None:
-                        show_progress(say, watcher, progress_state)
+                        show_progress(say, watcher, progress_state, elapsed_line)
                     gone = procs.first_gone(chain)
                     if gone is not None and not stopped:
                         stop(f"the workflow process {gone} is gone")
@@ -515,7 +551,7 @@ def run(
     holder = f"scenario {scenario} (run {run_id}) of {cwd} (pid {os.getpid()})"
     turn = gpu_turn.for_run(s.gpus_per_node, cfg.workload, holder)  # None: no GPU shared, no turn
     try:
-        launched = run_launcher(say, cmd, env, console, watcher, turn)
+        launched = run_launcher(say, cmd, env, console, watcher, turn, eta_estimator(cfg, s, watcher))
         rc, stopped_by, started = launched.rc, launched.stopped_by, launched.started
         if started is None:
             say(f"interrupted ({stopped_by}) before the launcher started; nothing ran", console=True)

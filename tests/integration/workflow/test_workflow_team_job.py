@@ -85,6 +85,8 @@ def test_the_teams_job_qualifies_with_its_batch_and_evaluation(run):
     assert proc.returncode == 0, proc.stdout[-6000:]
     summary = read_json(project / "results" / "summary.json")
     assert summary["verdict"] == "pass", summary["headline"]
+    # the progress line: elapsed and what is left, for the scenario and the workflow
+    assert "left in this scenario, about" in proc.stdout and " in the workflow" in proc.stdout
     for scenario in ("baseline", "kill"):
         record = run_json(project, scenario)
         assert record["batch"] == {"world_size": 2, "data_parallel_size": 2, "micro_batch_size": 1,
