@@ -21,7 +21,7 @@ RECOVERY_CHECKS = (
     "clean_finish",
 )
 BASELINE_CHECKS = ("uninterrupted_completion",)
-FAMILIES = ("none", "rank", "node", "storage", "campaign")
+FAMILIES = ("none", "rank", "node", "storage", "recurring", "campaign")
 DETECTIONS = ("exit", "timeout", "node")
 
 
@@ -29,7 +29,9 @@ DETECTIONS = ("exit", "timeout", "node")
 class Fault:
     """One fault kind, everything the stages must agree on about it. `family`: none (the baseline), rank
     (one rank of the job meets it), node (a whole node: its ft_launcher and every process below it), storage
-    (the checkpoint storage fails, the rank lives on: ftqual.verification.checks.storage), campaign (many
+    (the checkpoint storage fails, the rank lives on: ftqual.verification.checks.storage), recurring (one rank
+    meets it again in every cycle, at the same iteration or in setup, so no restart cures it and the stack
+    must stop the job: never drawn into a campaign, ftqual.verification.checks.recurring), campaign (many
     faults of one run, drawn from the rank faults by ftqual.scenario.campaign_plan). `detection`: the path
     ft_launcher must detect it by: "exit" (the rank's death, with one of `exit_codes`: torch's elastic agent
     prints a death by signal N as -N, a shell between makes it 128+N), "timeout" (a live rank's section or
@@ -95,16 +97,22 @@ def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: bool
 
 # Every fault kind, in the order the schema, the launcher and the report list them: the walkthrough's three,
 # the node loss, NVRx's fault catalog as one rank of a training job meets it, the storage faults
-# (config/checkpoint_faults.yaml), and the campaign. sigterm is the default action's death (a workload that
-# handles SIGTERM itself is told apart by the check); sigint is Python's KeyboardInterrupt, uncaught: Python
-# re-raises SIGINT (-2) only when the exception ends the interpreter's top-level code, and under ft_launcher
-# on CPU the rank exits 1 after the traceback; gpu_error ends in an uncaught CUDA error (exit 1) or an abort
-# in the CUDA teardown after it (-6). The storage faults: the checkpoint filesystem fills up (a size-capped
-# filesystem the launcher mounts for the run, filled by a file of ours to less than half a checkpoint), or
-# the process writing a save's shards is stopped (SIGSTOP) mid-write; the rank lives on and what the stack
-# does then is under test. Adding a fault: its entry here, its injection (ftqual.rank), the schema's fault
-# enum (config/schema.yaml; tests/unit/test_fault_registry.py holds it equal to FAULTS, and a rank fault's
-# campaign kinds to RANK_FAULTS) and its test.
+# (config/checkpoint_faults.yaml), the recurring faults (config/recurring_faults.yaml), and the campaign.
+# sigterm is the default action's death (a workload that handles SIGTERM itself is told apart by the check);
+# sigint is Python's KeyboardInterrupt, uncaught: Python re-raises SIGINT (-2) only when the exception ends
+# the interpreter's top-level code, and under ft_launcher on CPU the rank exits 1 after the traceback;
+# gpu_error ends in an uncaught CUDA error (exit 1) or an abort in the CUDA teardown after it (-6). The
+# storage faults: the checkpoint filesystem fills up (a size-capped filesystem the launcher mounts for the
+# run, filled by a file of ours to less than half a checkpoint), or the process writing a save's shards is
+# stopped (SIGSTOP) mid-write; the rank lives on and what the stack does then is under test. The recurring
+# faults come back in every cycle (ftqual.rank.recurring): an exception at the first iteration after the first
+# checkpoint K (K+1, before the next save, so no progress is ever kept); a batch whose loss is NaN at K+1,
+# which the job's own NaN check must raise on (Megatron's --check-for-nan-in-loss-and-grad, on by default: a
+# RuntimeError, exit 1, with its rerun state machine's validate_results mode exit 16 or 17); a rank that dies
+# in setup on every start after the first fault (a device that fails at initialisation). Adding a fault: its
+# entry here, its injection (ftqual.rank), the schema's fault enum (config/schema.yaml;
+# tests/unit/test_fault_registry.py holds it equal to FAULTS, and a rank fault's campaign kinds to
+# RANK_FAULTS) and its test.
 FAULT_KINDS: dict[str, Fault] = {
     f.name: f
     for f in (
@@ -153,6 +161,36 @@ FAULT_KINDS: dict[str, Fault] = {
             checks=("storage_fault_outcome",),
         ),
         Fault(
+            "recurring_exception",
+            "recurring",
+            "an exception raised in the training thread at iteration K+1 in every cycle (K: the first "
+            "checkpoint)",
+            "exit",
+            (1,),
+            unwinds=True,
+            checks=("recurring_fault_outcome",),
+        ),
+        Fault(
+            "nan_loss",
+            "recurring",
+            "a poisoned batch at iteration K+1 in every cycle: NaN in the embedding's output, the loss NaN, "
+            "the job's NaN check raises",
+            "exit",
+            (1, 16, 17),
+            unwinds=True,
+            checks=("recurring_fault_outcome",),
+        ),
+        Fault(
+            "setup_crash",
+            "recurring",
+            "an exception after the first checkpoint, then in setup on every start (a device that fails "
+            "at initialisation)",
+            "exit",
+            (1,),
+            unwinds=True,
+            checks=("recurring_fault_outcome",),
+        ),
+        Fault(
             "campaign",
             "campaign",
             "a seeded series of the faults above, one per cycle, as campaign_plan.json plans them",
@@ -188,7 +226,8 @@ def is_fault(name: object, test: Callable[[Fault], bool]) -> bool:
 # The tables every stage reads, derived from the registry.
 FAULTS = tuple(FAULT_KINDS)
 INJECTED_FAULTS = faults_where(lambda f: f.injected)
-RANK_FAULTS = faults_where(lambda f: f.family == "rank")
+RANK_FAULTS = faults_where(lambda f: f.family == "rank")  # a campaign's kinds: never a recurring one
+RECURRING_FAULTS = faults_where(lambda f: f.family == "recurring")
 STORAGE_FAULTS = faults_where(lambda f: f.family == "storage")
 GPU_ONLY_FAULTS = faults_where(lambda f: f.gpu_only)
 LIVE_FAULTS = faults_where(lambda f: f.lives_on)

@@ -112,6 +112,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--exit-on-missing-checkpoint", action="store_true", default=False)
     add("--verify-integrity", action="store_true", default=False)
     add("--calc-ft-timeouts", action="store_true", default=False)
+    # Megatron's NaN check of the loss, on unless the team turns it off (pretrain_gpt.py's loss_func)
+    add(
+        "--no-check-for-nan-in-loss-and-grad",
+        action="store_false",
+        default=True,
+        dest="check_for_nan_in_loss_and_grad",
+    )
     add("--smoke-step-seconds", type=float, default=0.2)
     add("--smoke-eval-step-seconds", type=float, default=None)  # None: a third of --smoke-step-seconds
     add("--smoke-save-seconds", type=float, default=0.0)
@@ -149,6 +156,8 @@ PRINTED_ONLY_WHEN_SET = (
     "verify_integrity",
     "smoke_eval_step_seconds",
 )
+# Arguments printed only when turned off (on by default, as Megatron's; every earlier block stays as it was).
+PRINTED_ONLY_WHEN_OFF = ("check_for_nan_in_loss_and_grad",)
 # Megatron core_v0.19's ft_integration: the step timeout is calculated only after this many iterations.
 MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE = 16
 
@@ -157,6 +166,8 @@ def print_arguments(args: argparse.Namespace, out: Printer) -> None:
     out.rank_0("------------------------ arguments ------------------------")
     for name in sorted(vars(args)):
         if name in PRINTED_ONLY_WHEN_SET and not getattr(args, name):
+            continue
+        if name in PRINTED_ONLY_WHEN_OFF and getattr(args, name):
             continue
         out.rank_0("  {} {} {}".format(name, "." * (48 - len(name)), getattr(args, name)))
     out.rank_0("-------------------- end of arguments ---------------------")
@@ -640,6 +651,20 @@ def checkpoint(
     return None
 
 
+def check_loss(loss: torch.Tensor, iteration: int, rank: int) -> None:
+    """Megatron core_v0.19's pretrain_gpt.py loss_func under --check-for-nan-in-loss-and-grad: each rank's
+    loss validated before the data-parallel reduction, NaN then Inf, fatal; the RuntimeError its rerun state
+    machine raises with reruns disabled, in its words (iteration: the one being computed; device: CPU here).
+    With reruns on (validate_results, Megatron's default) Megatron reruns the iteration first and exits 16 or
+    17 instead: the smoke has no rerun machine."""
+    for rejects, what in ((torch.isnan, "NaN"), (torch.isinf, "Inf")):
+        if bool(rejects(loss)):
+            raise RuntimeError(
+                f"Rank {rank}, node {os.uname()[1]}, device cpu, iteration {iteration}: "
+                f"Unexpected result {loss} (message='found {what} in local forward loss calculation')"
+            )
+
+
 def train_step(model, optimizer, iteration: int, args, rank: int, world: int) -> tuple[float, float]:
     """One iteration: its micro-batches' gradients accumulated (each loss scaled by 1 / their count, as
     Megatron's schedule does), averaged over the ranks, one optimizer step; the loss is the mean over the
@@ -652,6 +677,8 @@ def train_step(model, optimizer, iteration: int, args, rank: int, world: int) ->
         tokens, targets = micro_batch(first, micro, rank, world, args.micro_batch_size, args.seed, "train")
         logits = model(tokens)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+        if args.check_for_nan_in_loss_and_grad:
+            check_loss(loss, iteration, rank)
         (loss / count).backward()
         total += loss.detach() / count
     loss = total
@@ -861,9 +888,10 @@ def main(argv: list[str] | None = None) -> int:
         ft.step_end()
         iteration += 1
         consumed += args.global_batch_size
-        if not math.isfinite(loss):
+        if not math.isfinite(loss) and args.check_for_nan_in_loss_and_grad:
             print(f"loss is not finite at iteration {iteration}", file=sys.stderr)
             return 1
+        # without the check, as Megatron with --no-check-for-nan-in-loss-and-grad, it trains on
         if iteration % args.log_interval == 0:
             now = time.monotonic()
             elapsed_ms = (now - last_log) * 1000.0 / args.log_interval

@@ -331,6 +331,7 @@ def _fault_plan(values: dict[str, Any], env: Mapping[str, str], fault: str) -> N
     injections = _read(values, env, "injections")
     if family_of(fault) == "none" and injections != 1:
         raise SettingsError(f"NVRX_INJECTIONS must be 1 with NVRX_DEMO_FAULT=none (got {injections})")
+    _refuse(constraints.recurring_problem(constraints.ENVIRONMENT, fault, injections))
     fault_timing = _read(values, env, "fault_timing")
     _refuse(constraints.in_save_needs_kill(constraints.ENVIRONMENT, fault, fault_timing))
     damage = _read(values, env, "checkpoint_damage")

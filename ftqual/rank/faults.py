@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ftqual.contract import GPU_ONLY_FAULTS
+from ftqual.rank import recurring
 from ftqual.rank.leftovers import read_launcher_record
 from ftqual.rank.markers import log
 from ftqual.rank.procfs import descendants_of, is_alive, is_ancestor, parent_pids
@@ -130,6 +131,32 @@ def by_exception(injector) -> tuple[str, object]:
     )
 
 
+def by_device_failure(injector) -> tuple[str, object]:
+    """setup_crash: the error a failing device raises, on the training thread (at a step's start after the
+    first checkpoint, then at the start of every cycle's setup section)."""
+    rank, where = injector.identity["rank"], f"cycle {injector.identity['cycle']}"
+    if on_training_thread():
+        return "raise InjectedDeviceFailure on the training thread", lambda: recurring.raise_device_failure(
+            rank, where
+        )
+    main = threading.main_thread().ident
+    return "PyThreadState_SetAsyncExc(training thread, InjectedDeviceFailure)", lambda: async_raise(
+        main, recurring.InjectedDeviceFailure
+    )
+
+
+def by_poisoned_batch(injector) -> tuple[str, object] | None:
+    """nan_loss: NaN into this iteration's embeddings (recurring.Poison); the job's own NaN check raises."""
+    if "torch" not in sys.modules:
+        log("fault nan_loss needs the workload's torch, not imported in this process; not injecting")
+        return None
+    return (
+        "a torch forward hook adds NaN to every embedding's output for this iteration (a poisoned batch); "
+        "the job's NaN check must raise",
+        injector.poison_batch,
+    )
+
+
 def lock_gil() -> None:
     ready = threading.Event()
     threading.Thread(target=hold_gil_forever, args=(ready,), name="ftqual-gil-lock", daemon=True).start()
@@ -182,6 +209,9 @@ ACTIONS = {
     "segfault": by_segfault,
     "abort": by_abort,
     "exception": by_exception,
+    "recurring_exception": by_exception,
+    "nan_loss": by_poisoned_batch,
+    "setup_crash": by_device_failure,
     "gil_lock": by_gil_lock,
     "disk_full": by_filler,
     "writer_stall": by_stopping_writers,

@@ -12,6 +12,10 @@ as `step` does (a replacement needs an earlier fault); every later injection is 
 from a completed checkpoint (tracker >= 1) and lands on the training thread as the workload closes `setup`,
 before NVRx is told it closed (after the checkpoint load and everything else the workload does in setup),
 so the `setup` timeout must catch it. Its marker names the checkpoint the replacement loaded.
+Placement `setup_start` (setup_crash's later cycles, ftqual.rank.recurring) lands as the workload opens its
+`setup` section, armed by the cycle's start from the checkpoint it resumes. A recurring fault (family
+recurring) is armed in every cycle, without a count: its marker says `recurring` and the `trigger` that
+placed it (ftqual.rank.recurring.trigger).
 Timing `in_save` (kill only): at the end of an NVRx `checkpointing` section, on the training thread, once the
 tracker is past the baseline and the newest iter_XXXXXXX directory is newer than the tracker (an async save
 was scheduled and not finalized), the rank records that iteration as `save_iteration` and kills itself."""
@@ -26,7 +30,7 @@ import threading
 from pathlib import Path
 
 from ftqual.contract import FILLER_NAME, IN_SAVE_TIMINGS, SAVE_PHASES, STORAGE_FAULTS
-from ftqual.rank import faults
+from ftqual.rank import faults, recurring
 from ftqual.rank.damage import DamageError, make_damage
 from ftqual.rank.freeze import WATCHED_PHASE, FreezeHelper
 from ftqual.rank.ids import INJECT_PREFIX, MARKER_SCHEMA
@@ -67,8 +71,12 @@ class Injector:
         plan_index: int | None = None,
         damage: str | None = None,
         freeze_helper: bool = True,
+        trigger: str | None = None,
     ) -> None:
         self.fault = fault
+        self.trigger = trigger  # a recurring fault's (ftqual.rank.recurring.TRIGGERS), None for any other
+        self.steps_seen = 0  # `step` sections started in this process (nan_loss's poison lasts one)
+        self.poison: recurring.Poison | None = None
         self.freeze_helper = (
             freeze_helper  # a save-phase kill through FreezeHelper (off: the rank kills itself)
         )
@@ -128,6 +136,8 @@ class Injector:
             "injections": self.injections,
             "timing": self.timing,
         }
+        if self.trigger is not None:  # it comes back in every cycle: no count of injections to reach
+            record.update(injections=None, recurring=True, trigger=self.trigger)
         if self.timing in IN_SAVE_TIMINGS:
             record["save_iteration"] = self.save_iteration
         if self.timing in SAVE_PHASES:
@@ -219,10 +229,16 @@ class Injector:
         """node_loss: this node's ft_launcher stopped, every process below it listed (faults.freeze_node)."""
         return faults.freeze_node(self.identity["host"], self.pid_dir, self._signal)
 
+    def poison_batch(self) -> None:
+        """nan_loss: poison this iteration's batch (recurring.Poison), from the step about to run (placement
+        setup: its section starts right after) or the one whose section just started."""
+        self.poison = recurring.Poison()
+        self.poison.start(self.steps_seen + (1 if self.watch is None or self.placement != "step" else 0))
+
     def on_tracker(self, value: int | None) -> bool:
         """One poll result; True once armed (the poller can stop). Timing in_save arms at a section's end,
-        placement setup at the setup section's close."""
-        if self.placement == "setup":
+        placement setup at the setup section's close, setup_start at its start."""
+        if self.placement in ("setup", "setup_start"):
             return True
         if self.timing != "checkpoint" or value is None or value <= self.baseline:
             return False
@@ -241,6 +257,16 @@ class Injector:
         return True
 
     def _on_section_start(self, name: str) -> None:
+        if name == "step":
+            self.steps_seen += 1
+            if self.poison is not None and self.poison.on_step_start(self.steps_seen):
+                log(f"{self.fault}: the poisoned iteration is over; this step's batch is the workload's own")
+        if name == "setup" and self.placement == "setup_start" and self.timing == "checkpoint":
+            with self.lock:
+                if self.armed_at is None:
+                    self.armed_at = self.baseline  # the checkpoint this cycle resumes
+            self.inject("setup")
+            return
         if self.timing != "checkpoint" or SECTION_OF_PLACEMENT.get(self.placement) != name:
             return
         if self.armed_at is None:
@@ -384,7 +410,7 @@ class Injector:
                     self.helper = FreezeHelper()
                 except OSError as exc:  # the kill is then made by this rank itself, as for other timings
                     log(f"the freeze helper cannot be started ({exc}): the rank kills itself on the phase")
-        elif self.timing != "checkpoint" or self.placement == "setup":
+        elif self.timing != "checkpoint" or self.placement in ("setup", "setup_start"):
             return None
         else:
             target = self.poll_forever

@@ -20,10 +20,12 @@ Once armed, the rank claims that marker (O_CREAT|O_EXCL, fsynced) and then injec
 (kill), SIGSTOP (hang), a segmentation fault, os.abort(), an exception raised on the training thread, SIGTERM
 or SIGINT to itself, a thread that holds the GIL forever (gil_lock), or on a GPU an illegal device access
 (gpu_error) or a kernel that never ends (gpu_hang); the marker's `method` says how (Injector.action).
-Once N markers exist, replacement workers never inject again. node_loss takes the whole
-node: the node's ft_launcher (from --pid-dir's <host>.launcher.json, proven this worker's live ancestor) is
-stopped, every process below it listed in the marker's `node`, then all of them, ft_launcher and this rank
-are SIGKILLed.
+Once N markers exist, replacement workers never inject again; a recurring fault (recurring_exception,
+nan_loss, setup_crash: ftqual.rank.recurring) is armed in every cycle, whatever N says, and lands where
+recurring.trigger places it: after the first checkpoint, then at the same iteration (or in setup) again.
+node_loss takes the whole node: the node's ft_launcher (from --pid-dir's <host>.launcher.json, proven this
+worker's live ancestor) is stopped, every process below it listed in the marker's `node`, then all of them,
+ft_launcher and this rank are SIGKILLed.
 
 A requested injection that never happened fails the fault rank at exit (exit 3), so an uninterrupted cycle
 cannot pass as a recovery.
@@ -49,6 +51,7 @@ from ftqual.contract import (
     SAVE_PHASES,
     TRACKER_NAME,
 )
+from ftqual.rank import recurring
 from ftqual.rank.ids import (
     CAMPAIGN_PLAN_SCHEMA,
     EXIT_BAD_PLAN,
@@ -64,6 +67,12 @@ from ftqual.rank.sections import SectionWatch, install_section_hooks, start_sent
 from ftqual.rank.tracker import TrackerError, read_tracker_baseline
 
 SMOKE_ENTRYPOINT = "smoke_train.py"
+# Where each trigger of a recurring fault lands, as the injector's placements say it.
+RECURRING_PLACEMENTS = {
+    recurring.CHECKPOINT: "step",
+    recurring.FIRST_STEP: "setup",
+    recurring.SETUP: "setup_start",
+}
 
 
 def read_campaign_plan(path: Path) -> list[dict]:
@@ -213,7 +222,7 @@ def main(argv: list[str]) -> int:
             fault, fault_rank, placement = entry["fault"], entry["rank"], entry["placement"]
     fault_here = fault != "none" and rank == fault_rank
     made = count_markers(args.fault_marker) if fault_here else 0
-    if fault_here and made >= args.injections:
+    if fault_here and not recurring.injects_now(fault, made, args.injections):
         log(
             f"{made} of {args.injections} injection marker(s) exist (earlier cycles injected); "
             "not injecting again"
@@ -228,6 +237,9 @@ def main(argv: list[str]) -> int:
         injection = made + 1
         if placement == "setup" and injection == 1:
             placement = "step"  # a replacement's setup needs an earlier fault: the first lands in a step
+        trigger = recurring.trigger(fault, made, baseline) if recurring.is_recurring(fault) else None
+        if trigger is not None:  # hang_placement is not a recurring fault's: its trigger places it
+            placement = RECURRING_PLACEMENTS[trigger]
         if not hooked:
             if args.fault_timing == "in_save":
                 log("NVRx is not importable here: sections are unknown, an in_save injection cannot happen")
@@ -260,10 +272,12 @@ def main(argv: list[str]) -> int:
             arm_iteration=entry["arm_iteration"] if entry else None,
             plan_index=entry["index"] if entry else None,
             damage=None if args.checkpoint_damage == "none" else args.checkpoint_damage,
+            trigger=trigger,
         )
         injector.sentinel = sentinel
         log(
-            f"fault {fault} injection {injection} of {args.injections} armed on rank {rank} "
+            f"fault {fault} injection {injection} of "
+            f"{'every cycle' if trigger is not None else args.injections} armed on rank {rank} "
             f"(cycle {cycle}): waiting for the tracker to pass {baseline}, timing {args.fault_timing}, "
             f"placement {injector.placement}"
             + (f", checkpoint damage {injector.damage}" if injector.damage else "")

@@ -111,6 +111,17 @@ def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | No
     )
 
 
+def recurring_problem(v: Vocabulary, fault: str, injections: int) -> str | None:
+    """A recurring fault (family recurring) comes back in every cycle by itself: a count of injections means
+    nothing to it (ftqual.rank.recurring)."""
+    if family_of(fault) != "recurring" or injections == 1:
+        return None
+    return (
+        f"{v.said('fault', fault)} comes back in every cycle by itself: leave {v.name('injections')} at 1 "
+        f"(got {v.got(injections)}); the stack must stop it (max_restarts, max_no_progress_cycles)"
+    )
+
+
 # The phases in which a writer holds a save's shard files open (storage_problem).
 WRITER_STALL_TIMINGS = ("save_shards_partial", "save_shards_complete")
 

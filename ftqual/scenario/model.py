@@ -570,6 +570,8 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     problems += [damage] if damage else []
     storage = constraints.storage_problem(v, s.fault, s.fault_timing, s.injections, s.nnodes, s.async_save)
     problems += [storage] if storage else []
+    recurring = constraints.recurring_problem(v, s.fault, s.injections)
+    problems += [recurring] if recurring else []
     if s.expect == "fail" and not s.expect_failing:
         problems.append(
             "expect: fail needs expect_failing: the check ids that must fail (e.g. [clean_finish])"

@@ -20,6 +20,7 @@ from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = ("segfault", "abort", "exception", "sigterm", "sigint", "gil_lock", "gpu_error", "gpu_hang")
+RECURRING = ("recurring_exception", "nan_loss", "setup_crash")
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +39,15 @@ def test_the_registry_is_keyed_by_name_in_definition_order():
 
 def test_the_derived_tables_keep_their_values():
     assert contract.FAULTS == (
-        "none", "kill", "hang", "node_loss", *CATALOG, "disk_full", "writer_stall", "campaign",
+        "none", "kill", "hang", "node_loss", *CATALOG, "disk_full", "writer_stall", *RECURRING, "campaign",
     )  # fmt: skip
     assert contract.INJECTED_FAULTS == contract.FAULTS[1:]
     assert contract.RANK_FAULTS == ("kill", "hang", *CATALOG)
     assert contract.STORAGE_FAULTS == ("disk_full", "writer_stall")
     assert contract.GPU_ONLY_FAULTS == ("gpu_error", "gpu_hang")
     assert contract.LIVE_FAULTS == ("hang", "gil_lock", "gpu_hang")
-    assert contract.UNWINDING_FAULTS == ("exception", "sigint")
+    assert contract.UNWINDING_FAULTS == ("exception", "sigint", *RECURRING)
+    assert contract.RECURRING_FAULTS == RECURRING
     assert contract.CATALOG_FAULTS == CATALOG
     assert contract.EXIT_CODES == {
         "kill": (-9, 137),
@@ -55,10 +57,13 @@ def test_the_derived_tables_keep_their_values():
         "sigterm": (-15, 143),
         "sigint": (-2, 130, 1),
         "gpu_error": (1, -6, 134),
+        "recurring_exception": (1,),
+        "nan_loss": (1, 16, 17),
+        "setup_crash": (1,),
     }
     assert list(contract.FAULT_ACTIONS) == list(contract.FAULTS)
     assert contract.FAULT_ACTIONS["kill"] == "SIGKILL" and contract.FAULT_ACTIONS["hang"] == "SIGSTOP"
-    assert ENDS_NONZERO_BY_DESIGN == ("node_loss", "disk_full", "writer_stall")
+    assert ENDS_NONZERO_BY_DESIGN == ("node_loss", "disk_full", "writer_stall", *RECURRING)
     ends_at_once = contract.faults_where(lambda f: f.ends_at_once)
     assert ends_at_once == ("kill", "node_loss", "segfault", "abort", "sigterm")
 
@@ -98,6 +103,7 @@ def test_the_verifiers_required_checks_are_the_registrys():
         "campaign": (*RECOVERY_CHECKS, "campaign_plan_followed", "cycles_do_not_accumulate"),
         **{f: RECOVERY_CHECKS for f in ("kill", "hang", *CATALOG)},
         **{f: (*RECOVERY_CHECKS, "storage_fault_outcome") for f in ("disk_full", "writer_stall")},
+        **{f: (*RECOVERY_CHECKS, "recurring_fault_outcome") for f in RECURRING},
     }
     assert RECOVERY_CHECKS == (
         "checkpoint_before_failure",
