@@ -25,10 +25,11 @@ SHARED_FIXTURES = REPO_ROOT / "tests" / "data" / "megatron-h200-2gpu-dp2"
 # smoke workload's parts) and tests/integration/<kind>/, whose folder is the test's marker (`e2e`: the real
 # ft_launcher, `workflow`: snakemake in a temporary directory, `slurm`: the Slurm daemons of .ci/run,
 # `workload`: the smoke workload trained in a subprocess, without ft_launcher, `stack`: ftqual's commands in a
-# subprocess on this machine's stack: torch, NVRx, ft_launcher). No file
-# sets its own marker, so none can forget it and leak into `make test-fast`.
+# subprocess on this machine's stack: torch, NVRx, ft_launcher; `browser`: a report page in headless
+# Chromium). No file sets its own marker, so none can forget it and leak into `make test-fast`.
 INTEGRATION = "tests/integration"
-KINDS = ("slurm", "workflow", "e2e", "workload", "stack")  # the markers; the slow folders in scheduling order
+# the markers; the slow folders in scheduling order
+KINDS = ("slurm", "workflow", "e2e", "workload", "stack", "browser")
 # Two pytest-xdist workers (`make test`: `-n 2 --dist loadscope`), each with its own session:
 # - a test module is one unit of work, run on one worker: a module's shared run (a module-scoped fixture
 #   that several tests read) is made once, not once per worker;

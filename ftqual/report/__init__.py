@@ -1,4 +1,4 @@
-"""`ftqual report`: summary.json/.md, junit.xml and plots from the scenarios' verify reports.
+"""`ftqual report`: summary.json/.md/.html, junit.xml and plots from the scenarios' verify reports.
 
 Reads verify reports (and preflight.json), builds one summary document (summary.py, pure), renders it
 (markdown.py, junit.py, plots.py) and only then writes files. Exit 0 once the report is written, whatever
@@ -30,7 +30,7 @@ class UsageError(Exception):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ftqual report",
-        description="Build summary.json, summary.md, junit.xml and plots/ from verify reports.",
+        description="Build summary.json, summary.md, summary.html, junit.xml and plots/ from verify reports.",
     )
     p.add_argument(
         "--verify",
@@ -146,7 +146,7 @@ def write_report(
     inputs: list[ScenarioInput], preflight_path: Path | None, out: Path, options: ReportOptions
 ) -> dict:
     """Build the summary, render it, write every file under `out`; returns the summary document."""
-    from ftqual.report import plots
+    from ftqual.report import html, plots
     from ftqual.report.junit import render_junit
     from ftqual.report.markdown import render_markdown
 
@@ -189,7 +189,11 @@ def write_report(
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    (out / "summary.md").write_text(render_markdown(summary), encoding="utf-8")
+    markdown = render_markdown(summary)
+    (out / "summary.md").write_text(markdown, encoding="utf-8")
+    # the same markdown, so the page and summary.md cannot disagree; after the plots, which it inlines
+    (out / "summary.html").write_text(html.render_html(summary, markdown, out), encoding="utf-8")
+    (out / html.LANDING).write_text(html.landing_fragment(summary, markdown), encoding="utf-8")
     (out / "junit.xml").write_text(render_junit(summary), encoding="utf-8")
     return summary
 
@@ -243,5 +247,5 @@ def main(argv: list[str] | None = None) -> int:
         scale=scale,
     )
     summary = write_report(inputs, preflight, out, options)
-    print(f"{summary['headline']}\nwrote {out}/summary.md, summary.json, junit.xml, plots/")
+    print(f"{summary['headline']}\nwrote {out}/summary.md, summary.html, summary.json, junit.xml, plots/")
     return 0

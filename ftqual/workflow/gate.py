@@ -1,6 +1,6 @@
 """Rule `gate`: publish the current attempts' report, and make its verdict the workflow's exit code.
 
-Copies results/reports/<attempts>/ to results/summary.json, summary.md, junit.xml and plots/ (replacing
+Copies results/reports/<attempts>/ to results/summary.{json,md,html}, junit.xml and plots/ (replacing
 what an earlier run left there), then exits 0 only when that summary covers exactly the current attempts
 (the same slot for every scenario) and its verdict is pass; otherwise it prints the headline and every
 scenario's cause, and exits 1. The summary's verdict counts only the scenarios the stack can run; each one it
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 RESULTS = Path("results")
-PUBLISHED = ("summary.json", "summary.md", "junit.xml")
+PUBLISHED = ("summary.json", "summary.md", "summary.html", "junit.xml")
 
 
 def publish(report_dir: Path, results: Path = RESULTS) -> None:
@@ -69,5 +69,5 @@ def run(
         if sc["verdict"] != "pass":
             line += f" — {sc.get('cause') or sc.get('reason') or 'see results/summary.md'}"
         say(line)
-    say("report: results/summary.md, results/junit.xml")
+    say("report: results/summary.md, results/summary.html, results/junit.xml")
     return 0 if summary.get("verdict") == "pass" else 1

@@ -20,6 +20,7 @@ def report_dir(tmp_path: Path, verdict="pass", attempts=ATTEMPTS, scenarios=()) 
     summary["scenarios"] = list(scenarios)
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / "summary.md").write_text("# md\n")
+    (folder / "summary.html").write_text("<!DOCTYPE html>\n")
     (folder / "junit.xml").write_text("<testsuites/>\n")
     return folder
 
@@ -40,8 +41,9 @@ def test_a_passing_summary_of_the_current_attempts_is_published_and_exits_0(tmp_
     folder = report_dir(tmp_path, scenarios=[{"name": "kill", "verdict": "pass"}])
     rc, lines = run_gate(tmp_path, folder)
     assert rc == 0
-    assert lines == ["ftqual: PASS", "  kill: PASS", "report: results/summary.md, results/junit.xml"]
-    for name in ("summary.json", "summary.md", "junit.xml"):
+    report = "report: results/summary.md, results/summary.html, results/junit.xml"
+    assert lines == ["ftqual: PASS", "  kill: PASS", report]
+    for name in ("summary.json", "summary.md", "summary.html", "junit.xml"):
         assert (results / name).read_bytes() == (folder / name).read_bytes()
     assert sorted(p.name for p in (results / "plots").iterdir()) == ["timeline.png"]  # stale one gone
     assert not list(results.glob(".*.tmp"))
