@@ -8,6 +8,8 @@ specific first:
 
 - the run exited 0 before its last iteration (a silent end), or a replacement cycle trained from iteration 0
   while a checkpoint existed (ftqual.verification.evidence.endings): named even where the exit was 0;
+- a fault that comes back stopped past its bound, or a curable job stopped while it made progress (the stop
+  as ftqual.verification.checks.recurring judges it: who stopped the job, the cycles and GPU-seconds burned);
 - NVRx stopped restarting because no cycle made progress (exit 93), with the error that ended the cycles
   and the restarts without progress with the GPU-seconds they burned (which a timeout's or a crash's cause
   below adds too, and restarts exhausted, exit 1, where nothing more specific names the end);
@@ -30,6 +32,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ftqual.contract import INJECTED_FAULTS
+from ftqual.verification.checks.recurring import recurring_fault_outcome
+from ftqual.verification.checks.run_plan import run_plan_from
 from ftqual.verification.evidence import endings, safeio
 from ftqual.verification.evidence.clock import Clock
 from ftqual.verification.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
@@ -50,7 +54,7 @@ MAX_TEXT = 200
 
 @dataclass(frozen=True)
 class Cause:
-    # silent_end | restarted_from_scratch |
+    # silent_end | restarted_from_scratch | kept_restarting | curable_stopped | not_recurred |
     # no_progress | section_timeout | argument_error | crash | restarts_exhausted | rendezvous_timeout |
     # not_injected | evidence_missing | unknown
     kind: str
@@ -122,6 +126,8 @@ def root_cause(
     run's evidence where the caller has read it already (`classify`)."""
     if snapshot is not None and (ended := ending_cause(snapshot)) is not None:
         return ended.to_json()
+    if snapshot is not None and (stop := stop_cause(snapshot)) is not None:
+        return stop.to_json()
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     if launcher_exit in (0, None) and (
         fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
@@ -146,6 +152,20 @@ def ending_cause(snap: RunSnapshot) -> Cause | None:
             "restarted_from_scratch", first.text, where.path if where else None, where.line if where else None
         )
     return None
+
+
+def stop_cause(snap: RunSnapshot) -> Cause | None:
+    """A fault that comes back whose stop failed its bound (or that never stopped), or a curable job NVRx
+    stopped while it made progress: the stop, its cycles and GPU-seconds, as recurring_fault_outcome says
+    them (one judgement: the check's); None for every other run and for a stop the check passed."""
+    if endings.stop_role(snap.meta.fault, snap.meta.injections) is None:
+        return None
+    judged = recurring_fault_outcome(snap, run_plan_from(snap.meta))
+    if judged.status != "fail":
+        return None
+    where = judged.evidence[0] if judged.evidence else None
+    kind = str(judged.values.get("outcome") or "kept_restarting")
+    return Cause(kind, judged.detail, where.path if where else None, where.line if where else None)
 
 
 def _burned(snapshot: RunSnapshot | None) -> str:

@@ -257,6 +257,11 @@ ENDING_METRICS = (
     "silent_end",
     "scratch_restarts",
     "no_progress_cycles",
+    "stopped_by",
+    "stop_exit_code",
+    "burned_cycles",
+    "burned_wall_s",
+    "burned_gpu_s",
 )
 
 

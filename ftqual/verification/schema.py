@@ -117,7 +117,7 @@ def per_fault_problems(checks: list) -> list[str]:
 _INT, _NUMBER, _TEXT, _TIME = "an integer", "a number", "a string", "an ISO 8601 time"
 _BOOL = "true or false"
 # The metrics a reader renders beyond the contract's (each may be absent or null): an unwinding fault's
-# linger (ftqual.verification.checks.linger) and what held its rank.
+# linger (ftqual.verification.checks.linger), what held its rank, and who stopped a job and at what cost.
 METRIC_FIELDS = {
     "linger_s": _NUMBER,
     "linger_cut_by_timeout": _BOOL,
@@ -125,6 +125,12 @@ METRIC_FIELDS = {
     "linger_section": _TEXT,
     "linger_bound_s": _NUMBER,
     "held_by": _TEXT,
+    # who stopped a job whose fault comes back (or a curable one) and its bill (evidence.endings.stop_metrics)
+    "stopped_by": _TEXT,
+    "stop_exit_code": _INT,
+    "burned_cycles": _INT,
+    "burned_wall_s": _NUMBER,
+    "burned_gpu_s": _NUMBER,
 }
 CAMPAIGN_FIELDS = {"seed": _INT, "planned": _INT, "mtti_iterations": _INT}
 CYCLE_FIELDS = {

@@ -17,7 +17,8 @@ run's own launcher exit; the first check with the verdict (a scenario's outcome 
 checkpoint or failed storage, before the others); the attempt's record (why nothing was launched,
 or the launch job's line where only its exit failed the run). A launcher that exited non-zero never yields a
 pass, except where the scenario's design makes every launcher end so (node loss) or allows a loud stop (a
-broken checkpoint), which their own checks judge.
+broken checkpoint, failed storage, a fault that comes back after every restart), which their own checks
+judge.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ftqual.contract import faults_where
+from ftqual.contract import family_of, faults_where
 
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -35,8 +36,10 @@ VERDICTS = ("pass", "fail", "inconclusive")
 # nothing judged. Its own verdict, outside the order above: never a pass, never a failure of the others.
 NOT_APPLICABLE = "not_applicable"
 NOT_APPLICABLE_CHECK = "applicable"
-# A lost node without a spare ends the job; failed storage may stop it loudly (its check judges the ending).
-ENDS_NONZERO_BY_DESIGN = faults_where(lambda f: f.family in ("node", "storage"))
+# A lost node without a spare ends the job; failed storage may stop it loudly (its check judges the ending);
+# a fault that comes back after every restart must be stopped (recurring_fault_outcome judges the stop).
+ENDS_NONZERO_FAMILIES = ("node", "storage", "recurring")
+ENDS_NONZERO_BY_DESIGN = faults_where(lambda f: f.family in ENDS_NONZERO_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class LauncherOutcome:
     @property
     def ends_nonzero_by_design(self) -> bool:
         damaged = self.checkpoint_damage not in (None, "none")
-        return self.fault in ENDS_NONZERO_BY_DESIGN or damaged
+        return family_of(self.fault) in ENDS_NONZERO_FAMILIES or damaged
 
     def _fails(self, exit_code: int | None) -> bool:
         return exit_code not in (0, None) and not self.ends_nonzero_by_design and not self.interrupted_by
@@ -152,10 +155,11 @@ class Decision:
     added_checks: tuple[dict, ...] = ()  # checks the launcher's outcome adds (launched, launcher_exit)
 
 
-# The checks that answer a scenario's own question (what a broken checkpoint or failed storage led to): where
-# one of them has the verdict, it is the cause before any recovery check its finding explains (a damaged
-# checkpoint loaded without an error also makes the losses after it differ from the baseline's).
-SCENARIO_OUTCOME_CHECKS = ("checkpoint_break_outcome", "storage_fault_outcome")
+# The checks that answer a scenario's own question (what a broken checkpoint, failed storage or a fault that
+# comes back led to): where one of them has the verdict, it is the cause before any recovery check its
+# finding explains (a damaged checkpoint loaded without an error also makes the losses after it differ from
+# the baseline's).
+SCENARIO_OUTCOME_CHECKS = ("checkpoint_break_outcome", "storage_fault_outcome", "recurring_fault_outcome")
 
 
 def first_with(checks: Iterable[Mapping[str, Any]], verdict: str) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ftqual.contract import family_of, is_fault
 from ftqual.verification.checks import campaign
 from ftqual.verification.checks.baseline import uninterrupted_completion
@@ -15,6 +17,7 @@ from ftqual.verification.checks.detection_bound import detected_within_timeout
 from ftqual.verification.checks.fault import checkpoint_before_failure, failure_detected_and_restarted
 from ftqual.verification.checks.leftovers import no_leftovers
 from ftqual.verification.checks.node_loss import NOT_WITHOUT_SPARE, node_loss_outcome, not_applicable
+from ftqual.verification.checks.recurring import NOT_WHEN_RECURRING, RECURRING_STOPS, recurring_fault_outcome
 from ftqual.verification.checks.replay import replay_consistency
 from ftqual.verification.checks.result import CheckResult, skip, verdict
 from ftqual.verification.checks.resume import clean_finish, progress_after_resume, resumed_from_checkpoint
@@ -28,6 +31,7 @@ from ftqual.verification.checks.storage import (
 )
 from ftqual.verification.checks.timeouts import fixed_timeouts_in_force
 from ftqual.verification.checks.world import active_world_unchanged
+from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 FAULT_CHECKS = (
@@ -41,6 +45,8 @@ FAULT_CHECKS = (
     interrupted_save_discarded,
 )
 BASELINE_CHECKS = (uninterrupted_completion,)
+# The checks of each injection's own failure: for a fault that comes back, only its first one.
+FIRST_ONLY = (checkpoint_before_failure, failure_detected_and_restarted)
 COMMON_CHECKS = (fixed_timeouts_in_force, timeouts_not_exceeded, started_from_existing_checkpoint)
 
 
@@ -52,6 +58,17 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
     if family == "campaign":
         return campaign_checks(snap, exp, baseline)
     results = [check(snap, exp) for check in (*BASELINE_CHECKS, *FAULT_CHECKS, *COMMON_CHECKS)]
+    role = endings.stop_role(exp.fault, exp.injections)
+    if role == "loop" and len(snap.markers) > 1:
+        # A fault that comes back marks every cycle it strikes; the recurrences have no new checkpoint
+        # before them and the last no replacement, by design: the first failure is judged as any fault's,
+        # the ones after it by recurring_fault_outcome (the stop and its bill).
+        once, one = (
+            dataclasses.replace(snap, markers=snap.markers[:1]),
+            dataclasses.replace(exp, injections=1),
+        )
+        first = {c.__name__: c(once, one) for c in FIRST_ONLY}
+        results = [first.get(r.id, r) for r in results]
     results.append(replay_consistency(snap, exp, baseline))
     if exp.job_ends:
         results = [not_applicable(r.id) if r.id in NOT_WITHOUT_SPARE else r for r in results]
@@ -72,6 +89,14 @@ def run_checks(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | None = N
                 skip(r.id, STORAGE_STOPPED) if r.id in NOT_WHEN_STORAGE_STOPPED else r for r in results
             ]
         results.append(storage)
+    if role == "loop":
+        # A fault that comes back after every restart: nothing resumes past it, so the recovery checks have
+        # nothing to prove; its own check judges who stopped the job, when and at what cost.
+        results = [skip(r.id, RECURRING_STOPS) if r.id in NOT_WHEN_RECURRING else r for r in results]
+    if role is not None:
+        # Only such reports carry it (and a rank fault injected more than once: the curable control, which
+        # NVRx must never stop while each cycle makes progress).
+        results.append(recurring_fault_outcome(snap, exp))
     if exp.calc_ft_timeouts:
         # Only calculated-timeout runs carry it: the values NVRx chose, and what they would have caught.
         results.append(calculated_timeouts(snap, exp))

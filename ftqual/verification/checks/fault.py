@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftqual.contract import CATALOG_FAULTS, EXIT_CODES, UNWINDING_FAULTS, detection_path, family_of
+from ftqual.contract import CATALOG_FAULTS, detection_path, family_of, is_fault
+from ftqual.contract import fault as fault_kind
 from ftqual.verification.checks import linger as linger_mod
 from ftqual.verification.checks.checkpoint_folder import completed_folder
 from ftqual.verification.checks.result import (
@@ -231,7 +232,9 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
     if family_of(exp.fault) == "storage":
         _storage_detection(snap, f, marker, found)
         return
-    if exp.fault in CATALOG_FAULTS:
+    # A fault that comes back is detected as the registry says, like the catalog's (its first failure here;
+    # its stop is recurring_fault_outcome's).
+    if exp.fault in CATALOG_FAULTS or family_of(exp.fault) == "recurring":
         if marker.method:
             f.fact(f"injected by {marker.method}", marker.ref)
             f.values["method"] = marker.method
@@ -429,7 +432,8 @@ def _exit_path(
     section's timeout instead (the timeout's kill, -9): the same detection, cut short; its linger is said
     either way. Seen on one H200 with Megatron-LM: the rank exited by itself 37.4 s after its traceback
     under a 60 s step timeout, and a 10 s one cut it."""
-    wanted = EXIT_CODES[fault]
+    known = fault_kind(fault)
+    wanted = known.exit_codes if known is not None else ()
     f.values["expected_exit_codes"] = list(wanted)
     cycle = derive.fault_cycle(snap, marker)
     timeouts = [t for t in derive.qualifying_failures(snap, marker) if isinstance(t, TimeoutFired)]
@@ -454,7 +458,8 @@ def _exit_path(
     if injected_local is None:
         f.unknown("fault_injected.json has no local_rank: the faulted worker's exit cannot be identified")
         return
-    found = linger_mod.linger(snap, marker) if fault in UNWINDING_FAULTS else None
+    unwinds = is_fault(fault, lambda k: k.unwinds)
+    found = linger_mod.linger(snap, marker) if unwinds else None
     if not mine and found is not None and found.traceback is not None and timeouts:
         # The faulted rank unwound (its traceback follows the injection) and lingered; a peer blocked with
         # it in a collective had its own open section time out first, and the launcher stopped the group
@@ -473,7 +478,7 @@ def _exit_path(
         f.fact(f"worker local_rank {first.local_rank} exited with code {first.exit_code}", first.ref)
         _linger_facts(snap, f, marker, found, fault, what)
         return
-    if not mine and fault in UNWINDING_FAULTS and not timeouts:
+    if not mine and unwinds and not timeouts:
         # The faulted rank unwinds for about a second before it exits; a peer whose collective broke with it
         # can die first, and the launcher then stops the group before the faulted rank's own exit is
         # reported (seen on CPU with two ranks, exception and sigint). The peer's exit is the detection.

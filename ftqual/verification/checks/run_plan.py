@@ -11,6 +11,8 @@ from ftqual.verification.evidence.run_meta import RunMeta
 DEFAULT_REPLAY_TOLERANCE = 1e-3
 DEFAULT_BASELINE_TOLERANCE = 2e-2
 DEFAULT_JOIN_TIMEOUT_S = 600  # NVRx 0.7's rendezvous join_timeout when --rdzv-conf does not set one
+# NVRx 0.7.0's --ft-max-no-progress-cycles default (ftqual leaves it unless run.json says otherwise)
+NVRX_NO_PROGRESS_CYCLES = 3
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class RunPlan:
     calc_ft_timeouts: bool = (
         False  # run.json's: NVRx calculated the timeouts; `timeouts` are the initial ones
     )
+    max_no_progress_cycles: int | None = None  # run.json's (None: NVRx's default, 3)
 
     @property
     def node_loss(self) -> bool:
@@ -45,6 +48,30 @@ class RunPlan:
     @property
     def join_timeout_s(self) -> int:
         return self.join_timeout if self.join_timeout is not None else DEFAULT_JOIN_TIMEOUT_S
+
+    @property
+    def recurring(self) -> bool:
+        """A fault that comes back after every restart: NVRx must stop the job (no recovery)."""
+        return family_of(self.fault) == "recurring"
+
+    @property
+    def no_progress_cycles(self) -> int:
+        """The cycles without progress after which NVRx's progress tracker stops the job."""
+        return (
+            self.max_no_progress_cycles
+            if self.max_no_progress_cycles is not None
+            else NVRX_NO_PROGRESS_CYCLES
+        )
+
+    @property
+    def stop_bound(self) -> int:
+        """The cycles a job whose fault comes back may run in all: the no-progress cycles (or max_restarts
+        where lower), plus the first cycle, which made progress before the fault first came. NVRx's tracker
+        counts a cycle without progress at its end: a job it stops at the threshold ran exactly this many."""
+        allowed = self.no_progress_cycles
+        if self.max_restarts is not None:
+            allowed = min(allowed, self.max_restarts)
+        return max(1, allowed) + 1
 
     @property
     def faulty(self) -> bool:
@@ -80,6 +107,9 @@ class RunPlan:
             # The documented outcome without a spare node: every survivor ends, non-zero, once the
             # rendezvous has waited join_timeout for the lost node.
             out.update(exit_code="non-zero", outcome="job_ends", join_timeout=self.join_timeout_s)
+        elif self.recurring:
+            # The fault comes back after every restart: NVRx must stop the job, non-zero, within the bound.
+            out.update(exit_code="non-zero", outcome="stopped", bound_cycles=self.stop_bound)
         elif self.node_loss:
             # With a spare: NVRx promotes a standby into the lost node's place and training goes on.
             out.update(outcome="spare_promoted", spare_nodes=self.spare_nodes)
@@ -107,4 +137,5 @@ def run_plan_from(
         spare_nodes=meta.spare_nodes,
         timeouts_from=meta.timeouts_from,
         calc_ft_timeouts=meta.calc_ft_timeouts,
+        max_no_progress_cycles=meta.max_no_progress_cycles,
     )

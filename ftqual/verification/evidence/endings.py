@@ -9,6 +9,11 @@ made no progress.
 - *Burned cycles*: replacement cycles that completed no checkpoint beyond the one they restored, in a run
   that NVRx stopped (no progress, exit 93) or that ran out of restarts (exit 1); their GPU-seconds are the
   world size times their wall time (cycle_infos).
+- *Who stopped the job* (`job_stop`): NVRx's progress tracker (its no-progress line), `--max-restarts` (exit 1
+  after the last attempt was spent), the restart agent (a hook: its stop line is not read yet), the workload
+  itself (non-zero without NVRx's stop), or nobody (exit 0); and its bill (`stop_bill`): the cycles, and the
+  GPU-seconds from the first failure (the marker's `injected_at`) to the end (run.json's `finished_at`, else
+  launcher.log's last timestamped fact), for the scenarios whose stop is judged (`stop_role`).
 
 Pure functions of a `RunSnapshot`; the checks name these findings, the causes and the metrics report them.
 """
@@ -16,13 +21,19 @@ Pure functions of a `RunSnapshot`; the checks name these findings, the causes an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from ftqual.contract import family_of
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.model import Ref
+from ftqual.verification.evidence.patterns import launcher as launcher_patterns
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 NO_PROGRESS_EXIT = 93  # NVRx's progress tracker stops a job after cycles without progress
 RESTARTS_EXHAUSTED_EXIT = 1  # ft_launcher out of --max-restarts
+# Who stopped a job (JobStop.by): NVRx's progress tracker, ft_launcher's --max-restarts, NVRx's restart agent
+# (attribution), the workload itself (non-zero without NVRx's stop), nobody (exit 0).
+STOPPERS = ("progress_tracker", "max_restarts", "restart_agent", "workload", "none")
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,11 @@ def first_ending(snap: RunSnapshot, after: str) -> tuple[str | None, str, tuple]
     return None
 
 
+def made_progress(log, start: int) -> bool:
+    """A cycle's log says it completed a checkpoint beyond `start`, the iteration it began from."""
+    return any(e.iteration > start for e in log.saves_of("done"))
+
+
 def burned_cycles(snap: RunSnapshot) -> BurnedCycles | None:
     """The replacement cycles that completed no checkpoint beyond the one they restored, in a run that
     ended with NVRx's no-progress stop (exit 93) or with its restarts exhausted (exit 1); None otherwise."""
@@ -186,7 +202,7 @@ def burned_cycles(snap: RunSnapshot) -> BurnedCycles | None:
         if log.cycle == 0:
             continue
         start = restored_iteration(log)
-        if not any(e.iteration > start for e in log.saves_of("done")):
+        if not made_progress(log, start):
             cycles.append(log.cycle)
             restored.append(start)
     if not cycles:
@@ -202,6 +218,155 @@ def burned_cycles(snap: RunSnapshot) -> BurnedCycles | None:
     return BurnedCycles(tuple(cycles), tuple(restored), code, wall, world)
 
 
+@dataclass(frozen=True)
+class JobStop:
+    """Who stopped the job and with which exit. `by` is one of STOPPERS, or None where the evidence cannot
+    say (stopped from outside, no exit recorded, an exit 93 without NVRx's line, launcher.log unreadable)."""
+
+    by: str | None
+    exit_code: int | None
+    why: str  # what the evidence shows, in words
+    line: Ref | None = None  # the line that names the stop (else run.json)
+
+    @property
+    def stopped(self) -> bool:
+        """NVRx stopped it: its progress tracker, its restart budget or its restart agent."""
+        return self.by in ("progress_tracker", "max_restarts", "restart_agent")
+
+
+def restart_agent_stop(snap: RunSnapshot) -> Ref | None:
+    """The hook where NVRx's restart agent's stop is read: NVRx 0.7.0's launcher logs `Attribution recommended
+    stopping the job; terminating workers and signalling the rest of the job.` and exits 93 like the
+    progress tracker. launcher.log's reader does not collect that line yet (the restart agent's decisions
+    are read by their own work); until it does, an exit 93 without the progress tracker's line is unknown,
+    never a pass."""
+    return None
+
+
+def _no_progress_line(snap: RunSnapshot) -> Ref | None:
+    """NVRx's `no progress across restarts` line, else its `EARLY TERMINATION` line (either says the stop)."""
+    stops = snap.launcher.no_progress_stops if snap.launcher is not None else ()
+    said = [s.ref for s in stops if launcher_patterns.NO_PROGRESS_STOP.search(s.ref.text)]
+    return (said or [s.ref for s in stops] or [None])[0]
+
+
+def _restarts_spent(snap: RunSnapshot, most: int | None) -> Ref | None:
+    """The failure ft_launcher found no attempt left for: after as many restart decisions as --max-restarts
+    allows (run.json's, else the decisions' own `N/N attempts`), a worker's failure with no decision after
+    it (NVRx 0.7.0 logs none: it stops the workers and returns). None where launcher.log says otherwise."""
+    log = snap.launcher
+    if log is None:
+        return None
+    decisions = log.restarts
+    allowed = most if most is not None else (decisions[0].attempts_max if decisions else None)
+    if allowed is None or len(decisions) < allowed:
+        return None
+    after = decisions[-1].ref.line if decisions else 0
+    failed = [e.ref for e in log.exits if e.ref.line > after]
+    return failed[-1] if failed else None
+
+
+def job_stop(snap: RunSnapshot) -> JobStop:
+    """Who stopped the job (module docstring), from run.json's exit and launcher.log's lines."""
+    code, meta = snap.meta.exit_code, snap.meta
+    if meta.interrupted_by:
+        return JobStop(None, code, f"the run was stopped from outside ({meta.interrupted_by})", meta.ref)
+    if code is None:
+        return JobStop(None, None, "run.json records no exit code (the launcher had not finished?)", meta.ref)
+    if code == 0:
+        return JobStop("none", 0, "exit 0: nothing stopped the job", meta.ref)
+    if not snap.ok("launcher_log") or snap.launcher is None:
+        return JobStop(None, code, f"exit {code}, and launcher.log cannot say who stopped the job: "
+                       f"{snap.reason('launcher_log') or 'no launcher.log'}", meta.ref)  # fmt: skip
+    if (agent := restart_agent_stop(snap)) is not None:
+        return JobStop("restart_agent", code, f"NVRx's restart agent stopped the job (exit {code})", agent)
+    if (line := _no_progress_line(snap)) is not None:
+        return JobStop(
+            "progress_tracker", code, f"NVRx's progress tracker stopped the job (exit {code})", line
+        )
+    if code == NO_PROGRESS_EXIT:
+        cut = "" if snap.launcher.complete else " (launcher.log looks cut short)"
+        return JobStop(None, code, f"exit {code} without NVRx's no-progress line in launcher.log{cut}: "
+                       "who stopped the job is unknown", meta.ref)  # fmt: skip
+    if code == RESTARTS_EXHAUSTED_EXIT and (spent := _restarts_spent(snap, meta.max_restarts)) is not None:
+        most = meta.max_restarts if meta.max_restarts is not None else len(snap.launcher.restarts)
+        return JobStop("max_restarts", code, f"ft_launcher's restarts were exhausted (max_restarts {most}, "
+                       f"exit {code})", spent)  # fmt: skip
+    return JobStop("workload", code, f"the job ended with exit {code} without NVRx's stop", meta.ref)
+
+
+@dataclass(frozen=True)
+class StopBill:
+    """What a job cost from its first failure to its end: the cycles it ran, those without progress, the
+    wall time and GPU-seconds (world size x wall time)."""
+
+    cycles: int | None  # every cycle the job ran (cycle_infos, else the per-cycle logs)
+    without_progress: tuple[int, ...]  # replacement cycles that completed no checkpoint beyond their restore
+    wall_s: float | None  # the first failure to the end
+    world_size: int | None
+    start: Ref | None = None  # the marker (injected_at)
+    end: str | None = None  # where the end was read: run.json finished_at | launcher.log
+
+    @property
+    def gpu_s(self) -> float | None:
+        if self.wall_s is None or not self.world_size:
+            return None
+        return round(self.wall_s * self.world_size, 1)
+
+
+def _launcher_last_time(snap: RunSnapshot) -> datetime | None:
+    """The latest time among launcher.log's timestamped facts (its last line that one of them is)."""
+    log = snap.launcher
+    if log is None:
+        return None
+    facts = (log.exits, log.restarts, log.timeouts, log.progress, log.successes, log.no_progress_stops,
+             log.nonzero_exits, log.agent_exit_codes, log.gpu_reclaims)  # fmt: skip
+    times = [item.t for kind in facts for item in kind if item.t is not None]
+    times += [item.t for item in log.events if item.t is not None]
+    return max(times, default=None)
+
+
+def stop_bill(snap: RunSnapshot) -> StopBill:
+    """The bill of a job from its first failure (the first marker's `injected_at`) to its end (run.json's
+    `finished_at`, else launcher.log's last timestamped fact)."""
+    cycles = derive.cycle_count(snap)[0]
+    burned = burned_cycles(snap)
+    without = burned.cycles if burned is not None else ()
+    marker = snap.marker
+    start = marker.injected_at if marker is not None else None
+    end, where = snap.meta.finished_at, "run.json finished_at"
+    if end is None:
+        end, where = _launcher_last_time(snap), "launcher.log"
+    wall = max(0.0, (end - start).total_seconds()) if start is not None and end is not None else None
+    return StopBill(cycles, without, wall, snap.meta.world_size, marker.ref if marker else None, where)
+
+
+def stop_role(fault: str, injections: int) -> str | None:
+    """Whose stop is judged: "loop" for a fault that comes back after every restart (family recurring),
+    "curable" for a rank fault injected more than once, each after a new checkpoint (progress kept
+    between: it must never be stopped); None for every other scenario."""
+    family = family_of(fault)
+    if family == "recurring":
+        return "loop"
+    if family == "rank" and injections > 1:
+        return "curable"
+    return None
+
+
+def stop_metrics(snap: RunSnapshot) -> dict[str, object]:
+    """verify.json's metrics of who stopped the job and what it cost (only where `stop_role` judges one)."""
+    if stop_role(snap.meta.fault, snap.meta.injections) is None:
+        return {}
+    stop, bill = job_stop(snap), stop_bill(snap)
+    return {
+        "stopped_by": stop.by,
+        "stop_exit_code": stop.exit_code,
+        "burned_cycles": len(bill.without_progress),
+        "burned_wall_s": None if bill.wall_s is None else round(bill.wall_s, 3),
+        "burned_gpu_s": bill.gpu_s,
+    }
+
+
 def ending_metrics(snap: RunSnapshot) -> dict[str, object]:
     """verify.json's optional metrics of these findings (keys present only where a finding is)."""
     out: dict[str, object] = {}
@@ -211,4 +376,5 @@ def ending_metrics(snap: RunSnapshot) -> dict[str, object]:
         out["scratch_restarts"] = [{"cycle": s.cycle, "checkpoint": s.checkpoint} for s in scratch]
     if (burned := burned_cycles(snap)) is not None:
         out["no_progress_cycles"] = burned.as_dict()
+    out.update(stop_metrics(snap))
     return out

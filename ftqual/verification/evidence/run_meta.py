@@ -96,6 +96,8 @@ class RunMeta:
     # accumulation_steps}) and `evaluation` ({interval, iters}); None in a run.json written before them
     batch: dict | None = None
     evaluation: dict | None = None
+    # run.json's `max_no_progress_cycles`: ft_launcher's --ft-max-no-progress-cycles (None: NVRx's default)
+    max_no_progress_cycles: int | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,7 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         storage=dict(data["storage"]) if isinstance(data.get("storage"), dict) else None,
         batch=dict(data["batch"]) if isinstance(data.get("batch"), dict) else None,
         evaluation=dict(data["evaluation"]) if isinstance(data.get("evaluation"), dict) else None,
+        max_no_progress_cycles=_int(data.get("max_no_progress_cycles")),
         timeouts_from=(
             {k: float(v) for k, v in data["timeouts_from"].items()}
             if isinstance(data.get("timeouts_from"), dict)
