@@ -23,6 +23,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ftqual.report.campaign import fault_cases
+from ftqual.report.recurring import junit_properties as recurring_properties
 
 # ANSI escape sequences, then every character XML 1.0 does not allow.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -116,6 +117,11 @@ def render_junit(summary: dict) -> str:
                 else _case(suite, classname, c["id"], c["status"], _with_cause(c, sc, c is first), _lines(c))
                 for c in sc["checks"]
             ]
+            # A stop judged (a fault that comes back, a curable control): who stopped it and what it cost.
+            for row in summary.get("recurring") or []:
+                if isinstance(row, dict) and row.get("scenario") == name:
+                    for key, value in recurring_properties(row):
+                        ET.SubElement(props, "property", name=key, value=xml_text(value))
             campaign = (summary.get("campaigns") or {}).get(name)
             if campaign is not None:  # one case per fault, named by its kind and rank
                 good = campaign["goodput"]

@@ -13,6 +13,7 @@ from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
 from ftqual.report.exit_codes import markdown_lines as exit_code_lines
 from ftqual.report.faults_table import fault_table_section
+from ftqual.report.recurring import markdown_lines as recurring_lines
 from ftqual.report.restart_agent import markdown_lines as restart_agent_lines
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
 from ftqual.verification.campaign.text import human_bytes
@@ -690,6 +691,13 @@ def restart_agent_section(rows: object) -> list[str]:
     return ["## The restart agent's verdicts", "", *restart_agent_lines(rows), ""]
 
 
+def recurring_section(rows: object) -> list[str]:
+    """Faults that come back, where summary.json has them (an optional key: older summaries have none)."""
+    if not isinstance(rows, list) or not rows:
+        return []
+    return ["## Faults that come back", "", *recurring_lines(rows), ""]
+
+
 def not_applicable_section(summary: dict) -> list[str]:
     """The scenarios this stack cannot run, each with why: apart from the verdict, neither passed nor
     failed (summary.json `not_applicable`; none in summaries written before it)."""
@@ -749,6 +757,7 @@ def render_markdown(summary: dict) -> str:
         *fault_table_section(summary.get("faults") or []),
         "",
         *exit_codes_section(summary.get("exit_codes")),
+        *recurring_section(summary.get("recurring")),
         *restart_agent_section(summary.get("restart_agent")),
         *campaign_section(summary),
         "## Recovery latency against budgets",

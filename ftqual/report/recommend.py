@@ -17,6 +17,10 @@ A job that evaluates (`--eval-interval`, `--eval-iters`) runs its eval steps in 
 snippet says whether the step recommendation covers them (summary.json `timeouts.evaluation.note`: the
 longest step was an eval step at iteration N, or no evaluation ran in the measured runs and the
 recommendation does not cover one).
+
+Where the runs measured stops (summary.json `recurring`: faults that come back, curable controls), the
+snippet adds the restart policy they support as comments for the job's own flags (`max_no_progress_cycles`,
+`max_restarts`, the restart agent's stop action): ftqual.report.recurring.restart_policy; nothing otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.report import recurring as recurring_mod
 from ftqual.report import timeouts as tt
 
 SNIPPET_NAME = "timeouts-recommended.yaml"
@@ -53,6 +58,7 @@ class Recommendation:
     storage: str | None = None  # the storage floor measured, in words
     basis: dict[str, str] | None = None  # per section: measured | floor | configured
     evaluation: str | None = None  # what the step recommendation says of evaluation; None: the job has none
+    restart_policy: tuple[str, ...] = ()  # the snippet's comment lines on restarts (none: nothing measured)
 
 
 def _summary_path(target: Path) -> Path:
@@ -103,6 +109,7 @@ def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendat
         storage=storage_words(doc.get("storage")),
         basis={name: tt.basis(observed[name], name, floors) for name in tt.SECTIONS},
         evaluation=evaluation_note(doc["timeouts"]),
+        restart_policy=tuple(recurring_mod.restart_policy(doc.get("recurring"))),
     )
 
 
@@ -177,6 +184,7 @@ def snippet(rec: Recommendation) -> str:
             "# job shape').",
             *floor_lines,
             *([f"# Evaluation: {rec.evaluation}."] if rec.evaluation else []),
+            *rec.restart_policy,
             "# Rerun the scenarios under them: add this file last to the --configfile list. The report's",
             "# Timeouts section then proves them (no healthy section reaches one, each hang is caught",
             "# within its section's timeout + the rank monitor interval) or shows the run disproving them.",

@@ -347,6 +347,24 @@ SUMMARY_SCHEMA = {
                 "required": ["scenario", "launcher_exit_code", "rank_exit_codes", "meaning", "requeue"],
             },
         },
+        # faults that come back (ftqual.report.recurring); absent where no verify report judged a stop
+        "recurring": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "scenario",
+                    "role",
+                    "stopped_by",
+                    "stop_exit_code",
+                    "cycles",
+                    "bound_cycles",
+                    "burned_cycles",
+                    "burned_gpu_s",
+                    "verdict",
+                ],
+            },
+        },
         "checkpoints": {
             "type": "object",
             "required": ["floor", "by_scenario"],

@@ -24,6 +24,7 @@ from ftqual.report.checkpoints import build_checkpoints
 from ftqual.report.exit_codes import build_exit_codes
 from ftqual.report.faults_table import build_fault_table, held_sections
 from ftqual.report.inputs import PreflightInput, ScenarioInput, evidence_text
+from ftqual.report.recurring import build_recurring
 from ftqual.report.restart_agent import build_restart_agent
 from ftqual.report.timeline import build_timeline, iteration_time_s, marks_summary, save_blocking_s
 from ftqual.report.timeouts import build_timeouts
@@ -671,6 +672,8 @@ def build_summary(
     }
     if exit_codes := build_exit_codes(inputs):  # verify reports that record their exits
         summary["exit_codes"] = exit_codes
+    if recurring := build_recurring(inputs):  # verify reports that judged a stop (faults that come back)
+        summary["recurring"] = recurring
     if agent := build_restart_agent(inputs):  # NVRx's restart agent's verdicts scored (scenarios with it on)
         summary["restart_agent"] = agent
     if job is not None:  # the job shape the runs ran (run.json `job`, through the verify reports)
