@@ -15,7 +15,18 @@ rule summary:
             caption="../report/summary.rst",
             category="Summary",
         ),
-        junit=report_file("junit.xml"),
+        html=report(
+            report_file("summary.html"),
+            caption="../report/summary_html.rst",
+            category="Summary",
+        ),
+        # report/workflow.rst shows it on the report's landing page: the verdict and what needs attention
+        landing=report_file("landing.html"),
+        junit=report(
+            report_file("junit.xml"),
+            caption="../report/junit.rst",
+            category="Summary",
+        ),
         plots=report(
             expand(
                 report_file("plots/{plot}.png"), plot=rule_inputs.summary_plots(PLAN)

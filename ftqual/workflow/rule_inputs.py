@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ftqual.contract import family_of
 from ftqual.launch import payloads as checkpoint_payloads
 from ftqual.workflow import interrupts
 from ftqual.workflow import plan as workflow_plan
@@ -71,8 +72,13 @@ def payloads(plan: workflow_plan.Plan, config: Mapping[str, Any], scenario: str)
 
 
 def summary_plots(plan: workflow_plan.Plan) -> list[str]:
-    """The plots `ftqual report` draws: a recovery timeline per fault scenario and the loss curves."""
-    return [f"timeline_{s.name}" for s in plan.cfg.fault_scenarios] + ["loss_comparison"]
+    """The plots `ftqual report` draws: a recovery timeline per fault scenario and the loss curves, each
+    campaign's, the checkpoints' (a placeholder without checkpoint accounts) and, with the config's
+    `scale`, the at-scale panel; all declared, so Snakemake's report shows every one."""
+    names = [f"timeline_{s.name}" for s in plan.cfg.fault_scenarios] + ["loss_comparison"]
+    names += [f"campaign_{s.name}" for s in plan.cfg.fault_scenarios if family_of(s.fault) == "campaign"]
+    names.append("checkpoints")
+    return names + (["at_scale"] if "--scale" in plan.timeouts_for_argv else [])
 
 
 def summary_command(

@@ -88,7 +88,8 @@ def test_expectation_plots_and_the_summary_command(found):
     assert rule_inputs.expectation(neg_plan, "kill") == {"expect": "fail", "failing": ["clean_finish"]}
     faulted = [s.name for s in found.cfg.fault_scenarios]
     assert faulted and rule_inputs.summary_plots(found) == [f"timeline_{n}" for n in faulted] + [
-        "loss_comparison"
+        "loss_comparison",
+        "checkpoints",
     ]
     reports = {n: f"{n}.json" for n in found.scenarios}
     command = rule_inputs.summary_command(
