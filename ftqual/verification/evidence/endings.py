@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ftqual.contract import family_of
-from ftqual.verification.evidence import derive
+from ftqual.verification.evidence import derive, restart_agent
 from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.patterns import launcher as launcher_patterns
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -235,12 +235,13 @@ class JobStop:
 
 
 def restart_agent_stop(snap: RunSnapshot) -> Ref | None:
-    """The hook where NVRx's restart agent's stop is read: NVRx 0.7.0's launcher logs `Attribution recommended
-    stopping the job; terminating workers and signalling the rest of the job.` and exits 93 like the
-    progress tracker. launcher.log's reader does not collect that line yet (the restart agent's decisions
-    are read by their own work); until it does, an exit 93 without the progress tracker's line is unknown,
-    never a pass."""
-    return None
+    """NVRx's restart agent's stop, where the launcher acted on one: NVRx 0.7.0 logs `Attribution recommended
+    stopping the job; terminating workers ...` and exits 93 like the progress tracker (the agent's lines
+    are read by ftqual.verification.evidence.restart_agent)."""
+    log = restart_agent.read_agent_log(snap.run_dir)
+    if log.enforced_stop_line is None:
+        return None
+    return Ref(restart_agent.LOG, log.enforced_stop_line, "Attribution recommended stopping the job")
 
 
 def _no_progress_line(snap: RunSnapshot) -> Ref | None:
