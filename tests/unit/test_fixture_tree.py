@@ -28,3 +28,17 @@ def test_trim_leaves_out_empty_folders(tmp_path):
     assert (out / "logs" / "launcher.log").read_text() == "/lus/nvrx/x\n"
     assert not (out / "leftovers").exists()
     assert not (out / "checkpoints").exists()  # its only file was a payload
+
+
+def test_trim_copies_the_checkpoint_record_byte_for_byte(tmp_path):
+    """record.json holds the sha256 of each copy: a rewritten copy would read as never finalized."""
+    src = tmp_path / "run"
+    (src / "checkpoint_record" / "iter_0000005").mkdir(parents=True)
+    (src / "checkpoints" / "iter_0000005").mkdir(parents=True)
+    pickle = b"\x80\x04/machine/path/runs/x/checkpoints\x94"
+    (src / "checkpoint_record" / "iter_0000005" / ".metadata").write_bytes(pickle)
+    (src / "checkpoints" / "iter_0000005" / ".metadata").write_bytes(pickle)
+    trim(src, tmp_path / "out", [("/machine/path", "/lus/nvrx")])
+    out = tmp_path / "out"
+    assert (out / "checkpoint_record" / "iter_0000005" / ".metadata").read_bytes() == pickle
+    assert b"/lus/nvrx" in (out / "checkpoints" / "iter_0000005" / ".metadata").read_bytes()

@@ -7,6 +7,9 @@ Copies the run directory without checkpoint payloads (`*.distcp`, `*.pt`) and wi
 leaves out empty folders (git keeps none, so the tests on a clean clone would see another run),
 rewrites the machine's absolute paths in text files (OLD=NEW pairs, longest first), and in binary files
 (`.metadata` pickles) only where NEW can be padded to OLD's length, so the pickle stays loadable.
+The launcher's checkpoint record (`checkpoint_record/`) is copied byte for byte: its record.json holds the
+sha256 of each copied file, and a rewritten copy would read as a checkpoint never finalized once the
+checkpoint directory is gone.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 from pathlib import Path
 
 SKIP_SUFFIXES = (".distcp", ".pt")
+VERBATIM_DIRS = ("checkpoint_record",)  # files whose sha256 a record holds: never rewritten
 
 
 def rewrite_text(data: str, pairs: list[tuple[str, str]]) -> str:
@@ -51,10 +55,13 @@ def trim(src: Path, dest: Path, pairs: list[tuple[str, str]]) -> int:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             raw = path.read_bytes()
-            try:
-                target.write_text(rewrite_text(raw.decode(), pairs))
-            except UnicodeDecodeError:
-                target.write_bytes(rewrite_binary(raw, pairs))
+            if any(part in VERBATIM_DIRS for part in rel.parts):
+                target.write_bytes(raw)
+            else:
+                try:
+                    target.write_text(rewrite_text(raw.decode(), pairs))
+                except UnicodeDecodeError:
+                    target.write_bytes(rewrite_binary(raw, pairs))
             shutil.copystat(path, target)
             count += 1
     return count
