@@ -40,7 +40,6 @@ NOT_WHEN_RECURRING = (
     "resumed_from_checkpoint",
     "progress_after_resume",
     "clean_finish",
-    "active_world_unchanged",
     "replay_consistency",
 )
 RECURRING_STOPS = (
@@ -135,6 +134,9 @@ def _loop(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
             f"{stop.why}, but how many cycles ran is unknown (no cycle_infos, no per-cycle log)", stop.line
         )
         return f.result()
+    if (gap := _evidence_gap(snap, bill.cycles)) is not None:
+        f.unknown(f"{stop.why}, but {gap}", stop.line)
+        return f.result()
     said = f"{stop.why}; {slurm_words(stop.exit_code)}"
     counted = f"{bill.cycles} cycle(s), bound {bound} ({_bound_words(exp)})"
     past = bill.cycles > bound or (
@@ -151,6 +153,45 @@ def _loop(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         )
     f.fact(f"stopped within the bound: {said} after {counted}; {_bill_text(bill)}", stop.line, bill.start)
     return f.result()
+
+
+def _logs_gap(snap: RunSnapshot, cycles: int) -> str | None:
+    """What is missing of the cycles' own record: every cycle's whole log and its cycle_info."""
+    for source in ("train_logs", "cycle_infos"):
+        if not snap.ok(source):
+            return snap.reason(source)
+    logs = {log.cycle: log for log in snap.train_logs}
+    missing = [c for c in range(cycles) if c not in logs]
+    if missing:
+        return f"cycle(s) {missing} of {cycles} left no log: whether the fault came back there is unknown"
+    cut = [c for c, log in sorted(logs.items()) if not log.complete]
+    if cut:
+        return f"the log of cycle(s) {cut} is cut short (its last line has no end)"
+    if snap.cycles is not None and len(snap.cycles.cycle_numbers) != len(logs):
+        return (
+            f"cycle_infos name {len(snap.cycles.cycle_numbers)} cycle(s) and the logs {len(logs)}: a cycle's "
+            "record is missing"
+        )
+    return None
+
+
+def _evidence_gap(snap: RunSnapshot, cycles: int) -> str | None:
+    """What keeps the stop from being shown as a loop's: every cycle's whole record (_logs_gap), and the
+    tracker still naming the checkpoint the fault first came after (a loop keeps no progress); None when
+    the evidence is whole."""
+    if (gap := _logs_gap(snap, cycles)) is not None:
+        return gap
+    if not snap.ok("checkpoints"):
+        return snap.reason("checkpoints")
+    tracker = snap.checkpoints.tracker if snap.checkpoints is not None else None
+    first = snap.marker.checkpoint_iteration if snap.marker is not None else None
+    if tracker is None or tracker.state != "value" or tracker.value != first:
+        said = "unreadable" if tracker is None or tracker.state != "value" else f"at {tracker.value}"
+        return (
+            f"the tracker is {said}, not at the checkpoint the fault first came after ({first}): the loop's "
+            "no-progress is not shown"
+        )
+    return None
 
 
 def _bound_words(exp: RunPlan) -> str:
@@ -197,6 +238,9 @@ def _curable(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         f = Findings(cid)
         f.values.update(role="curable", outcome="not_stopped", max_restarts=exp.max_restarts)
         _stop_values(f, stop, bill)
+        if bill.cycles is not None and (gap := _logs_gap(snap, bill.cycles)) is not None:
+            f.unknown(f"exit 0, but {gap}", stop.line)
+            return f.result()
         f.fact(
             f"not stopped: exit 0 after {bill.cycles} cycle(s) (the recovery checks judge the rest)",
             stop.line,

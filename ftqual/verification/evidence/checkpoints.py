@@ -228,6 +228,9 @@ def read_checkpoints(run_dir: Path, configured: str) -> tuple[Checkpoints | None
     root, shown = resolve_checkpoint_dir(run_dir, configured)
     # An absolute checkpoint_dir is what run.json asked for; a relative one (or a link) must stay in the run.
     roots = (run_dir, root) if Path(configured).is_absolute() else (run_dir,)
+    if (root.exists() or root.is_symlink()) and not root.is_dir():
+        # something else stands where the checkpoints were: that is no purged scratch space to read past
+        return None, missing("checkpoints", f"checkpoint directory {shown} is not a directory")
     if not root.is_dir():
         return _read_recorded(run_dir, configured, f"checkpoint directory {shown} is absent")
     if not inside(root, *roots):

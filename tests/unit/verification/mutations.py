@@ -334,12 +334,17 @@ def _generic(f: RunFacts) -> Iterator[tuple[str, str, str, Edit, bool]]:
     for folder in ("logs", "cycle_infos", "checkpoints"):
         if not (DATA / f.rel / folder).is_dir():
             continue
+        # A run that recorded its checkpoint evidence (checkpoint_record/) verifies alike without its
+        # checkpoints: deleting them is then a control that must keep the verdict.
+        recorded = folder == "checkpoints" and (DATA / f.rel / "checkpoint_record").is_dir()
         yield (
             f"delete-dir:{folder}",
             "delete",
-            f"{folder}/ present",
+            "the checkpoint record stands in for a purged checkpoint directory"
+            if recorded
+            else f"{folder}/ present",
             (lambda root, d=folder: remove(root, d)),
-            True,
+            not recorded,
         )
         yield (
             f"fifo-dir:{folder}",
