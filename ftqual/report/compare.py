@@ -8,7 +8,7 @@ so a platform's CI can gate an upgrade on it. Bad input: one line each, exit 2.
 Figures: per scenario present in both, its verify metrics (detection, restart, checkpoint load, failure to
 first step, start-up, wall time, iterations per second, saves); over every scenario, the restart phases, the
 load and save rates and a save's blocked and durable time (summary.json `checkpoints`). A time is worse when
-it grows, a rate when it falls.
+it grows, a rate when it falls. Only scenarios both sides ran are compared.
 """
 
 from __future__ import annotations
@@ -105,12 +105,14 @@ def _scenarios(summary: Mapping) -> dict[str, Mapping]:
     return {sc.get("name"): sc for sc in summary.get("scenarios") or [] if isinstance(sc, Mapping)}
 
 
-def _pooled(summary: Mapping, part: str, key: str) -> tuple[float, ...]:
+def _pooled(summary: Mapping, part: str, key: str, names: set[str]) -> tuple[float, ...]:
+    """`key` of every save or restart of the scenarios `names` (those both sides ran: a kill's restart is
+    never compared with a hang's)."""
     by_scenario = (summary.get("checkpoints") or {}).get("by_scenario") or {}
     return _numbers(
         item.get(key)
-        for entry in by_scenario.values()
-        if isinstance(entry, Mapping)
+        for name, entry in by_scenario.items()
+        if name in names and isinstance(entry, Mapping)
         for item in entry.get(part) or []
         if isinstance(item, Mapping)
     )
@@ -130,7 +132,8 @@ def figures(old: Mapping, new: Mapping) -> list[Figure]:
             out.append(Figure(f"{name}: save (start to completed)", "s", False, saves[0], saves[1]))
     for part, table in (("restarts", RESTART_FIGURES), ("saves", SAVE_FIGURES)):
         for key, (label, unit, up) in table.items():
-            x, y = _pooled(old, part, key), _pooled(new, part, key)
+            common = set(old_sc) & set(new_sc)
+            x, y = _pooled(old, part, key, common), _pooled(new, part, key, common)
             if x and y:
                 out.append(Figure(label, unit, up, x, y))
     return out

@@ -74,6 +74,17 @@ def test_a_forged_regression_fails_the_gate_and_the_same_summary_does_not(capsys
     assert not C.compare(json.loads(QUALIFIED_13B.read_text()), forged(1.1), 20)["regressions"]
 
 
+def test_only_scenarios_both_sides_ran_are_compared():
+    """A kill's restart is never compared with a hang's: the pooled figures cover the common scenarios."""
+    doc = json.loads(QUALIFIED_13B.read_text())
+    other = copy.deepcopy(doc)
+    other["checkpoints"]["by_scenario"]["kill"] = other["checkpoints"]["by_scenario"].pop("hang")
+    for sc in other["scenarios"]:
+        sc["name"] = "kill" if sc["name"] == "hang" else sc["name"]
+    names = {f["name"] for f in C.compare(doc, other)["figures"]}
+    assert not any(name.startswith("restart:") for name in names), names
+
+
 def test_a_change_within_the_spread_of_repeated_measurements_is_no_regression():
     noisy = C.Figure("save", "s", False, (1.0, 2.0, 3.0), (1.5, 2.5, 3.5))  # +25 % of the median, range 2 s
     assert noisy.judged == "within spread" and not noisy.regression(10)
