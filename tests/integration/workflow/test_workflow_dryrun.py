@@ -313,15 +313,16 @@ def summary_commands(output: str) -> list[str]:
     return [ln for ln in output.splitlines() if ln.startswith("Shell command:") and " report " in ln]
 
 
-def test_an_owned_megatron_flag_fails_the_dry_run_in_one_line(project):
-    """The team's arguments may not set what ftqual controls: refused while planning, nothing planned;
-    the same arguments without the owned flag plan (negative control)."""
-    bad = write_yaml(project / "job.yaml", {"megatron_args": ["--seed=3", "--save-interval=7"]})
+def test_a_flag_ftqual_controls_plans_and_one_that_cannot_stand_fails_the_dry_run_in_one_line(project):
+    """The team's arguments come whole: a flag ftqual controls (--save-interval) is replaced, so they plan;
+    a value no qualification can run with (--ckpt-format torch) is refused while planning, in one line,
+    nothing planned."""
+    replaced = write_yaml(project / "job-ok.yaml", {"megatron_args": ["--seed=3", "--save-interval=7"]})
+    ok = run_snakemake(project, "-n", "--configfile", str(replaced))
+    assert ok.returncode == 0, ok.stdout
+    bad = write_yaml(project / "job.yaml", {"megatron_args": ["--seed=3", "--ckpt-format=torch"]})
     proc = run_snakemake(project, "-n", "--configfile", str(bad))
     assert proc.returncode != 0
-    lines = [ln for ln in proc.stdout.splitlines() if "--save-interval is ftqual's" in ln]
+    lines = [ln for ln in proc.stdout.splitlines() if "--ckpt-format torch: ftqual verifies torch_dist" in ln]
     assert len(lines) == 1, proc.stdout
     assert "Job stats" not in proc.stdout
-    good = write_yaml(project / "job-ok.yaml", {"megatron_args": ["--seed=3"]})
-    ok = run_snakemake(project, "-n", "--configfile", str(good))
-    assert ok.returncode == 0, ok.stdout
