@@ -19,6 +19,9 @@ SERVICE_PORT = 50050
 def deterministic_config_problem() -> str | None:
     """None when nvrx-attrsvc, given ftqual's settings, runs the Restart Agent with no model route."""
     try:
+        # the module the service runs (its web app: fastapi and what fastapi needs), not only its settings:
+        # a missing dependency of the app ends the launcher at start (seen on a GPU machine: opentelemetry)
+        import nvidia_resiliency_ext.services.attrsvc.app  # noqa: F401
         from nvidia_resiliency_ext.services.attrsvc.config import Settings
         from nvidia_resiliency_ext.services.attrsvc.restart_agent_config import (
             restart_agent_config_from_settings,

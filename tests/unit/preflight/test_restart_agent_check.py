@@ -49,3 +49,15 @@ def test_the_port_is_the_launchers():
     from ftqual.launch import restart_agent
 
     assert checks_agent.SERVICE_PORT == restart_agent.SERVICE_PORT
+
+
+def test_a_missing_dependency_of_the_services_app_is_a_problem(monkeypatch):
+    """The service's app must import, not only its settings: an absent dependency ended a GPU run's launcher
+    at start (`No module named 'opentelemetry'`)."""
+    import sys
+
+    from ftqual.preflight import checks_agent
+
+    monkeypatch.setitem(sys.modules, "nvidia_resiliency_ext.services.attrsvc.app", None)
+    problem = checks_agent.deterministic_config_problem()
+    assert problem is not None and "does not import" in problem
