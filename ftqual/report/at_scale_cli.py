@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ftqual.report import at_scale as model
 from ftqual.report.at_scale_inputs import read_inputs
+from ftqual.report.inputs import load_summary
 
 MAX_GPUS = 1_000_000
 MAX_DAYS = 3650
@@ -230,21 +231,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_summary(path: str) -> tuple[dict | None, str | None]:
-    target = Path(path)
-    if target.is_dir():
-        target = target / "summary.json"
-    try:
-        doc = json.loads(target.read_text())
-    except FileNotFoundError:
-        return None, f"no qualified results: {target} does not exist (run the workflow first)"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"{target} cannot be read ({exc})"
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ftqual.summary"):
-        return None, f"{target} is not an ftqual summary.json"
-    return doc, None
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
@@ -252,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ftqual at-scale: {exc}", file=sys.stderr)
         return 2
     a = assumptions_from(args)
-    summary, problem = load_summary(args.results)
+    missing = "no qualified results: {target} does not exist (run the workflow first)"
+    summary, problem = load_summary(args.results, missing)
     problems = assumption_problems(a) + ([problem] if problem else [])
     doc = None
     if summary is not None:

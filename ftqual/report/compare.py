@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ftqual.report.inputs import load_summary
+
 # verify metrics compared per scenario: key -> (label, unit, higher is better)
 SCENARIO_METRICS = {
     "detection_s": ("detection", "s", False),
@@ -238,21 +240,6 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def load(path: str) -> tuple[dict | None, str | None]:
-    target = Path(path)
-    if target.is_dir():
-        target = target / "summary.json"
-    try:
-        doc = json.loads(target.read_text())
-    except FileNotFoundError:
-        return None, f"{target} does not exist: give a results directory or its summary.json"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"{target} cannot be read ({exc})"
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ftqual.summary"):
-        return None, f"{target} is not an ftqual summary.json"
-    return doc, None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="ftqual compare", description=__doc__.split("\n\n")[0])
     p.add_argument("old")
@@ -269,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(
             f"--fail-on-regression must be a percentage from 0 to 1000 (got {args.fail_on_regression:g})"
         )
-    old, old_problem = load(args.old)
-    new, new_problem = load(args.new)
+    missing = "{target} does not exist: give a results directory or its summary.json"
+    old, old_problem = load_summary(args.old, missing)
+    new, new_problem = load_summary(args.new, missing)
     problems += [p for p in (old_problem, new_problem) if p]
     if problems or old is None or new is None:
         for line in problems:

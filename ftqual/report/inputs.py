@@ -53,6 +53,23 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
     return data, None
 
 
+def load_summary(path: str | Path, missing: str) -> tuple[dict | None, str | None]:
+    """A results directory's summary.json (or the file given): the document, or one line why not. `missing`
+    is the line where there is none, `{target}` standing for its path."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / "summary.json"
+    try:
+        doc = json.loads(target.read_text())
+    except FileNotFoundError:
+        return None, missing.format(target=target)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"{target} cannot be read ({exc})"
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ftqual.summary"):
+        return None, f"{target} is not an ftqual summary.json"
+    return doc, None
+
+
 def load_verify(name: str, path: str | Path) -> ScenarioInput:
     doc, error = _read_json(Path(path))
     if doc is not None and doc.get("schema") != VERIFY_SCHEMA:
