@@ -7,20 +7,24 @@ Copies the run directory without checkpoint payloads (`*.distcp`, `*.pt`) and wi
 leaves out empty folders (git keeps none, so the tests on a clean clone would see another run),
 rewrites the machine's absolute paths in text files (OLD=NEW pairs, longest first), and in binary files
 (`.metadata` pickles) only where NEW can be padded to OLD's length, so the pickle stays loadable.
-The launcher's checkpoint record (`checkpoint_record/`) is copied byte for byte: its record.json holds the
-sha256 of each copied file, and a rewritten copy would read as a checkpoint never finalized once the
-checkpoint directory is gone.
+The launcher's checkpoint record (`checkpoint_record/`) keeps every file's length: its copies are rewritten
+only in place (the padded binary rewrite), and record.json's sha256 of each rewritten copy is updated, so the
+record still vouches for its copies once the checkpoint directory is gone.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 SKIP_SUFFIXES = (".distcp", ".pt")
-VERBATIM_DIRS = ("checkpoint_record",)  # files whose sha256 a record holds: never rewritten
+RECORD_DIR = "checkpoint_record"  # files whose sha256 its record.json holds: rewritten in place only
+RECORD_FILE = "record.json"
 
 
 def rewrite_text(data: str, pairs: list[tuple[str, str]]) -> str:
@@ -42,6 +46,7 @@ def rewrite_binary(data: bytes, pairs: list[tuple[str, str]]) -> bytes:
 
 def trim(src: Path, dest: Path, pairs: list[tuple[str, str]]) -> int:
     count = 0
+    rehashed: dict[Path, dict[str, str]] = {}
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if "__pycache__" in rel.parts or path.name.endswith(SKIP_SUFFIXES):
@@ -55,8 +60,13 @@ def trim(src: Path, dest: Path, pairs: list[tuple[str, str]]) -> int:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             raw = path.read_bytes()
-            if any(part in VERBATIM_DIRS for part in rel.parts):
-                target.write_bytes(raw)
+            if RECORD_DIR in rel.parts[:-1] and path.name != RECORD_FILE:
+                new = rewrite_binary(raw, pairs)
+                target.write_bytes(new)
+                if new != raw:
+                    record = dest.joinpath(*rel.parts[: rel.parts.index(RECORD_DIR) + 1])
+                    inner = rel.relative_to(record.relative_to(dest)).as_posix()
+                    rehashed.setdefault(record, {})[inner] = hashlib.sha256(new).hexdigest()
             else:
                 try:
                     target.write_text(rewrite_text(raw.decode(), pairs))
@@ -64,7 +74,20 @@ def trim(src: Path, dest: Path, pairs: list[tuple[str, str]]) -> int:
                     target.write_bytes(rewrite_binary(raw, pairs))
             shutil.copystat(path, target)
             count += 1
+    for record, hashes in rehashed.items():
+        _update_record(record / RECORD_FILE, hashes)
     return count
+
+
+def _update_record(record_json: Path, hashes: dict[str, str]) -> None:
+    """record.json with the sha256 of each copy the path rewrite changed (its mtime kept)."""
+    stat = record_json.stat()
+    doc = json.loads(record_json.read_text(encoding="utf-8"))
+    for entry in doc.get("entries", []):
+        if entry.get("path") in hashes:
+            entry["sha256"] = hashes[entry["path"]]
+    record_json.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    os.utime(record_json, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def main(argv: list[str] | None = None) -> int:
