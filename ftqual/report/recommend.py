@@ -109,7 +109,7 @@ def recommendation(path: Path, doc: Mapping, floors: bool = True) -> Recommendat
         storage=storage_words(doc.get("storage")),
         basis={name: tt.basis(observed[name], name, floors) for name in tt.SECTIONS},
         evaluation=evaluation_note(doc["timeouts"]),
-        restart_policy=tuple(recurring_mod.restart_policy(doc.get("recurring"))),
+        restart_policy=tuple(recurring_mod.restart_policy(doc.get("recurring"), doc.get("restart_agent"))),
     )
 
 

@@ -116,11 +116,11 @@ def junit_properties(row: Mapping) -> list[tuple[str, str]]:
     return out
 
 
-def restart_policy(rows: object) -> list[str]:
+def restart_policy(rows: object, agent_rows: object = None) -> list[str]:
     """The restart policy the measured stops support, as comment lines for the recommendation's snippet: a
     `max_no_progress_cycles` where the loops were stopped by NVRx's progress tracker within the bound, a
-    `max_restarts` where a curable control finished, and a line on the restart agent; nothing where no
-    scenario measured them."""
+    `max_restarts` where a curable control finished, and a line on the restart agent from its scorecard
+    (summary.json `restart_agent`: `agent_line`); nothing where no scenario measured them."""
     if not isinstance(rows, list):
         return []
     good = [r for r in rows if isinstance(r, Mapping) and r.get("verdict") == "pass"]
@@ -154,6 +154,44 @@ def restart_policy(rows: object) -> list[str]:
     return [
         "# Restart policy measured (for the job's own ft_launcher flags; the rerun above keeps its own):",
         *lines,
-        "#   restart agent: keep its stop action `log` (NVRX_RESTART_AGENT=log) until its decisions are "
-        "scored on these failures",
+        agent_line(agent_rows),
     ]
+
+
+def agent_line(agent_rows: object) -> str:
+    """The snippet's line on the restart agent's stop action: `stop` only where its scorecard shows a STOP on
+    every fault that came back and never a wrong STOP, with at least one curable fault scored; `log`
+    otherwise, saying what it got wrong."""
+    rows = [r for r in agent_rows if isinstance(r, Mapping)] if isinstance(agent_rows, list) else []
+    loops = [r for r in rows if r.get("truth") == "STOP"]
+    curable = [r for r in rows if r.get("truth") == "RESTART"]
+    if not loops or not curable:
+        scored = "faults that come back" if not loops else "curable faults"
+        return (
+            "#   restart agent: keep its stop action `log` (NVRX_RESTART_AGENT=log): its decisions were not "
+            f"scored on {scored} here"
+        )
+    killed = [str(r["scenario"]) for r in rows if (_int(r.get("wrong_stop")) or 0) > 0]
+    missed = [r for r in loops if not (_int(r.get("right_stop")) or 0)]
+    if killed:
+        return (
+            "#   restart agent: keep its stop action `log` (NVRX_RESTART_AGENT=log): it said STOP on a "
+            f"curable fault ({', '.join(killed)}), which its stop action would have killed"
+        )
+    if missed:
+        said = ", ".join(f"{r['scenario']}{_said(r)}" for r in missed)
+        return (
+            f"#   restart agent: keep its stop action `log` (NVRX_RESTART_AGENT=log): it said STOP on "
+            f"{len(loops) - len(missed)} of {len(loops)} faults that come back ({said}); NVRx's progress "
+            "tracker stops those"
+        )
+    return (
+        "#   restart agent: its stop action may stop jobs (NVRX_RESTART_AGENT=stop): it said STOP on each "
+        f"of the {len(loops)} faults that come back and never on the {len(curable)} curable one(s) scored"
+    )
+
+
+def _said(row: Mapping) -> str:
+    counts = [(row.get(key), word) for key, word in (("wrong_restart", "RESTART"), ("unknown", "UNKNOWN"))]
+    said = [f"{n} x {word}" for n, word in counts if isinstance(n, int) and n > 0]
+    return ": " + ", ".join(said) if said else ": no verdict"

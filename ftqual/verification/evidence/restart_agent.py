@@ -21,7 +21,7 @@ MAX_LOG_BYTES = 256 << 20  # a launcher log is megabytes at most; beyond this th
 @dataclass(frozen=True)
 class Verdict:
     cycle: int  # the failed cycle whose log was analysed (train_cycle<N>.log)
-    decision: str  # STOP | RESTART (the agent's recommendation)
+    decision: str  # STOP | RESTART | UNKNOWN (no failure signature found: the launcher restarts)
     basis: str | None  # its policy basis: general_retry_available, retry_budget_exhausted, ...
     at: datetime | None  # when the launcher logged it
     line: int
@@ -55,8 +55,8 @@ def read_agent_log(run_dir: Path, clock: Clock | None = None) -> AgentLog:
         if not any(needle in raw for needle in P.NEEDLES):
             continue
         if (m := P.VERDICT.search(raw)) is not None:
-            if m["status"] != "completed" or m["decision"] not in ("STOP", "RESTART"):
-                continue
+            if m["status"] != "completed":
+                continue  # still analysing: not a verdict (an UNKNOWN that completed is one: no signature)
             basis = P.BASIS.search(m["reason"])
             verdicts.append(
                 Verdict(

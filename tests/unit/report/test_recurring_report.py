@@ -13,7 +13,7 @@ from pathlib import Path
 from ftqual.report import write_report
 from ftqual.report.inputs import ScenarioInput
 from ftqual.report.recommend import recommendation, snippet
-from ftqual.report.recurring import build_recurring, restart_policy
+from ftqual.report.recurring import agent_line, build_recurring, restart_policy
 from ftqual.report.summary import ReportOptions
 from ftqual.verification.verify import build_report
 from tests.support.schemas import validate_summary
@@ -148,3 +148,22 @@ def test_the_recommendation_s_snippet_carries_the_restart_policy(tmp_path):
         "timeouts_from",
         "timeouts_for",
     ]
+
+
+def test_the_restart_agent_line_follows_its_scorecard():
+    """`stop` only where the agent said STOP on every loop and never on a curable fault; `log` otherwise,
+    naming what it got wrong (as on one H100: STOP on one loop of three, UNKNOWN or RESTART on the rest)."""
+    loop = {"truth": "STOP", "right_stop": 1, "wrong_restart": 2, "unknown": 0, "wrong_stop": 0}
+    nan = {"scenario": "nan_loss", "truth": "STOP", "right_stop": 0, "wrong_restart": 0, "unknown": 3}
+    crash = {"scenario": "setup_crash", "truth": "STOP", "right_stop": 0, "wrong_restart": 3, "unknown": 0}
+    curable = {"scenario": "flaky_exception", "truth": "RESTART", "right_restart": 2, "wrong_stop": 0}
+    rows = [dict(loop, scenario="recurring_exception"), nan, crash, curable]
+    line = agent_line(rows)
+    assert "keep its stop action `log`" in line and "STOP on 1 of 3 faults that come back" in line
+    assert "nan_loss: 3 x UNKNOWN" in line and "setup_crash: 3 x RESTART" in line
+    assert "NVRX_RESTART_AGENT=stop" in agent_line([dict(loop, scenario="recurring_exception"), curable])
+    # negative controls: a wrong STOP on a curable fault, or no curable fault scored, never gives `stop`
+    killed = [dict(loop, scenario="recurring_exception"), dict(curable, wrong_stop=1)]
+    assert "flaky_exception" in agent_line(killed) and "=stop" not in agent_line(killed)
+    assert "not scored on curable faults" in agent_line([dict(loop, scenario="r")])
+    assert "not scored on faults that come back" in agent_line(None)

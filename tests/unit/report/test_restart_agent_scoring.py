@@ -68,3 +68,19 @@ def test_only_scenarios_with_the_agent_on_get_a_row_and_the_section_renders():
         and "| kill | kill | stop | RESTART | 0 | 1 | 0 | 0 | 0 |" in text
     )
     assert restart_agent_section([]) == []
+
+
+def test_an_unknown_on_a_loop_pays_for_the_next_cycle_and_on_a_transient_fault_costs_nothing():
+    # nan_loss on 1 rank, cycles of 30, 25, 25, 20 s: UNKNOWN on 0-2 let cycles 1-3 run; cycle 3 unanswered
+    walls = {0: 30.0, 1: 25.0, 2: 25.0, 3: 20.0}
+    row = score_scenario(
+        "nan_loss", "nan_loss", agent({0: "UNKNOWN", 1: "UNKNOWN", 2: "UNKNOWN", 3: None}, walls, 1)
+    )
+    assert row["unknown"] == 3 and row["no_verdict"] == 1
+    assert row["unknown_gpu_s"] == 70.0
+    assert row["wrong_restart"] == row["right_stop"] == 0 and row["wrong_restart_gpu_s"] == 0.0
+    assert [d["outcome"] for d in row["decisions"]] == ["unknown", "unknown", "unknown", "no verdict"]
+    curable = score_scenario("exception", "exception", agent({0: "UNKNOWN"}, {0: 10.0, 1: 41.0}))
+    assert curable["unknown"] == 1 and curable["unknown_gpu_s"] == 0.0 and curable["right_restart"] == 0
+    lines = restart_agent_section([row])
+    assert "| nan_loss | nan_loss | stop | STOP | 0 | 0 | 0 | 0 | 3 | 1 | 0.0 | 70.0 |" in lines

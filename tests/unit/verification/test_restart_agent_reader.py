@@ -69,3 +69,17 @@ def test_a_failed_start_and_a_missing_log(tmp_path):
     assert log.service_error.startswith("managed attribution service requires")
     missing = read_agent_log(tmp_path / "nowhere")
     assert not missing.readable and missing.problems
+
+
+def test_a_completed_unknown_is_a_verdict_and_a_running_one_is_not(tmp_path):
+    """NVRx 0.7.0 answers UNKNOWN where a cycle's log matches no failure signature (Megatron's NaN exit on one
+    H100: tests/data/megatron-h100-recurring-1gpu), and the launcher goes on as on a RESTART."""
+    lines = [
+        P.format(m=4, s="10", ms="000", lvl="INFO")
+        + "health_check.py:2155 AttrSvcResult for /r/logs/train_cycle0.log: status=completed "
+        "recommendation=UNKNOWN reason=No actionable failure signature was found in the available log. "
+        "should_stop=False result preview: ",
+        LINES[-1],
+    ]
+    log = read_agent_log(write(tmp_path, lines))
+    assert [(v.cycle, v.decision, v.basis) for v in log.verdicts] == [(0, "UNKNOWN", None)]

@@ -6,7 +6,9 @@ r"""NVRx's restart agent as the launcher's log (logs/launcher.log) records it: o
   _get_results`, the text from `attribution/orchestration/client_response.py:117`, `format_log_message`):
   `... health_check.py:2155 AttrSvcResult for /run/logs/train_cycle0.log: status=completed
   recommendation=RESTART reason=Line 6 matched failure class observed_exception; policy basis is
-  general_retry_available. should_stop=False result preview: `
+  general_retry_available. should_stop=False result preview: `; where the log matched no failure signature,
+  `recommendation=UNKNOWN reason=No actionable failure signature was found in the available log.
+  should_stop=False`, and the launcher goes on (`health_check.py:1975 Attribution recommends continuing`)
 - a stop acted on (stop-action no-restart), `fault_tolerance/launcher.py:692`:
   `... launcher.py:692 [default] Attribution recommended stopping the job; terminating workers and
   signalling the rest of the job.`
