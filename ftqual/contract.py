@@ -347,6 +347,17 @@ EXIT_MEANINGS: dict[int, tuple[str, str]] = {
     0: ("finished", "no"),
     1: ("restarts exhausted (ft_launcher) or an uncaught error (a rank)", "yes, after looking"),
     93: ("NVRx no-progress stop: cycles without progress", "no: a loop"),
+    # Megatron-LM's rerun state machine (megatron/core/rerun_state_machine.py, with
+    # --check-for-nan-in-loss-and-grad): 16 asks to resume from the same checkpoint on another GPU, to tell a
+    # faulty GPU from a bad batch; on the same GPU it exits 16 again, so a restart in place loops.
+    16: (
+        "Megatron's rerun state machine: resume on another GPU to tell a faulty GPU from a bad batch",
+        "on another GPU",
+    ),
+    17: (
+        "Megatron's result validation failed (its rerun state machine's diagnosis is in the log)",
+        "after looking",
+    ),
     -9: ("killed (SIGKILL)", "yes"),
     137: ("killed (SIGKILL)", "yes"),
     -6: ("aborted (SIGABRT)", "yes, after looking"),

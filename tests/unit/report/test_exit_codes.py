@@ -93,3 +93,12 @@ def test_an_exit_0_after_a_restart_from_scratch_says_so():
     )
     assert row["meaning"] == "finished, but cycle 1 restarted from scratch"
     assert row["requeue"] == "no: investigate, the checkpoint was not loaded"
+
+
+def test_megatron_s_rerun_exit_asks_for_another_gpu():
+    """Megatron's NaN check exits 16 to be resumed on another GPU (seen on one H100: a restart in place
+    exits 16 again); an unlisted code stays the workload's own."""
+    (row,) = build_exit_codes([_item("nan_loss", launcher_exit_code=93, rank_exit_codes=[16])])
+    assert row["ranks_meaning"][0].startswith("16: Megatron's rerun state machine: resume on another GPU")
+    assert exit_meaning(17)[0].startswith("Megatron's result validation failed")
+    assert exit_meaning(42) == ("exit 42: the workload's own code", "after looking")
