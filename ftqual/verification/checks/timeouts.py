@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 FIXED_TIMEOUTS = "fixed_timeouts_in_force"
@@ -30,9 +31,16 @@ def fixed_timeouts_in_force(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     if not snap.ok("train_logs"):
         return inconclusive(cid, snap.reason("train_logs"))
     f = Findings(cid)
+    last = max((log.cycle for log in snap.train_logs), default=None)
+    # The restart agent's STOP can end the last cycle while its ranks are still starting: no timeout was in
+    # force there (the launcher's stop line is the evidence), so that cycle has nothing to check.
+    agent_stop = endings.restart_agent_stop(snap)
     for log in snap.train_logs:
         for item in log.ft_loaded:
             f.problem("Megatron loaded calculated timeouts (FT: loaded timeouts from ...ft_state.json)", item)
+        if not log.ft_inits and agent_stop is not None and log.cycle == last:
+            f.fact(f"cycle {log.cycle}: stopped on the restart agent's STOP before FT started", agent_stop)
+            continue
         if not log.ft_inits:
             f.unknown(f"{log.path} has no 'FT: initialized. Timeouts=...' line")
             continue

@@ -236,12 +236,13 @@ class JobStop:
 
 def restart_agent_stop(snap: RunSnapshot) -> Ref | None:
     """NVRx's restart agent's stop, where the launcher acted on one: NVRx 0.7.0 logs `Attribution recommended
-    stopping the job; terminating workers ...` and exits 93 like the progress tracker (the agent's lines
-    are read by ftqual.verification.evidence.restart_agent)."""
+    stopping the job; terminating workers ...` (or, where the STOP came while the next cycle formed,
+    `Rendezvous closed because NVRx decided the job must not be restarted (attribution_stop)`) and exits 93
+    like the progress tracker (the agent's lines are read by ftqual.verification.evidence.restart_agent)."""
     log = restart_agent.read_agent_log(snap.run_dir)
     if log.enforced_stop_line is None:
         return None
-    return Ref(restart_agent.LOG, log.enforced_stop_line, "Attribution recommended stopping the job")
+    return Ref(restart_agent.LOG, log.enforced_stop_line, "the launcher acted on the restart agent's STOP")
 
 
 def _no_progress_line(snap: RunSnapshot) -> Ref | None:

@@ -15,7 +15,7 @@ import pytest
 
 from ftqual.report.inputs import ScenarioInput
 from ftqual.report.restart_agent import build_restart_agent
-from tests.support.launch import launch_smoke, verify_run
+from tests.support.launch import FAST_STEPS, launch_smoke, verify_run
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,67 @@ def test_negative_control_a_stop_on_the_curable_fault_is_wrong(agent_run, repo_r
     walls = {c["cycle"]: c["wall_s"] for c in report["restart_agent"]["cycles"]}
     assert row["wrong_stop_gpu_s"] == pytest.approx(2 * walls[1], abs=0.2)
     json.dumps(row)  # summary.json-ready
+
+
+@pytest.fixture(scope="module")
+def agent_loop(repo_root, tmp_path_factory) -> Path:
+    """The same exception at iteration 5 in every cycle, the agent's stop action on, and NVRx's other stops
+    set far out of the way (20 cycles without progress, 20 restarts): only the agent can stop it early."""
+    work = tmp_path_factory.mktemp("agent-loop")
+    return launch_smoke(
+        repo_root,
+        work,
+        "agent-loop",
+        "recurring_exception",
+        list(FAST_STEPS),
+        {
+            "TRAIN_ITERS": "12",
+            "SAVE_INTERVAL": "4",
+            "NVRX_ASYNC_SAVE": "0",
+            "NVRX_MAX_RESTARTS": "20",
+            "NVRX_MAX_NO_PROGRESS_CYCLES": "20",
+            "NVRX_SECTION_TIMEOUTS": "setup:60,step:20,checkpointing:30",
+            "NVRX_OUT_OF_SECTION_TIMEOUT": "30",
+            "NVRX_RESTART_AGENT": "stop",
+        },
+        timeout=900,
+    )
+
+
+@pytest.mark.timeout(960)
+def test_the_agent_stops_a_loop_with_a_right_stop_and_the_report_names_it(agent_loop, repo_root):
+    rc, report = verify_run(repo_root, agent_loop)
+    assert rc == 0, report.get("cause")
+    stop = next(c for c in report["checks"] if c["id"] == "recurring_fault_outcome")["values"]
+    assert stop["stopped_by"] == "restart_agent", stop
+    assert stop["cycles"] < 21  # stopped before NVRx's own bounds
+    agent = report["restart_agent"]
+    assert agent["enforced_stop_line"] is not None
+    [row] = build_restart_agent([ScenarioInput("recurring_exception", "x", report)])
+    assert row["truth"] == "STOP" and row["right_stop"] >= 1 and row["wrong_stop"] == 0, row
+    # every RESTART it gave before its STOP is a wrong one, each paying for the loop's next cycle
+    assert row["right_restart"] == 0 and row["wrong_restart_gpu_s"] >= 0
+    assert [d["decision"] for d in row["decisions"] if d["decision"]][-1] == "STOP"
+
+
+@pytest.mark.timeout(960)
+def test_negative_control_without_the_launcher_s_stop_line_who_stopped_the_loop_is_unknown(
+    agent_loop, repo_root
+):
+    """The same run with the launcher's lines acting on the STOP removed: the exit 93 is nobody's that the
+    evidence shows, so the stop is not credited to the agent, and a last cycle cut before FT started is no
+    longer explained (inconclusive, never pass)."""
+    copy = agent_loop.parent / "agent-loop-no-stop-line"
+    shutil.copytree(agent_loop, copy, symlinks=True)
+    log = copy / "logs" / "launcher.log"
+    kept = [
+        line
+        for line in log.read_text().splitlines(keepends=True)
+        if "Attribution recommended stopping the job; terminating" not in line
+        and "(attribution_stop)" not in line
+    ]
+    log.write_text("".join(kept))
+    rc, report = verify_run(repo_root, copy)
+    assert rc != 0 and report["verdict"] != "pass"
+    stop = next(c for c in report["checks"] if c["id"] == "recurring_fault_outcome")
+    assert stop["status"] != "pass" and stop["values"].get("stopped_by") != "restart_agent", stop

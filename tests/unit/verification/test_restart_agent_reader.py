@@ -83,3 +83,29 @@ def test_a_completed_unknown_is_a_verdict_and_a_running_one_is_not(tmp_path):
     ]
     log = read_agent_log(write(tmp_path, lines))
     assert [(v.cycle, v.decision, v.basis) for v in log.verdicts] == [(0, "UNKNOWN", None)]
+
+
+def test_a_stop_latched_while_the_next_cycle_forms_closes_the_rendezvous_and_is_read_as_acted_on(tmp_path):
+    """NVRx 0.7.0 acts on a STOP that comes between cycles by closing the rendezvous (seen on CPU: the
+    smoke workload's loop, tests/integration/e2e/test_restart_agent_real.py), not by its line for running
+    workers."""
+    lines = [
+        LINES[4],  # the STOP verdict on cycle 2
+        P.format(m=4, s="48", ms="000", lvl="ERROR")
+        + "health_check.py:1945 Attribution recommends stopping the job (analyzed log: "
+        "/r/logs/train_cycle2.log); the job will be terminated",
+        P.format(m=4, s="49", ms="000", lvl="ERROR")
+        + "launcher.py:533 Rendezvous closed because NVRx decided the job must not be restarted "
+        "(attribution_stop). Original rendezvous message: The node 'localhost_1_0' detected that "
+        "rendezvous was closed",
+    ]
+    log = read_agent_log(write(tmp_path, lines))
+    assert [v.decision for v in log.verdicts] == ["STOP"] and log.enforced_stop_line == 3
+    # log mode's own line on a STOP it does not enforce is no stop
+    unenforced = P.format(m=4, s="48", ms="000", lvl="ERROR") + (
+        "health_check.py:1945 Attribution recommends stopping the job (analyzed log: "
+        "/r/logs/train_cycle2.log), but the recommendation is NOT being enforced "
+        "(--ft-attribution-stop-action=log). The job continues."
+    )
+    (tmp_path / "logs" / "launcher.log").write_text("\n".join([LINES[4], unenforced]) + "\n")
+    assert read_agent_log(tmp_path).enforced_stop_line is None

@@ -9,9 +9,13 @@ r"""NVRx's restart agent as the launcher's log (logs/launcher.log) records it: o
   general_retry_available. should_stop=False result preview: `; where the log matched no failure signature,
   `recommendation=UNKNOWN reason=No actionable failure signature was found in the available log.
   should_stop=False`, and the launcher goes on (`health_check.py:1975 Attribution recommends continuing`)
-- a stop acted on (stop-action no-restart), `fault_tolerance/launcher.py:692`:
+- a stop acted on (stop-action no-restart): while workers run, `fault_tolerance/launcher.py:692`:
   `... launcher.py:692 [default] Attribution recommended stopping the job; terminating workers and
-  signalling the rest of the job.`
+  signalling the rest of the job.`; where the STOP came while the next cycle was forming (the verdict is
+  latched, `health_check.py:1945 Attribution recommends stopping the job (analyzed log: ...); the job will be
+  terminated`), the rendezvous closes instead, `launcher.py:533`: `Rendezvous closed because NVRx decided the
+  job must not be restarted (attribution_stop). Original rendezvous message: ...` (seen on CPU with the
+  smoke workload, tests/integration/e2e/test_restart_agent_real.py)
 - a failed cycle left unanalysed because an earlier one is still awaited (one analysis at a time),
   `shared_utils/health_check.py:2039`: `AttributionService terminal analysis for /run/logs/train_cycle3.log
   deferred: still awaiting a verdict for /run/logs/train_cycle2.log`
@@ -31,7 +35,10 @@ VERDICT = re.compile(
     r"recommendation=(?P<decision>[A-Z_]+) reason=(?P<reason>.*?) should_stop=(?P<stop>True|False)\b"
 )
 BASIS = re.compile(r"policy basis is (\w+)")
-ENFORCED_STOP = re.compile(r"Attribution recommended stopping the job; terminating workers")
+ENFORCED_STOP = re.compile(
+    r"Attribution recommended stopping the job; terminating workers"
+    r"|NVRx decided the job must not be restarted \(attribution_stop\)"
+)
 DEFERRED = re.compile(
     r"AttributionService terminal analysis for \S*train_cycle(\d+)\.log deferred: still awaiting a verdict "
     r"for \S*train_cycle(\d+)\.log"
@@ -41,6 +48,7 @@ SERVICE_FAILED = re.compile(r"(managed attribution service [^'\"]{0,200})")
 NEEDLES = (
     "AttrSvcResult",
     "Attribution recommended stopping",
+    "(attribution_stop)",
     "terminal analysis for",
     "attribution service",
 )
