@@ -34,7 +34,8 @@ def fixed_timeouts_in_force(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     last = max((log.cycle for log in snap.train_logs), default=None)
     # The restart agent's STOP can end the last cycle while its ranks are still starting: no timeout was in
     # force there (the launcher's stop line is the evidence), so that cycle has nothing to check.
-    agent_stop = endings.restart_agent_stop(snap)
+    cut = any(not log.ft_inits and log.cycle == last for log in snap.train_logs)
+    agent_stop = endings.restart_agent_stop(snap) if cut else None
     for log in snap.train_logs:
         for item in log.ft_loaded:
             f.problem("Megatron loaded calculated timeouts (FT: loaded timeouts from ...ft_state.json)", item)

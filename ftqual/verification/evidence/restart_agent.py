@@ -13,6 +13,7 @@ from pathlib import Path
 from ftqual.verification.evidence.clock import Clock
 from ftqual.verification.evidence.patterns import launcher as launcher_patterns
 from ftqual.verification.evidence.patterns import restart_agent as P
+from ftqual.verification.evidence.safeio import open_regular
 
 LOG = "logs/launcher.log"
 MAX_LOG_BYTES = 256 << 20  # a launcher log is megabytes at most; beyond this the reader stops
@@ -41,8 +42,8 @@ class AgentLog:
 def read_agent_log(run_dir: Path, clock: Clock | None = None) -> AgentLog:
     path = Path(run_dir) / LOG
     clock = clock or Clock()
-    try:
-        with open(path, "rb") as handle:
+    try:  # a FIFO or a link out of the run is refused, never waited on (safeio)
+        with open_regular(path, Path(run_dir)) as handle:
             data = handle.read(MAX_LOG_BYTES)
     except OSError as exc:
         return AgentLog(readable=False, problems=[f"{LOG} unreadable: {exc.strerror or exc}"])

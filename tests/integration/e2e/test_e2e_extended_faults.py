@@ -79,8 +79,9 @@ def test_in_save_kill_discards_the_save_in_flight(in_save_run):
         1,
     )
     c, s = marker["checkpoint_iteration"], marker["save_iteration"]
-    # the save at 2 * INTERVAL, or a later one when the first finalize came after its section (a busy machine)
-    assert c >= INTERVAL and s == c + INTERVAL and s < ITERS and marker["cycle"] == 0
+    # the save at 2 * INTERVAL, or a later one when the first finalize came after its section (busy machine),
+    # up to the last iteration's save: whichever it was, that save is discarded and the one before it loaded
+    assert c >= INTERVAL and s == c + INTERVAL and s <= ITERS and marker["cycle"] == 0
     cycle0 = run.text("logs/train_cycle0.log")
     assert re.search(rf"scheduled an async checkpoint save at iteration +{s} to ", cycle0)
     assert not re.search(rf"successfully saved checkpoint from iteration +{s} to ", cycle0)

@@ -4,6 +4,7 @@ RESTART, when, the policy basis, the launcher's stop, a deferred cycle; a path e
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 from ftqual.verification.evidence.restart_agent import read_agent_log
@@ -109,3 +110,10 @@ def test_a_stop_latched_while_the_next_cycle_forms_closes_the_rendezvous_and_is_
     )
     (tmp_path / "logs" / "launcher.log").write_text("\n".join([LINES[4], unenforced]) + "\n")
     assert read_agent_log(tmp_path).enforced_stop_line is None
+
+
+def test_a_fifo_in_place_of_the_log_is_refused_not_waited_on(tmp_path):
+    (tmp_path / "logs").mkdir()
+    os.mkfifo(tmp_path / "logs" / "launcher.log")
+    log = read_agent_log(tmp_path)
+    assert not log.readable and "not a regular file" in log.problems[0]
