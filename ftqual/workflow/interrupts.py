@@ -13,6 +13,18 @@ same signal to every recorded job of this host that is still the process it reco
 does: a KeyboardInterrupt, on which Snakemake cancels its jobs (under Slurm it scancels them) and releases its
 lock. A job's own handler stops its launcher at the first signal and ignores a second, so a Ctrl-C that
 reaches the job twice (from the terminal and from here) stops it once.
+
+A signal that lands as a job starts: the main process's handler may run before the job is on record, and
+Snakemake's local executor still starts a job it had already handed to its thread pool, then waits for it
+(seen: a Ctrl-C right after `localrule run_scenario`, the baseline trained to its end). So the handler first
+leaves a marker (`interrupted_by`: the signal, for this workflow process), then signals the jobs on record;
+a job puts itself on record first, then looks for the marker (`stop_asked`), before it launches and while it
+runs. Whichever comes first, the job sees one of the two.
+
+Which process is the workflow: `forward_to_jobs` puts the main process's identity (host, pid, start ticks)
+into its environment as FTQUAL_WORKFLOW, which every local job inherits. A job watches that process (and the
+processes between it and the job) to notice a workflow killed outright, never the processes above it: a
+shell that started `nohup snakemake ... &` and then exited is no reason to stop (`watched_chain`).
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ import os
 import signal
 import socket
 from base64 import urlsafe_b64encode
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,7 +42,62 @@ from ftqual.jsonfile import write_json_atomic
 from ftqual.launch import procs
 
 JOBS = Path(".snakemake") / "ftqual-jobs"
+# Not *.json: live_jobs reads every *.json there as a job.
+MARKER = JOBS / "interrupted"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WORKFLOW_ENV = "FTQUAL_WORKFLOW"  # "<host> <pid> <start ticks>" of the workflow's main process
+
+
+def identity(pid: int | None = None) -> str | None:
+    """ "<host> <pid> <start ticks>" of process `pid` (this one by default); None when it is gone."""
+    pid = os.getpid() if pid is None else pid
+    start = procs.start_time(pid)
+    return None if start is None else f"{socket.gethostname()} {pid} {start}"
+
+
+def workflow_process(env: Mapping[str, str] = os.environ) -> tuple[int, int] | None:
+    """(pid, start ticks) of the workflow that started this job, when it runs on this host; None otherwise
+    (no record: a job started otherwise; another host: a Slurm job on its node)."""
+    try:
+        host, pid, start = env.get(WORKFLOW_ENV, "").split()
+        return (int(pid), int(start)) if host == socket.gethostname() else None
+    except ValueError:
+        return None
+
+
+def watched_chain(
+    chain: Sequence[tuple[int, int]], workflow: tuple[int, int] | None
+) -> list[tuple[int, int]]:
+    """What a job watches of its `chain` (procs.ancestry(): parent first): the processes up to and including
+    the workflow's main process where it is among them. Never what is above it: a shell that started the
+    workflow in the background (`nohup make run &`) may exit, and the workflow runs on. Without the
+    workflow among them (a Slurm job on its node, a job started by hand), the whole chain, as before."""
+    if workflow is None or workflow not in chain:
+        return list(chain)
+    return list(chain[: chain.index(workflow) + 1])
+
+
+def interrupted_by(workdir: Path, signum: int, workflow: str | None) -> None:
+    """The main process's marker that it was interrupted by `signum`; written before the jobs on record
+    are signalled, so that a job not yet on record finds it (module docstring)."""
+    path = workdir / MARKER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"workflow": workflow, "signal": signal.Signals(signum).name})
+
+
+def stop_asked(workdir: Path, env: Mapping[str, str] = os.environ) -> str | None:
+    """The signal that interrupted the workflow which started this job (its marker names this job's
+    FTQUAL_WORKFLOW), or None: no marker, or one an earlier workflow left."""
+    workflow = env.get(WORKFLOW_ENV)
+    if not workflow:
+        return None
+    try:
+        marker = json.loads((workdir / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("workflow") != workflow:
+        return None
+    return str(marker.get("signal") or "interrupted")
 
 
 @contextmanager
@@ -79,6 +146,11 @@ def forward_to_jobs(workdir: Path, say: Callable[[str], None]) -> list[signal.Si
     """In the main process: SIGINT, SIGTERM and SIGHUP (unless ignored) reach the recorded jobs, then stop
     the workflow as Ctrl-C does, also where a shell started it with SIGINT ignored. Returns the signals
     handled."""
+    me = identity()
+    if me is not None:
+        # inherited by every job this workflow starts (Snakemake's shell passes os.environ on)
+        os.environ[WORKFLOW_ENV] = me
+    (workdir / MARKER).unlink(missing_ok=True)
     handled = []
     for sig in FORWARDED:
         # nohup's ignored SIGHUP is the user's choice to survive a closed terminal; an ignored SIGINT is only
@@ -89,6 +161,10 @@ def forward_to_jobs(workdir: Path, say: Callable[[str], None]) -> list[signal.Si
 
         def interrupt(signum, frame, workdir=workdir):
             name = signal.Signals(signum).name
+            try:
+                interrupted_by(workdir, signum, me)
+            except OSError:  # a full or read-only disk: the jobs on record are still signalled
+                pass
             reached = forward(workdir, signum)
             if reached:
                 say(f"ftqual: {name}: stopping the scenario runs (jobs {', '.join(map(str, reached))})")

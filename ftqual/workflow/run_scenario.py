@@ -20,7 +20,10 @@ Signals: the launcher runs in its own session, so it gets exactly one SIGTERM fr
 SIGINT, SIGTERM or SIGHUP (Ctrl-C, Snakemake, scancel, a closed terminal); it forwards it to ft_launcher
 and kills what is left by the process ids recorded in runs/<run-id>/pids/. If the workflow that started
 this job disappears (Snakemake killed with SIGKILL), the run is stopped the same way: nobody would verify
-it. To let runs survive a closed terminal, start the workflow under nohup, tmux or Slurm (a SIGHUP that is
+it; only Snakemake's own process and those between it and this job are watched, never the shell that started
+it (ftqual.workflow.interrupts.watched_chain). A workflow interrupted as this job starts, before the job was
+on record to get the signal, left a marker that the job reads (ftqual.workflow.interrupts.stop_asked). To let
+runs survive a closed terminal, start the workflow under nohup, setsid, tmux or Slurm (a SIGHUP that is
 ignored when this job starts stays ignored). After a failed or interrupted run, `ftqual cleanup <run dir>`
 runs once more here, for a launcher that was itself killed.
 """
@@ -167,6 +170,10 @@ def wait_turn(say: Say, turn: gpu_turn.GpuTurn, stopped: list[str], chain: list[
             said = waiting
         if stopped:
             return False
+        asked = interrupts.stop_asked(Path.cwd())
+        if asked:
+            stopped.append(asked)
+            return False
         gone = procs.first_gone(chain)
         if gone is not None:
             stopped.append(f"the workflow process {gone} is gone")
@@ -225,8 +232,13 @@ def run_launcher(
     with interrupts.registered(Path.cwd()):
         # Start ticks, not psutil's create_time(): that moves by a second when a VM's clock is adjusted, and a
         # live workflow then looked gone (seen on CI: the run was stopped with SIGTERM, its job failed).
-        chain = procs.ancestry()
+        # Up to the workflow's own process, never the shell above it (nohup make run &: it may exit).
+        chain = interrupts.watched_chain(procs.ancestry(), interrupts.workflow_process())
         progress_state: dict[str, float] = {}
+        # On record first, then the marker: a workflow interrupted before it saw this job left one.
+        asked = interrupts.stop_asked(Path.cwd())
+        if asked and not stopped:
+            stopped.append(asked)
         if stopped:
             return LauncherRun(1, stopped[0], None)
         with open(console, "w") as out:
@@ -257,9 +269,13 @@ def run_launcher(
                 except subprocess.TimeoutExpired:
                     if watcher is not None:
                         show_progress(say, watcher, progress_state, elapsed_line)
+                    if stopped:
+                        continue
                     gone = procs.first_gone(chain)
-                    if gone is not None and not stopped:
+                    if gone is not None:
                         stop(f"the workflow process {gone} is gone")
+                    elif asked := interrupts.stop_asked(Path.cwd()):
+                        stop(asked)  # a signal the job itself never got (module interrupts)
     return LauncherRun(rc, stopped[0] if stopped else None, launched)
 
 

@@ -79,19 +79,25 @@ def test_the_main_process_forwards_then_stops_as_ctrl_c_does(tmp_path):
         "from ftqual.workflow import interrupts\n"
         f"handled = interrupts.forward_to_jobs(Path({str(tmp_path)!r}), print)\n"
         "print('handled', sorted(s.name for s in handled), flush=True)\n"
+        "me = os.environ[interrupts.WORKFLOW_ENV]\n"
+        "print('env', me == interrupts.identity(), flush=True)\n"
+        "print('asked before', interrupts.stop_asked(Path(" + repr(str(tmp_path)) + ")), flush=True)\n"
         "try:\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(30)\n"
         "except KeyboardInterrupt as exc:\n"
         "    print('interrupted', exc, flush=True)\n"
+        # a job this workflow starts only now finds the marker (it inherits FTQUAL_WORKFLOW)
+        "print('asked after', interrupts.stop_asked(Path(" + repr(str(tmp_path)) + ")), flush=True)\n"
     )
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
         assert lines[0] == "handled ['SIGHUP', 'SIGINT', 'SIGTERM']"
-        assert lines[1] == f"ftqual: SIGTERM: stopping the scenario runs (jobs {job.pid})"
-        assert lines[2] == "interrupted SIGTERM"
+        assert lines[1:3] == ["env True", "asked before None"]
+        assert lines[3] == f"ftqual: SIGTERM: stopping the scenario runs (jobs {job.pid})"
+        assert lines[4:] == ["interrupted SIGTERM", "asked after SIGTERM"]
         assert job.wait(timeout=30) == -signal.SIGTERM
     finally:
         job.kill()
@@ -136,3 +142,43 @@ def test_the_marker_path_is_snakemakes_own():
     assert "b64id = urlsafe_b64encode(id.encode()).decode()" in inspect.getsource(
         persistence.FilePersistence._record_path
     )
+
+
+def marker(tmp_path, workflow: str | None, sig: str = "SIGINT") -> None:
+    interrupts.interrupted_by(tmp_path, getattr(signal, sig), workflow)
+
+
+def test_a_job_finds_the_marker_of_its_own_workflow_only(tmp_path):
+    """The handshake for a signal that lands as a job starts (module docstring): the marker names the
+    workflow process; one an earlier workflow left, or one read by a job of no workflow, asks nothing."""
+    here = socket.gethostname()
+    mine = {interrupts.WORKFLOW_ENV: f"{here} 4242 777"}
+    assert interrupts.stop_asked(tmp_path, mine) is None  # no marker
+    marker(tmp_path, f"{here} 4242 777", "SIGTERM")
+    assert interrupts.stop_asked(tmp_path, mine) == "SIGTERM"
+    assert interrupts.stop_asked(tmp_path, {interrupts.WORKFLOW_ENV: f"{here} 4242 778"}) is None  # earlier
+    assert interrupts.stop_asked(tmp_path, {}) is None
+    (tmp_path / interrupts.MARKER).write_text("{")  # torn
+    assert interrupts.stop_asked(tmp_path, mine) is None
+    # never read as a job on record
+    assert interrupts.live_jobs(tmp_path) == []
+
+
+def test_the_workflow_process_is_named_by_host_pid_and_start():
+    here = socket.gethostname()
+    assert interrupts.workflow_process({interrupts.WORKFLOW_ENV: f"{here} 12 345"}) == (12, 345)
+    assert interrupts.workflow_process({interrupts.WORKFLOW_ENV: f"{here}-node7 12 345"}) is None  # Slurm
+    assert interrupts.workflow_process({interrupts.WORKFLOW_ENV: "garbage"}) is None
+    assert interrupts.workflow_process({}) is None
+    assert interrupts.identity() == f"{here} {os.getpid()} {procs.start_time(os.getpid())}"
+
+
+def test_a_job_watches_the_workflow_process_and_below_never_the_shell_above_it():
+    """`nohup make run &` from a shell that then exits: the shell (and make's parent) above Snakemake may
+    go; the job stopped its scenario because the whole chain up to init was watched."""
+    chain = [(30, 3), (20, 2), (10, 1), (5, 0)]  # job's parent (a bash -c), snakemake, make, the login shell
+    assert interrupts.watched_chain(chain, (20, 2)) == [(30, 3), (20, 2)]
+    assert interrupts.watched_chain(chain, (30, 3)) == [(30, 3)]
+    # a reused pid is not the workflow; no workflow among the ancestors (a Slurm job on its node): all of it
+    assert interrupts.watched_chain(chain, (20, 9)) == chain
+    assert interrupts.watched_chain(chain, None) == chain

@@ -119,3 +119,54 @@ def test_wait_turn_gives_up_at_once_when_already_stopped():
     say, _, console = voice()
     assert rs.wait_turn(say, FakeTurn(1), [], []) is True
     assert console.getvalue() == ""  # taken at once: nothing to say
+
+
+def interrupted_workflow(tmp_path, monkeypatch, sig: str = "SIGINT") -> None:
+    """This job's workflow (FTQUAL_WORKFLOW) was interrupted before the job was on record: its marker."""
+    from ftqual.workflow import interrupts
+
+    monkeypatch.chdir(tmp_path)
+    me = "host-a 4242 777"
+    monkeypatch.setenv(interrupts.WORKFLOW_ENV, me)
+    monkeypatch.setattr(interrupts.socket, "gethostname", lambda: "host-a")
+    interrupts.interrupted_by(tmp_path, getattr(signal, sig), me)
+
+
+def test_a_job_whose_workflow_was_interrupted_before_it_was_on_record_launches_nothing(tmp_path, monkeypatch):
+    """A Ctrl-C right after `localrule run_scenario`: the workflow's handler found no job on record, and
+    Snakemake still started the job (and waited for it): the baseline trained to its end."""
+    interrupted_workflow(tmp_path, monkeypatch)
+    say, _, _ = voice()
+    marker = tmp_path / "ran"
+    result = rs.run_launcher(say, child(f"open({str(marker)!r}, 'w').close()"), {}, tmp_path / "console.log")
+    assert result == rs.LauncherRun(1, "SIGINT", None)
+    assert not marker.exists()
+    # nor while it waits for its GPU turn
+    result = rs.run_launcher(say, child("pass"), {}, tmp_path / "c.log", turn=FakeTurn(None))
+    assert result == rs.LauncherRun(1, "SIGINT", None)
+
+
+def test_an_interrupt_the_job_never_got_stops_its_running_launcher(tmp_path, monkeypatch):
+    """The marker appears while the launcher runs (the workflow's handler ran between this job's record and
+    its first look): the launcher gets its one SIGTERM."""
+    from ftqual.workflow import interrupts
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(interrupts.WORKFLOW_ENV, "host-a 4242 777")
+    monkeypatch.setattr(interrupts.socket, "gethostname", lambda: "host-a")
+    # the child writes the marker as the workflow's handler would, once it runs
+    code = (
+        "import json, os, time\n"
+        f"p = {str(tmp_path / interrupts.MARKER)!r}\n"
+        "os.makedirs(os.path.dirname(p), exist_ok=True)\n"
+        "json.dump({'workflow': 'host-a 4242 777', 'signal': 'SIGTERM'}, open(p, 'w'))\n"
+        "time.sleep(30)\n"
+    )
+    say, log, _ = voice()
+    result = rs.run_launcher(say, child(code), {}, tmp_path / "console.log")
+    assert result.stopped_by == "SIGTERM" and result.rc == -signal.SIGTERM and result.started is not None
+    assert "SIGTERM: sending SIGTERM to the launcher" in log.getvalue()
+    # negative control: the same marker of another workflow (an earlier one) stops nothing
+    monkeypatch.setenv(interrupts.WORKFLOW_ENV, "host-a 4242 778")
+    result = rs.run_launcher(say, child("import time; time.sleep(2.5)"), {}, tmp_path / "c2.log")
+    assert result.stopped_by is None and result.rc == 0
