@@ -36,6 +36,42 @@ RATE_SOURCE = (
     "Llama 3 405B pre-training: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs "
     "(Dubey et al. 2024, section 3.3.4)"
 )
+KOKOLIS = (
+    "Kokolis et al., Revisiting Reliability in Large-Scale ML Research Clusters, HPCA 2025 (arXiv 2410.21680)"
+)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A published failure rate: the one input of the model no qualification measures. Each figure is turned
+    into failures per GPU-hour (the model scales it linearly with N); `mtbf_h` at `gpus` is what it
+    published."""
+
+    name: str
+    failures_per_gpu_hour: float
+    mtbf_h: float
+    gpus: int
+    source: str
+
+
+def _prior(name: str, mtbf_h: float, gpus: int, source: str) -> Prior:
+    return Prior(name, 1.0 / (mtbf_h * gpus), mtbf_h, gpus, source)
+
+
+# The one set of failure priors of the product: `ftqual at-scale --prior`, the config's `scale.prior` and
+# `ftqual report --prior` pick among them. The default is Llama 3's because it is the closest to what ftqual
+# qualifies: one synchronous LLM pre-training job on H100s, counted as the interruptions that job restarted
+# from. Meta RSC's two figures (Kokolis et al.) are research clusters' jobs (A100, many users); they disagree
+# with each other by 3.6x per GPU, so neither is one rate for every N: the report shows them as alternatives.
+PRIORS: dict[str, Prior] = {
+    "llama3": Prior(
+        "llama3", FAILURES_PER_GPU_HOUR, 1.0 / (FAILURES_PER_GPU_HOUR * LLAMA3_GPUS), LLAMA3_GPUS, RATE_SOURCE
+    ),
+    "rsc-1024": _prior("rsc-1024", 7.9, 1024, f"Meta RSC: a 1,024-GPU job's MTTF is 7.9 h ({KOKOLIS})"),
+    "rsc-16k": _prior("rsc-16k", 1.8, 16384, f"Meta RSC: a 16,384-GPU job's MTTF is 1.8 h ({KOKOLIS})"),
+}
+DEFAULT_PRIOR = "llama3"
+GIVEN_PRIOR = "given"  # --failures-per-gpu-hour: the user's own rate
 NODE_SHARE_SOURCE = (
     "Llama 3: about 78 % of unexpected interruptions were hardware (GPUs and their memory first)"
 )
@@ -77,6 +113,7 @@ class Assumptions:
     """What one node cannot measure; each default says where it comes from (`sources`)."""
 
     failures_per_gpu_hour: float = FAILURES_PER_GPU_HOUR
+    prior: str = DEFAULT_PRIOR  # the name of the prior failures_per_gpu_hour is (PRIORS, or "given")
     hang_share: float = 0.1  # of failures a live rank's timeout must detect
     node_share: float = 0.78  # of failures that take a node out (it must be replaced)
     fs_read_gbps: float | None = None  # the filesystem's aggregate read rate; None: the node's rate x nodes
@@ -100,6 +137,19 @@ class Assumptions:
     )
 
 
+def with_prior(a: Assumptions, name: str) -> Assumptions:
+    """The assumptions with the failure rate of a published prior (PRIORS), its source named."""
+    prior = PRIORS[name]
+    sources = {**a.sources, "failures_per_gpu_hour": prior.source}
+    return replace(a, failures_per_gpu_hour=prior.failures_per_gpu_hour, prior=name, sources=sources)
+
+
+def with_rate(a: Assumptions, failures_per_gpu_hour: float) -> Assumptions:
+    """The assumptions with the user's own failure rate (--failures-per-gpu-hour)."""
+    sources = {**a.sources, "failures_per_gpu_hour": "given (--failures-per-gpu-hour)"}
+    return replace(a, failures_per_gpu_hour=failures_per_gpu_hour, prior=GIVEN_PRIOR, sources=sources)
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """The share of wall time each cost takes (fractions) and the goodput."""
@@ -121,6 +171,9 @@ class Breakdown:
 
     @property
     def goodput(self) -> float:
+        """The product's one goodput: productive time over wall time, 1 - the shares every cost takes.
+        Every goodput ftqual reports (At your scale, each scenario's projection, the campaign's model check)
+        is this property of a Breakdown."""
         return max(0.0, 1.0 - self.waste)
 
 
@@ -217,29 +270,37 @@ class Knob:
     setting: str
     goodput: float
     gain: float  # over the configured settings, in goodput (fraction)
+    key: str | None = None  # the config setting this row sets (None: not a setting of the config)
+    value: float | int | None = None  # its value there
 
 
 def knobs(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> list[Knob]:
     """What each knob buys against the configured settings."""
     base = project(i, gpus, days, a).goodput
     best = project(i, gpus, days, a, interval_iters=0)
+    restarts = enough_restarts(i, gpus, days, a)
+    covers = "as configured: covers every expected failure" if restarts == i.max_restarts else (
+        "every expected failure"
+    )  # fmt: skip
     rows = [
         (
             "as configured",
             f"save every {i.save_interval_iters} iterations, step timeout "
             f"{i.step_timeout.value:g} s, max restarts {i.max_restarts}",
-            base,
+            base, None, None,
         ),  # fmt: skip
-        ("save interval", f"every {best.interval_iters} iterations (Young/Daly)", best.goodput),
+        (
+            "save interval", f"every {best.interval_iters:,} iterations (Young/Daly)", best.goodput,
+            "save_interval", best.interval_iters,
+        ),  # fmt: skip
         (
             "hot spare",
             "a standby node takes a lost node's place",
-            project(i, gpus, days, replace(a, hot_spare=True)).goodput,
-        ),
+            project(i, gpus, days, replace(a, hot_spare=True)).goodput, None, None,
+        ),  # fmt: skip
         (
-            "max restarts",
-            f"{enough_restarts(i, gpus, days, a)} (every expected failure)",
-            project(i, gpus, days, a, max_restarts=enough_restarts(i, gpus, days, a)).goodput,
+            "max restarts", f"{restarts} ({covers})",
+            project(i, gpus, days, a, max_restarts=restarts).goodput, "max_restarts", restarts,
         ),  # fmt: skip
     ]
     # the step timeouts worth comparing: 60 and 120 s and the recommended one, less the one in force
@@ -248,15 +309,98 @@ def knobs(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> 
         timeouts[float(i.recommended_step_timeout_s)] = f"{i.recommended_step_timeout_s:g} s (recommended)"
     timeouts.pop(float(i.step_timeout.value), None)
     for seconds, label in sorted(timeouts.items()):
-        rows.insert(2, ("step timeout", label, project(i, gpus, days, a, step_timeout_s=seconds).goodput))
-    return [Knob(name, setting, g, g - base) for name, setting, g in rows]
+        g = project(i, gpus, days, a, step_timeout_s=seconds).goodput
+        rows.insert(2, ("step timeout", label, g, "timeouts.step", seconds))
+    return [Knob(name, setting, g, g - base, key, value) for name, setting, g, key, value in rows]
+
+
+GAIN_FLOOR = 5e-5  # below half a hundredth of a point (the table's precision), a knob buys nothing
+
+
+def settings(rows: list[Knob]) -> list[Knob]:
+    """The settings worth changing, read off the knob table itself: per config setting, its row that gains
+    most, only where that gain shows in the table (a row that costs goodput is never a setting to take)."""
+    best: dict[str, Knob] = {}
+    for k in rows:
+        if k.key is not None and k.gain > GAIN_FLOOR and (k.key not in best or k.gain > best[k.key].gain):
+            best[k.key] = k
+    return list(best.values())
 
 
 def enough_restarts(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> int:
     """Restarts that cover the failures expected over the run (their mean plus three standard deviations:
-    Poisson)."""
+    Poisson), never fewer than the configured ones (fewer would only stop the job sooner)."""
     mean = failure_rate_s(gpus, a) * days * 86400.0
-    return max(1, math.ceil(mean + 3.0 * math.sqrt(mean)))
+    return max(i.max_restarts, 1, math.ceil(mean + 3.0 * math.sqrt(mean)))
+
+
+PRIOR_TABLE_GPUS = (1024, 16384)  # each scenario's projection: the GPU counts the published figures name
+
+
+@dataclass(frozen=True)
+class PriorRow:
+    """How the answer moves with the failure prior: the same job and settings, each published rate."""
+
+    prior: str
+    source: str
+    failures_per_gpu_hour: float
+    mtbf_s: float  # at the projection's GPUs
+    failures: float  # over the run
+    configured: float
+    best: float
+
+
+def prior_table(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> list[PriorRow]:
+    """The projection under every published prior (and the user's own rate, where given)."""
+    chosen = [a] if a.prior == GIVEN_PRIOR else []
+    out = []
+    for each in [*chosen, *(with_prior(a, name) for name in PRIORS)]:
+        configured = project(i, gpus, days, each)
+        best = project(i, gpus, days, each, interval_iters=0)
+        out.append(
+            PriorRow(each.prior, each.sources["failures_per_gpu_hour"], each.failures_per_gpu_hour,
+                     configured.mtbf_s, configured.failures, configured.goodput, best.goodput)
+        )  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class ScenarioPoint:
+    """One fault scenario's measured recovery at one MTBF: the same Breakdown as a projection, with only the
+    terms one scenario measures (its detection, its fault-to-first-step, its saves' blocked time)."""
+
+    mtbf_s: float
+    gpus: int | None
+    interval_s: float
+    interval_source: str
+    t_detect_s: float
+    t_restart_s: float
+    t_lost_s: float
+    t_ckpt_s: float
+    waste_s: float
+    goodput: float
+
+
+FALLBACK_INTERVAL_S = 1800.0  # no save blocking time measured and no interval given: stated as assumed
+
+
+def scenario_point(
+    detect_s: float, restart_s: float, blocked_s: float | None, mtbf_s: float, gpus: int | None = None,
+    interval_s: float | None = None,
+) -> ScenarioPoint:  # fmt: skip
+    blocked = blocked_s or 0.0
+    if interval_s is not None:
+        source = "given"
+    elif blocked > 0:
+        interval_s, source = young_daly(blocked, mtbf_s, 0.0), "Young optimum √(2·δ·MTBF)"
+    else:
+        interval_s, source = FALLBACK_INTERVAL_S, "assumed (no save blocking time measured)"
+    lost = interval_s / 2.0
+    b = Breakdown(saves=blocked / interval_s, lost_work=lost / mtbf_s, detection=detect_s / mtbf_s,
+                  restart=restart_s / mtbf_s, load=0.0, node_replacement=0.0, resubmission=0.0)  # fmt: skip
+    t_ckpt = mtbf_s / interval_s * blocked
+    return ScenarioPoint(mtbf_s, gpus, interval_s, source, detect_s, restart_s, lost, t_ckpt,
+                         detect_s + restart_s + lost + t_ckpt, b.goodput)  # fmt: skip
 
 
 def gain_of_a_point(p: Projection) -> str:
@@ -304,9 +448,11 @@ def campaign_check(goodput: dict, tolerance: float = CAMPAIGN_TOLERANCE) -> Camp
     mtbf = float(projection.get("mtbf_s") or 0.0)
     if mtbf <= 0:
         return None
-    per_failure = sum(
-        float(projection.get(k) or 0.0) for k in ("t_detect_s", "t_restart_s", "t_lost_s", "t_ckpt_s")
-    )
+    t = {k: float(projection.get(k) or 0.0) for k in ("t_detect_s", "t_restart_s", "t_lost_s", "t_ckpt_s")}
     startup = float(parts.get("initial_startup_s") or 0.0)
-    modelled = max(0.0, 1.0 - per_failure / mtbf - startup / float(wall))
-    return CampaignCheck(float(measured), round(modelled, 4), tolerance)
+    # the campaign's one start-up takes the place of a resubmission: a share of its wall time
+    b = Breakdown(
+        saves=t["t_ckpt_s"] / mtbf, lost_work=t["t_lost_s"] / mtbf, detection=t["t_detect_s"] / mtbf,
+        restart=t["t_restart_s"] / mtbf, load=0.0, node_replacement=0.0, resubmission=startup / float(wall),
+    )  # fmt: skip
+    return CampaignCheck(float(measured), round(b.goodput, 4), tolerance)
