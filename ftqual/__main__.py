@@ -1,3 +1,5 @@
+"""`python -m ftqual`: runs `ftqual.cli.entry`."""
+
 from ftqual.cli import entry
 
 entry()

@@ -1,4 +1,6 @@
-"""Our JSON records, below every stage: `write_json_atomic` writes one whole (a temporary file beside it,
+"""Our JSON records: written whole and atomically, and the envelope every report shares.
+
+Our JSON records, below every stage: `write_json_atomic` writes one whole (a temporary file beside it,
 fsync, rename), so that a reader never sees half a record (the stack record, run.json, the attempt and
 verify records, the lock); `envelope_problems` checks the envelope every report of ours shares (schema
 string, verdict, checks), for the verify and the preflight schemas."""

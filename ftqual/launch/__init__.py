@@ -1,4 +1,6 @@
-"""`ftqual launch` (and scripts/run_megatron_gpt.sh): the walkthrough's launcher, its environment interface
+"""`ftqual launch`: settings -> directories -> port -> stack -> command -> dry run or run.
+
+`ftqual launch` (and scripts/run_megatron_gpt.sh): the walkthrough's launcher, its environment interface
 unchanged.
 
 Flow: settings from the environment -> refuse to reuse evidence or unusable directories -> hold the log

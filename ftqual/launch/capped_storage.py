@@ -1,4 +1,6 @@
-"""The size-capped filesystem of fault disk_full: an ext4 filesystem on a loop device over a sparse file,
+"""Fault disk_full's size-capped ext4 filesystem, mounted at the run's checkpoint directory for the run.
+
+The size-capped filesystem of fault disk_full: an ext4 filesystem on a loop device over a sparse file,
 mounted at the run's checkpoint directory for the run, then unmounted with its contents kept.
 
 The fault rank fills it (workloads/megatron_gpt_worker.py) so that the next save runs out of space; a real

@@ -1,4 +1,6 @@
-"""Flags that only some Megatron-LM versions know: keep them, leave them out where the meaning survives,
+"""Flags only some Megatron versions know: kept, left out or refused, read from the tree's text.
+
+Flags that only some Megatron-LM versions know: keep them, leave them out where the meaning survives,
 or refuse before anything is launched.
 
 The launcher decides from the Megatron tree's text (cheap, no import, the same on a login node and in the

@@ -1,4 +1,6 @@
-"""Process facts from /proc/<pid>/stat: parent, process group, state and start time of each process, parsed
+"""Process facts: psutil lists the processes, ftqual.rank.procfs parses each one's stat.
+
+Process facts from /proc/<pid>/stat: parent, process group, state and start time of each process, parsed
 by ftqual.rank.procfs, the rank's reader (psutil lists the processes and reads their environments).
 
 `start_time` is the kernel's start time in clock ticks since boot (field 22 of /proc/<pid>/stat): the unit

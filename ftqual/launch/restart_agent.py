@@ -1,4 +1,6 @@
-"""NVRx's restart agent (the attribution service, `nvrx-attrsvc`) under ft_launcher: the flags, the
+"""NVRx's restart agent under ft_launcher: its flags, its environment and its one run per host.
+
+NVRx's restart agent (the attribution service, `nvrx-attrsvc`) under ft_launcher: the flags, the
 environment and the host-wide turn a run with `restart_agent` log|stop needs.
 
 What NVRx 0.7.0 does (docs/faults.md, "The restart agent", measured on CPU):

@@ -1,4 +1,6 @@
-"""Run one ft_launcher command: write run.json, start ft_launcher in its own session, record its process
+"""Run one ft_launcher command: run.json, ft_launcher in its own session, signals, pids/.
+
+Run one ft_launcher command: write run.json, start ft_launcher in its own session, record its process
 group, forward SIGTERM/SIGINT/SIGHUP, make sure nothing of the run survives, then fill exit_code/finished_at.
 
 A run whose logs never came into being (ft_launcher's log server could not serve) is a failed run: the

@@ -1,4 +1,6 @@
-"""The launcher's record of a run, `runs/<run-id>/run.json` (`ftqual.run/v1`): its schema string, the rules of
+"""run.json's schema (`ftqual.run/v1`): its fields' rules and the one check every reader applies.
+
+The launcher's record of a run, `runs/<run-id>/run.json` (`ftqual.run/v1`): its schema string, the rules of
 its fields, and the one check every reader applies (`problem`). The launcher writes it (ftqual.launch.run),
 the verifier reads it (ftqual.verification.evidence.run_meta); the report and the workflow read verify reports
 built from

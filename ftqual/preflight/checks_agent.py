@@ -1,4 +1,6 @@
-"""The restart agent's preflight: where a scenario turns `restart_agent` on, NVRx's attribution service
+"""The restart agent's preflight check: NVRx's attribution service, its settings and its fixed port.
+
+The restart agent's preflight: where a scenario turns `restart_agent` on, NVRx's attribution service
 must be able to start here and decide without an LLM (docs/faults.md, "The restart agent"): its packages
 import, the settings ftqual gives it (ftqual.launch.restart_agent) resolve to the deterministic Restart Agent
 (no model route: no network, no key read), and its fixed port is free or held by another ftqual run (the

@@ -1,4 +1,6 @@
-"""Whether the rank sentinels will be able to dump stacks on this node: py-spy found (as the launcher finds
+"""Whether the rank sentinels can dump stacks here: py-spy found and one real dump made.
+
+Whether the rank sentinels will be able to dump stacks on this node: py-spy found (as the launcher finds
 it, ftqual.stack.facts.stack_dump_tool) and allowed to read a process the way a sentinel reads its rank
 (a process that is not its parent and that allowed it through Yama's PR_SET_PTRACER, as the worker wrapper
 does): one real dump of a sleeping child interpreter. Facts only; check_stack_dumps judges them."""

@@ -1,4 +1,6 @@
-"""The mount table: which filesystem holds a path (mount point, type, device), read from
+"""The mount table: the filesystem holding a path (mount point, type, device).
+
+The mount table: which filesystem holds a path (mount point, type, device), read from
 /proc/self/mountinfo, else /proc/mounts. Parsing and picking are pure; only `read_mount_table` reads.
 
 The kernel escapes a space, tab, newline and backslash in a path or source as an octal `\\ooo` (`\\040` for a

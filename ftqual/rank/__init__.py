@@ -1,4 +1,6 @@
-"""The code that runs inside every training rank: the fault injection wrapper around the workload, as a
+"""The code that runs inside every training rank: the standard library and ftqual.contract only.
+
+The code that runs inside every training rank: the fault injection wrapper around the workload, as a
 package of the standard library only. Besides the standard library it imports ftqual.contract alone (the
 tracker name, the fault kinds, the save phases; it imports nothing else either), so a rank needs neither
 the project's dependencies nor the rest of the package; tests/unit/rank/test_boundary.py holds it.

@@ -1,4 +1,6 @@
-"""Checkpoint damage (--checkpoint-damage, kill with timing `checkpoint` only; the kinds are
+"""The checkpoint damages a dying fault rank makes (`damage_checkpoint`) and their records.
+
+Checkpoint damage (--checkpoint-damage, kill with timing `checkpoint` only; the kinds are
 ftqual/contract.py's CHECKPOINT_DAMAGES): what a replacement meets when the dying rank left its checkpoint
 broken. Once the fault is prepared and before the marker is claimed, the fault rank damages the checkpoint
 whose tracker armed the injection (iteration X): `tracker_not_a_number` overwrites the tracker in place

@@ -1,4 +1,6 @@
-"""The faults a rank injects into itself, and the dispatch table (ACTIONS: fault name -> action) that
+"""The faults a rank injects into itself, and `ACTIONS`: a fault's name to its action.
+
+The faults a rank injects into itself, and the dispatch table (ACTIONS: fault name -> action) that
 Injector.action looks each up in."""
 
 from __future__ import annotations

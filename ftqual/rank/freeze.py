@@ -1,4 +1,6 @@
-"""The save-phase kill, made by a helper process (this module run with `-m`): the rank frozen while its phase
+"""The save-phase kill's helper process: stops the rank, sees the phase again, claims the marker, kills.
+
+The save-phase kill, made by a helper process (this module run with `-m`): the rank frozen while its phase
 is confirmed on disk. The kill is made by a helper process (freeze_helper): it stops the rank, sees the phase
 again on disk, and only then claims the marker and kills; a phase gone by the stop lets the rank go on.
 save_finalized (`.metadata` to the tracker in one finalize, milliseconds) is awaited by the helper itself

@@ -1,4 +1,6 @@
-"""The ids a writer in the rank and a reader elsewhere share, in one place: the schemas of the records the
+"""The ids a writer in the rank and a reader elsewhere share: schemas, line prefixes, exit statuses.
+
+The ids a writer in the rank and a reader elsewhere share, in one place: the schemas of the records the
 rank writes (markers, leftovers) and reads (the campaign plan), the prefixes of the lines the verifier finds
 in a rank's log (ftqual/verification/evidence/patterns), and the rank's exit statuses."""
 

@@ -1,4 +1,6 @@
-"""The injector: once-only injection k of a run on the fault rank, armed by the tracker, a section's end or a
+"""`Injector`: one injection armed by the tracker, a section's end or a save phase, and its marker.
+
+The injector: once-only injection k of a run on the fault rank, armed by the tracker, a section's end or a
 save phase seen on disk, and what it records in its marker.
 
 Timing `checkpoint` (the default): a daemon thread polls the checkpoint tracker until it advances past the

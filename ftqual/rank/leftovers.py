@@ -1,4 +1,6 @@
-"""The pid records of pids/ and the leftovers record of a cycle's start. On local rank 0 of every cycle >= 1,
+"""The pid records of pids/ and the leftovers record of a cycle's start.
+
+The pid records of pids/ and the leftovers record of a cycle's start. On local rank 0 of every cycle >= 1,
 before the workload starts, the wrapper
 writes --leftovers-dir/<host>.cycle<c>.json (schema ftqual.leftovers/v1): the earlier cycles' processes of
 this host (from --pid-dir) that still run, and the GPU memory they hold per nvidia-smi where it exists,

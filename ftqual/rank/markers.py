@@ -1,4 +1,6 @@
-"""The injection markers (fault_injected.json, fault_injected.<k>.json: design.md section 2, a contract),
+"""The injection markers (fault_injected.json, fault_injected.<k>.json): claimed once, counted, logged.
+
+The injection markers (fault_injected.json, fault_injected.<k>.json: design.md section 2, a contract),
 claimed once with O_CREAT|O_EXCL and fsynced, counted at a worker's start; and the rank's log line."""
 
 from __future__ import annotations

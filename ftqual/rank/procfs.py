@@ -1,4 +1,6 @@
-"""The one reader of /proc for a rank and for the launcher (ftqual.launch.procs parses through it): a
+"""The one /proc reader, for the rank and the launcher: stat fields, parents, descendants, open files.
+
+The one reader of /proc for a rank and for the launcher (ftqual.launch.procs parses through it): a
 process's stat line (state, parent, process group, start time, the CPU it last ran on), the parent links of
 every process, the walks over them, the files a process holds open and its command line.
 

@@ -1,4 +1,6 @@
-"""Faults that come back (contract family `recurring`): whether the fault rank injects in this cycle, where in
+"""Faults that come back (family `recurring`): whether a cycle injects, and where its injection lands.
+
+Faults that come back (contract family `recurring`): whether the fault rank injects in this cycle, where in
 the cycle the injection lands, and the NaN that poisons a batch (nan_loss).
 
 A recurring fault is injected in every cycle, with no count to reach (the markers still number them:

@@ -1,4 +1,6 @@
-"""Save phases (kill only; the timings are ftqual/contract.py's SAVE_PHASES): a SIGKILL timed to a phase of a
+"""A save's phase as the disk shows it (`SaveOnDisk`, `phase_reached`, `PhaseWatch`).
+
+Save phases (kill only; the timings are ftqual/contract.py's SAVE_PHASES): a SIGKILL timed to a phase of a
 save S newer than the tracker, as the fault rank sees it on disk. A torch_dist save of S makes iter_S at its
 start, then the shard files `__<rank>_<n>.distcp` (the async writer, or the training thread for a sync save),
 then the coordinator's `iter_S/.metadata`; Megatron's finalize then writes metadata.json and the tracker.

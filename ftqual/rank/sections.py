@@ -1,4 +1,6 @@
-"""NVRx's sections as this process sees them (RankMonitorClient's methods wrapped), and the rank sentinel
+"""NVRx's sections as the rank sees them (RankMonitorClient wrapped), and the link to the rank sentinel.
+
+NVRx's sections as this process sees them (RankMonitorClient's methods wrapped), and the rank sentinel
 (ftqual.rank.sentinel) told of every section start and end, which dumps this rank's stacks before a
 timeout's kill."""
 

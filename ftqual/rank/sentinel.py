@@ -1,4 +1,6 @@
-"""A rank's sentinel: records the Python stack of its rank (and of the rank's children) before a timeout's
+"""The rank sentinel: dumps its rank's stacks before a timeout is due and after a fault it survives.
+
+A rank's sentinel: records the Python stack of its rank (and of the rank's children) before a timeout's
 kill or while a fault keeps the rank alive, so that the run directory says *where* a rank waited.
 
     python -m ftqual.rank.sentinel --pid PID --dump-dir DIR --prefix NAME [--tool PY_SPY] [--timeouts JSON]

@@ -1,4 +1,6 @@
-"""Storage faults (the rank lives on; the kinds are ftqual/contract.py's STORAGE_FAULTS). `disk_full` (timing
+"""The storage faults a rank makes: disk_full's filler and writer_stall's writers.
+
+Storage faults (the rank lives on; the kinds are ftqual/contract.py's STORAGE_FAULTS). `disk_full` (timing
 `checkpoint`): once the tracker passed the baseline (checkpoint C complete), the fault rank fills the
 checkpoint directory's filesystem (the size-capped mount the launcher made for the run) with FILLER_NAME,
 allocated until FILLER_HEADROOM of C's bytes stay free, so the next save runs out of space midway; the

@@ -1,4 +1,6 @@
-"""The checkpoint tracker and the iter_XXXXXXX directories as a rank reads them: the baseline at start (an
+"""The checkpoint tracker and the iter_XXXXXXX directories as a rank reads them.
+
+The checkpoint tracker and the iter_XXXXXXX directories as a rank reads them: the baseline at start (an
 empty or garbled tracker is not 0), a poll that never raises, the newest iteration on disk."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""summary.json's `timeouts.calculated`: per scenario that ran under calculated timeouts (`calc_ft_timeouts`),
+"""summary.json's `timeouts.calculated`: the timeouts NVRx calculated per scenario, section by section.
+
+summary.json's `timeouts.calculated`: per scenario that ran under calculated timeouts (`calc_ft_timeouts`),
 the values NVRx started each cycle with and each value it calculated, and per section whether the final
 value catches a hang and whether it would fire on the healthy run (pure).
 

@@ -1,4 +1,6 @@
-"""A campaign's report, from its verify report alone (whose `campaign` section ftqual.verification.schema has
+"""A campaign's report from its verify report: timeline, per-cycle table, goodput, junit cases.
+
+A campaign's report, from its verify report alone (whose `campaign` section ftqual.verification.schema has
 checked): one timeline (every fault, its detection, the restart and the resume on one time axis, seconds
 from the first fault), the per-cycle table, each fault's verdict, goodput measured next to the Young/Daly
 projection and the accumulation verdict, with what the faults left in /dev/shm (`shm_leaks`: per host the

@@ -1,4 +1,6 @@
-"""The report's "Checkpoints and restarts": each scenario's checkpoint and restart account (verify.json's
+"""The report's "Checkpoints and restarts": each scenario's account against the storage floor.
+
+The report's "Checkpoints and restarts": each scenario's checkpoint and restart account (verify.json's
 `checkpoint_account`, ftqual/verification/checkpoint_account.py) next to the storage floor the preflight
 measured (preflight.json's `storage`, ftqual/preflight/storage.py); summary.json's `checkpoints` (pure).
 

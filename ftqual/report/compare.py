@@ -1,4 +1,6 @@
-"""`ftqual compare OLD NEW`: two qualifications side by side (two results directories or two summary.json),
+"""`ftqual compare OLD NEW`: two qualifications side by side, each change judged against the spread.
+
+`ftqual compare OLD NEW`: two qualifications side by side (two results directories or two summary.json),
 for a platform team that requalifies after every upgrade: the stack parts that differ, every verdict that
 changed, and the measured figures side by side, each change judged against the spread of its own repeated
 measurements where there are several, then a one-line conclusion. Markdown on stdout, `--json PATH`;

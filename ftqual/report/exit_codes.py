@@ -1,4 +1,6 @@
-"""The exit-code table: for every scenario, the launcher's and the ranks' final exit codes (verify
+"""The exit-code table: every scenario's final exits and what each means for a scheduler.
+
+The exit-code table: for every scenario, the launcher's and the ranks' final exit codes (verify
 reports' metrics `launcher_exit_code`, `rank_exit_codes`, `silent_end`: ftqual.verification.metrics) and what
 each means for a scheduler (ftqual.contract.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
 is a silent end, and one after a restart from scratch, or after a replacement loaded a damaged or incomplete

@@ -1,4 +1,6 @@
-"""The fault table of the report: every fault scenario that ran, side by side (pure). Per fault: what it did
+"""The fault table: every fault scenario that ran, side by side (pure).
+
+The fault table of the report: every fault scenario that ran, side by side (pure). Per fault: what it did
 to the rank, the path by which NVRx had to learn of it (the rank's exit, a section timeout of a rank that
 lives on, a surviving node's report), the path the verifier saw, what held the rank (its stack dump: a
 hung, GIL-locked or lingering rank), detection, restart, failure to the first step after, lost iterations,

@@ -1,4 +1,6 @@
-"""`ftqual recommend-timeouts [RESULTS]`: the timeouts a qualified set of runs recommends, as ft_launcher
+"""`ftqual recommend-timeouts RESULTS`: a passed qualification's timeouts, as flags and config.
+
+`ftqual recommend-timeouts [RESULTS]`: the timeouts a qualified set of runs recommends, as ft_launcher
 flags and as a config snippet to rerun the scenarios under (`--configfile`); the rerun's report proves them.
 RESULTS defaults to `results/`, where the workflow writes; it prints the command to run next.
 

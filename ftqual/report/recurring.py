@@ -1,4 +1,6 @@
-"""Faults that come back: for every scenario whose verify report judged a stop (`recurring_fault_outcome`,
+"""The report's "Faults that come back": who stopped each such job, and what it cost.
+
+Faults that come back: for every scenario whose verify report judged a stop (`recurring_fault_outcome`,
 ftqual.verification.checks.recurring: a fault that comes back after every restart, or a curable one injected
 more than once), who stopped the job, its exit and what that means to the scheduler, the cycles against the
 bound, the cycles and GPU-seconds burned from the first failure to the end, and the check's verdict.

@@ -1,4 +1,6 @@
-"""The restart agent's scorecard: for every scenario run with NVRx's restart agent on (verify.json
+"""The restart agent's scorecard: its verdicts against the fault's truth, and what the wrong ones cost.
+
+The restart agent's scorecard: for every scenario run with NVRx's restart agent on (verify.json
 `restart_agent`, ftqual.verification.evidence.restart_agent), its verdict on each failed cycle against the
 truth of the fault. A transient fault (the catalog's kill, exception, segfault ..., a node loss, a storage
 fault, a campaign's: progress is kept, a restart cures it) wants RESTART; a recurring fault (family

@@ -1,4 +1,6 @@
-"""The campaign plan: K faults drawn from a seed over fault kinds, ranks, placements and time, written to
+"""A campaign's plan: K faults drawn from a seed over kinds, ranks, placements and time.
+
+The campaign plan: K faults drawn from a seed over fault kinds, ranks, placements and time, written to
 `campaign_plan.json` in the run directory before ft_launcher starts.
 
 Time: the gap between two faults is drawn from an exponential law of mean MTTI iterations (a memoryless

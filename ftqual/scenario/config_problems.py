@@ -1,4 +1,6 @@
-"""Every mistake of a config against its schema, one line each: the key's path, what is wrong, and "did you
+"""Every mistake of a config against its schema at once, one line each, with "did you mean".
+
+Every mistake of a config against its schema, one line each: the key's path, what is wrong, and "did you
 mean ..." where a key or a value is close to a known one.
 
 Why not jsonschema's own message: it stops at the first error and, through Snakemake, prints the whole schema

@@ -1,4 +1,6 @@
-"""The cross-field rules of a run's settings, each written once and said in either vocabulary: the workflow's
+"""The cross-field rules of a run's settings, written once, said in the config's or the launcher's words.
+
+The cross-field rules of a run's settings, each written once and said in either vocabulary: the workflow's
 config keys (ftqual.scenario.model, which collects every problem of every scenario) or the launcher's
 environment
 (ftqual.launch.settings, which stops at the first). Each rule returns its problem as one line, or None.

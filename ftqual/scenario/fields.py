@@ -1,4 +1,6 @@
-"""The run settings: one table, from which the launcher's environment, its parser and the scenario model
+"""The one table of run settings (`RunSettings`): the config, the launcher's environment and its parser.
+
+The run settings: one table, from which the launcher's environment, its parser and the scenario model
 are made.
 
 `RunSettings` is the table: each of its fields is one setting (name and type), its dataclass default (the

@@ -1,4 +1,6 @@
-"""The job's own shape: a model preset or the team's Megatron arguments, the flags ftqual owns, and the
+"""The job's own shape: model presets, the team's Megatron arguments, and the estimates made from them.
+
+The job's own shape: a model preset or the team's Megatron arguments, the flags ftqual owns, and the
 estimates (parameters, checkpoint bytes, GPU memory) the preflight judges. Pure: no file is read here except
 the one `read_args_file` is given, nothing is launched.
 

@@ -1,4 +1,6 @@
-"""A team's launch arguments as they write them: a file of flags, or a launch script written like Megatron's
+"""A team's launch script read as they write it, never run: every token with its file:line.
+
+A team's launch arguments as they write them: a file of flags, or a launch script written like Megatron's
 own examples (`GPT_MODEL_ARGS=( ... )` arrays, `NAME=value` variables, `torchrun ... pretrain_gpt.py
 ${GPT_MODEL_ARGS[@]} ...`), read without running it. Each token keeps the `file:line` it came from, so that
 every problem names its line.

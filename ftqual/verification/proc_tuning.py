@@ -1,4 +1,6 @@
-"""Tuning of the `ftqual` process itself, for `ftqual verify` (cli.py applies it): the allocator keeps freed
+"""Tuning of the `ftqual verify` process: the allocator's reuse, an exit without the teardown.
+
+Tuning of the `ftqual` process itself, for `ftqual verify` (cli.py applies it): the allocator keeps freed
 memory for the next block, and the process leaves without the interpreter's teardown. Neither changes what
 is computed or written, only how long it takes.
 """

@@ -1,4 +1,6 @@
-"""How long is left: the elapsed time of a run and an estimate of what remains, for the scenario and for the
+"""How long is left: a run's elapsed time and an estimate of what remains, per scenario and workflow.
+
+How long is left: the elapsed time of a run and an estimate of what remains, for the scenario and for the
 workflow, from the configured timeouts and what was measured (the run's own pace, the baseline's start-up).
 
 A scenario's duration = start-up + train_iters x seconds per iteration + per fault: its detection (a live

@@ -1,4 +1,6 @@
-"""Live progress of a run, from its run directory's own files: works the same for a local run and for a
+"""Live progress of a run from its own files; `ftqual status [--follow]`.
+
+Live progress of a run, from its run directory's own files: works the same for a local run and for a
 Slurm job on a shared file system.
 
 `Watcher` follows one run directory incrementally (it keeps each log's read offset, so a long run costs

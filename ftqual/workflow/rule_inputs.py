@@ -1,4 +1,6 @@
-"""What the rules ask of the plan (ftqual.workflow.plan.Plan): each rule's inputs, a run's resources, a
+"""What the rules ask of the plan: inputs, resources, a verdict's expectation, the summary's command.
+
+What the rules ask of the plan (ftqual.workflow.plan.Plan): each rule's inputs, a run's resources, a
 verdict's expectation, the summary's plots and command. rules/common.smk wraps each in a function of
 Snakemake's `wildcards`; Snakemake's `ancient` comes in as an argument, so that this module runs without it.
 """

@@ -1,4 +1,6 @@
-"""checkpoint_damage: the replacement met a checkpoint the fault rank broke before it died; the job must
+"""A broken checkpoint met at restart: recovered or stopped loudly (`checkpoint_break_outcome`).
+
+checkpoint_damage: the replacement met a checkpoint the fault rank broke before it died; the job must
 recover from a complete checkpoint or stop loudly, never end in silence, restart from scratch or loop.
 
 The wrapper (workloads/megatron_gpt_worker.py) breaks the checkpoint whose completion armed the kill, records

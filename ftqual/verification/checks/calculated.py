@@ -1,4 +1,6 @@
-"""Calculated timeouts (`calc_ft_timeouts`): the values NVRx chose in each cycle, and whether they would have
+"""Calculated timeouts: whether NVRx's values catch a hang without firing on the healthy run.
+
+Calculated timeouts (`calc_ft_timeouts`): the values NVRx chose in each cycle, and whether they would have
 caught a hang in each section without firing on the healthy run (a check beyond the contract's).
 
 The workload (Megatron's `--calc-ft-timeouts`, or the smoke workload doing the same) has NVRx calculate the

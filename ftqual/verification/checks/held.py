@@ -1,4 +1,6 @@
-"""What held a rank, from the rank sentinels' stack dumps (ftqual.verification.evidence.dumps): the
+"""What held a rank, from the rank sentinels' stack dumps (`what_held_the_rank`, informative).
+
+What held a rank, from the rank sentinels' stack dumps (ftqual.verification.evidence.dumps): the
 informative check
 `what_held_the_rank` (it never gates: a run without dumps has the verdict it would have had with them), the
 metrics `held_by` and `stack_dump`, and the verify report's `stack_dumps` list.

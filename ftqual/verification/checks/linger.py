@@ -1,4 +1,6 @@
-"""How long a rank whose fault unwinds (an exception, SIGINT: ftqual.contract.UNWINDING_FAULTS) lived on after
+"""How long a rank whose fault unwinds (an exception, SIGINT) lived on after the injection.
+
+How long a rank whose fault unwinds (an exception, SIGINT: ftqual.contract.UNWINDING_FAULTS) lived on after
 its fault, and what held it (pure functions of a RunSnapshot).
 
 Such a rank prints its traceback and then exits when its interpreter has finished shutting down: at once on

@@ -1,4 +1,6 @@
-"""Faults that come back: what stopped the job, what it cost before it stopped, and whether that was within
+"""Faults that come back: who stopped the job, what it cost, and whether within the bound.
+
+Faults that come back: what stopped the job, what it cost before it stopped, and whether that was within
 the bound (`recurring_fault_outcome`).
 
 A fault a restart cannot cure (family `recurring`: an exception at the same iteration after every restart, a

@@ -1,4 +1,6 @@
-"""What a run was asked to do (its plan), from run.json, and the tolerances from the command line. Not the
+"""`RunPlan`: what a run was asked to do, from run.json, and the tolerances.
+
+What a run was asked to do (its plan), from run.json, and the tolerances from the command line. Not the
 scenario's expected outcome (ftqual.verification.expectation.ExpectedOutcome)."""
 
 from __future__ import annotations

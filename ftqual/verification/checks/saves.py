@@ -1,4 +1,6 @@
-"""Extended scenario kinds: a kill while a save is in flight (in_save), a run resuming an existing
+"""A kill while a save is in flight, and a run resuming a copied checkpoint: the saves' checks.
+
+Extended scenario kinds: a kill while a save is in flight (in_save), a run resuming an existing
 checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations

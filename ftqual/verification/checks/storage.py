@@ -1,4 +1,6 @@
-"""disk_full and writer_stall: the checkpoint storage failed under a live job; the stack must notice (a loud
+"""Failed checkpoint storage (disk_full, writer_stall): noticed, recovered or stopped loudly.
+
+disk_full and writer_stall: the checkpoint storage failed under a live job; the stack must notice (a loud
 failure, or the checkpointing timeout), keep every incomplete checkpoint from becoming the latest, and then
 recover or stop loudly, never end in silence with its saves lost.
 

@@ -1,4 +1,6 @@
-"""The rank sentinels' stack dumps (dumps/<host>.cycle<c>.rank<r>.<n>.json, schema ftqual.stackdump/v1,
+"""dumps/: the rank sentinels' stack dumps and what held the rank, in one line.
+
+The rank sentinels' stack dumps (dumps/<host>.cycle<c>.rank<r>.<n>.json, schema ftqual.stackdump/v1,
 written by ftqual.rank.sentinel): one reader for both formats a dump holds (py-spy's JSON, Python's
 faulthandler text), and what held the rank, said in one line.
 

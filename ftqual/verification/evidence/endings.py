@@ -1,4 +1,6 @@
-"""How a run ended, where the exit code alone misleads: a silent end, a restart from scratch, restarts that
+"""How a run ended where its exit code misleads, and who stopped the job.
+
+How a run ended, where the exit code alone misleads: a silent end, a restart from scratch, restarts that
 made no progress.
 
 - A *silent end*: ft_launcher exited 0 but training never reached `train_iters`. Megatron's `read_metadata`

@@ -1,4 +1,6 @@
-"""Each evaluation of one cycle's log as the timeout figures need it: the iteration it followed, how long it
+"""Each evaluation of a cycle's log, and the eval step measured against the `step` timeout.
+
+Each evaluation of one cycle's log as the timeout figures need it: the iteration it followed, how long it
 took, and the lines that say so. Pure functions of a parsed `TrainLog` (its facts only: no pattern of its
 own).
 

@@ -1,4 +1,6 @@
-"""The log lines a verify report's non-passing checks cite, quoted once by `ftqual verify` (verify.json's
+"""The log lines a verify report's non-passing checks cite, quoted once (verify.json's `excerpts`).
+
+The log lines a verify report's non-passing checks cite, quoted once by `ftqual verify` (verify.json's
 `excerpts`), so that the report reads them from the verify report and never reopens a run's logs.
 
 `excerpts(run_dir, checks)`: for every check neither passed nor skipped, its first EXCERPTS_PER_CHECK

@@ -1,4 +1,6 @@
-"""NVRx's restart agent's verdicts in a run: per failed cycle STOP or RESTART, when it came, whether the
+"""The restart agent's verdict per failed cycle, timed against the cycles (verify.json's `restart_agent`).
+
+NVRx's restart agent's verdicts in a run: per failed cycle STOP or RESTART, when it came, whether the
 launcher acted on it; read once from logs/launcher.log (patterns/restart_agent.py), timed against the
 cycles' records (cycle_infos/), for verify.json's `restart_agent` and the report's scoring of it
 (ftqual/report/restart_agent.py). A run with the agent off (run.json `restart_agent` off or absent) has none.

@@ -1,4 +1,6 @@
-"""The log-line patterns of each source format, compiled once: `launcher` for ft_launcher's log
+"""The log-line patterns, one module per source format, compiled once.
+
+The log-line patterns of each source format, compiled once: `launcher` for ft_launcher's log
 (logs/launcher.log), `train` for the training log (logs/train_cycle<N>.log), `common` for what any log's
 lines are searched for (the "telling" line that names an error).
 

@@ -1,4 +1,6 @@
-r"""NVRx's restart agent as the launcher's log (logs/launcher.log) records it: one reader,
+r"""The restart agent's lines in the launcher log, each with NVRx's source line.
+
+NVRx's restart agent as the launcher's log (logs/launcher.log) records it: one reader,
 `evidence/restart_agent.py`. The lines, as NVRx 0.7.0 prints them (docs/faults.md, "The restart agent"):
 
 - the verdict on a failed cycle's log, once the service has analysed it (about 15 s after the cycle ended:

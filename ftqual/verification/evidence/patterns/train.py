@@ -1,4 +1,6 @@
-r"""The training log (logs/train_cycle<N>.log, Megatron's lines each prefixed `"<rank>: "` by ft_launcher):
+r"""Every pattern of the training log (logs/train_cycle<N>.log), each with an example line.
+
+The training log (logs/train_cycle<N>.log, Megatron's lines each prefixed `"<rank>: "` by ft_launcher):
 every pattern its readers match, once.
 
 Readers: `evidence/train_log.py` (the facts), `evidence/scan/` (its fast paths over a block's bytes),

@@ -1,4 +1,6 @@
-"""The evidence readers' fast paths: numpy and `bytes.find` over a block of whole lines, never a Python step
+"""The evidence readers' fast paths (numpy, `bytes.find` over blocks of whole lines).
+
+The evidence readers' fast paths: numpy and `bytes.find` over a block of whole lines, never a Python step
 per line.
 
 Each finds what the domain reader's line-by-line path (the reference, kept in the domain module) would find,

@@ -1,4 +1,6 @@
-"""Where a block's lines hold any of a set of keywords: `bytes.find` per keyword, and for a large block the
+"""Where a block's lines hold any of a set of keywords.
+
+Where a block's lines hold any of a set of keywords: `bytes.find` per keyword, and for a large block the
 keywords of >= 7 bytes in one numpy pass over its aligned words. Same lines as `bytes.find` for each keyword
 (`tests/unit/verification/evidence/test_block_scans.py`)."""
 

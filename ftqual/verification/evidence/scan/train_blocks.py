@@ -1,4 +1,6 @@
-"""A training log's block: its iteration lines in bulk, the ranks that printed, where the other keyword lines
+"""A training log's block: iteration lines in bulk, the ranks that printed, the other keyword lines.
+
+A training log's block: its iteration lines in bulk, the ranks that printed, where the other keyword lines
 start. `train_log.parse_train_log` reads a block through these and hands the lines found to its `_Collector`
 (the reference: the same facts as reading every line with it, `tests/unit/bench/test_parser_parity.py`,
 `tests/unit/verification/evidence/test_block_scans.py`).
