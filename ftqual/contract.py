@@ -1,9 +1,9 @@
 """Constants that several stages must agree on, in one place.
 
 The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
-fault registry (FAULT_KINDS: one `Fault` per kind, from which every fault table is derived). The stdlib-only
-worker wrapper (workloads/megatron_gpt_worker.py) loads this file by its path for the tracker name and the
-fault kinds, so it must import nothing outside the standard library (tests/unit/test_contract.py checks both).
+fault registry (FAULT_KINDS: one `Fault` per kind, from which every fault table is derived). The code that
+runs inside every training rank (ftqual.rank, standard library only) imports it as its one module of the
+package, so it must import nothing outside the standard library (tests/unit/rank/test_boundary.py holds both).
 """
 
 from __future__ import annotations
