@@ -27,7 +27,7 @@ Anything else is "unknown", pointing at the last line that names an error. Each 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from ftqual.verification.evidence import endings, safeio
 from ftqual.verification.evidence.clock import Clock
 from ftqual.verification.evidence.launcher_log import LAUNCHER_LOG, LauncherLog, parse_launcher_log
 from ftqual.verification.evidence.patterns import common, launcher, train
-from ftqual.verification.evidence.run_meta import marker_names
+from ftqual.verification.evidence.run_meta import marker_names, read_markers
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 STOPPED = (
@@ -50,6 +50,7 @@ NOT_INJECTED = (
     "(the fault waits for the first one)"
 )
 MAX_TEXT = 200
+PEER_SAID = "only a peer's consequence is logged (the failing rank's own error is not)"
 
 
 @dataclass(frozen=True)
@@ -81,26 +82,78 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
+@dataclass(frozen=True)
+class _Error:
+    line: int
+    text: str
+    rank: int | None  # the rank that logged it (torch's `[rankN]: `, else ft_launcher's `N: `)
+    consequence: bool  # a surviving rank's report of a peer's failure (common.PEER_CONSEQUENCE)
+
+
+MAX_ERRORS = 1000  # per cycle: the causes want the last few of each rank, never a flood
+
+
 @dataclass
 class _Cycle:
     arg_error: tuple[int, str] | None = None
-    last_error: tuple[int, str] | None = None
+    errors: list[_Error] = field(default_factory=list)
     iteration_ms: list[float] | None = None
+    fault_ranks: frozenset[int] = frozenset()  # the ranks a fault was injected on in this cycle
+
+    @property
+    def last_error(self) -> tuple[int, str] | None:
+        chosen = self.error()
+        return (chosen.line, chosen.text) if chosen is not None else None
+
+    def error(self) -> _Error | None:
+        """The error that ended this cycle, whichever rank logged it last: the fault rank's own (not a peer's
+        consequence), else the last error that is no consequence, else the last consequence (marked)."""
+        own = [e for e in self.errors if not e.consequence]
+        for pool in ([e for e in own if e.rank in self.fault_ranks], own, self.errors):
+            if pool:
+                return pool[-1]
+        return None
 
 
-def _scan_cycle(run_dir: Path, rel: str) -> _Cycle:
-    cycle = _Cycle(iteration_ms=[])
+def _rank_of(text: str) -> int | None:
+    if torch := train.TORCH_RANK_OF.match(text):
+        return int(torch.group(1))
+    prefix = train.PREFIX.match(text)
+    return int(prefix.group(1)) if prefix else None
+
+
+def _exception_line(stripped: str) -> bool:
+    """The last line of a traceback: `module.Name: message` or a bare `Name`, unindented."""
+    if stripped.startswith(("File ", "During ", "The ")):
+        return False
+    return bool(train.EXCEPTION_NAME.match(stripped))
+
+
+def _scan_cycle(run_dir: Path, rel: str, fault_ranks: frozenset[int] = frozenset()) -> _Cycle:
+    cycle = _Cycle(iteration_ms=[], fault_ranks=fault_ranks)
     previous = ""
+    in_traceback: set[int | None] = set()  # ranks whose traceback has not printed its exception yet
     for number, text in _lines(run_dir, rel):
         if cycle.arg_error is None and train.ARG_ERROR.search(text):
             cycle.arg_error = (number, text)
+        rank = _rank_of(text)
+        stripped = train.RANK_AND_TORCH_RANK.sub("", text, count=1)
         match = train.ERROR_LINE.match(text)
-        if match:
-            error = match.group(1)
+        error = match.group(1) if match else None
+        if train.TRACEBACK in text:
+            in_traceback.add(rank)
+        elif rank in in_traceback and stripped[:1] not in ("", " ", "\t", "^"):
+            in_traceback.discard(rank)
+            # the exception a traceback ends with, whatever its name (`InjectedFault: ...`)
+            if error is None and _exception_line(stripped.strip()):
+                error = stripped.strip()
+        if error is not None:
             if error.rstrip(":").isidentifier():  # a bare `AssertionError`: the failing line says more
                 error = f"{error} at `{previous}`"
-            cycle.last_error = (number, error)
-        stripped = train.RANK_AND_TORCH_RANK.sub("", text, count=1).strip()
+            if len(cycle.errors) >= MAX_ERRORS:
+                del cycle.errors[: MAX_ERRORS // 2]
+            cycle.errors.append(_Error(number, error, rank, bool(common.PEER_CONSEQUENCE.search(text))))
+        stripped = stripped.strip()
         if stripped and set(stripped) != {"^"}:  # Python's caret markers under the failing expression
             previous = stripped
         ms = train.ELAPSED.search(text)
@@ -246,7 +299,8 @@ def classify(
             "only on the launcher's console)",
         )
     cycles = _cycle_logs(run_dir)
-    scans = {rel: _scan_cycle(run_dir, rel) for rel in cycles}
+    ranks = _fault_ranks(run_dir, run, snapshot)
+    scans = {rel: _scan_cycle(run_dir, rel, ranks(rel)) for rel in cycles}
     crash = _same_crash(scans)
 
     # A fault that never came is the root cause whatever NVRx did after it: the wrapper fails the fault
@@ -333,12 +387,49 @@ def classify(
     if fault in INJECTED_FAULTS and not (run_dir / "fault_injected.json").exists():
         return Cause("not_injected", NOT_INJECTED.format(fault=fault))
 
+    return _last_error(run_dir, cycles, scans, launcher_log)
+
+
+def _last_error(run_dir: Path, cycles: list[str], scans: dict[str, _Cycle], launcher_log: _Launcher) -> Cause:
+    """'unknown', with the error the logs end on: the fault rank's own, else the last error that is no peer's
+    consequence (an error line of a cycle, else any line naming an error), else a peer's consequence, said
+    as one (a surviving rank reporting that another failed is never the cause)."""
+    for rel in reversed(cycles):
+        chosen = scans[rel].error()
+        if chosen is not None and not chosen.consequence:
+            own = chosen.rank in scans[rel].fault_ranks
+            who = f"rank {chosen.rank}'s error (the fault's rank)" if own else "the last error line"
+            return Cause("unknown", f"unknown cause; {who}: {_short(chosen.text)}", rel, chosen.line)
+    consequence: Cause | None = None
     for rel in [*reversed(cycles), LAUNCHER_LOG]:
         lines = launcher_log.lines() if rel == LAUNCHER_LOG else list(_lines(run_dir, rel))
         for number, text in reversed(lines):
-            if common.TELLING.search(text):
+            if not common.TELLING.search(text):
+                continue
+            if not common.PEER_CONSEQUENCE.search(text):
                 return Cause("unknown", f"unknown cause; the last error line: {_short(text)}", rel, number)
+            if consequence is None:
+                consequence = Cause("unknown", f"unknown cause; {PEER_SAID}: {_short(text)}", rel, number)
+    if consequence is not None:
+        return consequence
     return Cause("unknown", "unknown cause: no line in the logs names an error", LAUNCHER_LOG, None)
+
+
+def _fault_ranks(run_dir: Path, run: dict, snapshot: RunSnapshot | None):
+    """rel -> the ranks a fault was injected on in that cycle (fault_injected*.json; any cycle's where the
+    markers name none of this one, and run.json's fault_rank)."""
+    markers = snapshot.markers if snapshot is not None else read_markers(run_dir)[0]
+    every = {m.rank for m in markers if isinstance(m.rank, int)}
+    if isinstance(run.get("fault_rank"), int):
+        every.add(run["fault_rank"])
+
+    def ranks(rel: str) -> frozenset[int]:
+        found = train.TRAIN_LOG_NAME.search(rel)
+        cycle = int(found.group(1)) if found else None
+        mine = {m.rank for m in markers if m.cycle == cycle and isinstance(m.rank, int)}
+        return frozenset(mine or every)
+
+    return ranks
 
 
 def _injections_exhausted(
@@ -360,15 +451,17 @@ def _injections_exhausted(
 
 
 def _same_crash(scans: dict[str, _Cycle]) -> tuple[str, int, str] | None:
-    """(log, line, error) when every cycle's last error line is the same one."""
-    if not scans or any(s.last_error is None for s in scans.values()):
+    """(log, line, error) when every cycle ended with the same error (each cycle's `_Cycle.error`: the fault
+    rank's own before a peer's consequence); an error that is only a peer's consequence is said as one."""
+    if not scans or any(s.error() is None for s in scans.values()):
         return None
-    texts = {s.last_error[1] for s in scans.values()}
+    texts = {s.error().text for s in scans.values()}
     if len(texts) != 1:
         return None
     rel = list(scans)[-1]
-    number, text = scans[rel].last_error
-    return rel, number, text
+    chosen = scans[rel].error()
+    text = f"{PEER_SAID}: {chosen.text}" if chosen.consequence else chosen.text
+    return rel, chosen.line, text
 
 
 # ---------------------------------------------------------------------------------------------

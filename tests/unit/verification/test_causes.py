@@ -182,3 +182,94 @@ def test_more_injections_than_restarts_is_named_before_the_timeouts_they_caused(
     assert cause.text.startswith("ft_launcher gave up after 2 restarts (max_restarts 2): 3 injections")
     # within max_restarts the per-cycle cause stands
     assert classify(run_dir, {**run, "injections": 2}, 1).kind == "section_timeout"
+
+
+# --------------------------------------------------------------------------------------------------------
+# A peer's consequence is never the cause: the fault rank's own error, whichever rank's error is logged last
+
+GLOO = (
+    "0: [rank0]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+    "closed by peer [127.0.0.1]:26349. This is typically caused by a remote worker crashing. Check the logs "
+    "of the remote worker before reporting an error. GLHF!"
+)
+WATCHDOG = (
+    "0: [rank0]: torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=12, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."
+)
+FAULT_TRACEBACK = [
+    "1: [rank1]: Traceback (most recent call last):",
+    '1: [rank1]:   File "/opt/ftqual/ftqual/rank/faults.py", line 122, in raise_injected',
+    '1: [rank1]:     raise InjectedFault(f"ftqual injected an exception on rank {rank}")',
+    "1: [rank1]: ftqual.rank.faults.InjectedFault: ftqual injected an exception on rank 1",
+]
+QUIET = ["0: [2026-11-30 10:00:02] iteration 1/20"]  # a last cycle without an error: no crash in every cycle
+SURVIVOR_TRACEBACK = [
+    "0: [rank0]: Traceback (most recent call last):",
+    '0: [rank0]:   File "/opt/ftqual/workloads/smoke_train.py", line 686, in train_step',
+    "0: [rank0]:     dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)",
+    GLOO,
+]
+
+
+def with_marker(run_dir: Path, rank: int = 1, cycle: int = 0) -> Path:
+    marker = {"schema": "ftqual.fault/v1", "fault": "exception", "rank": rank, "local_rank": rank,
+              "cycle": cycle, "injected_at": "2026-11-30T10:00:01.000000Z"}  # fmt: skip
+    (run_dir / "fault_injected.json").write_text(json.dumps(marker))
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [FAULT_TRACEBACK + SURVIVOR_TRACEBACK, SURVIVOR_TRACEBACK + FAULT_TRACEBACK],
+    ids=["consequence-last", "consequence-first"],
+)
+def test_the_fault_rank_s_own_error_is_named_whichever_is_logged_last(tmp_path, lines):
+    """The restart agent's loop on CPU: rank 1's injected exception, rank 0's gloo `Connection closed by
+    peer` (its consequence), in either order in the log."""
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 worker failed"], [lines, QUIET], fault="exception")
+    cause = classify(with_marker(run_dir), run, 1)
+    assert cause.kind == "unknown" and "closed by peer" not in cause.text, cause
+    assert "rank 1's error (the fault's rank): ftqual.rank.faults.InjectedFault" in cause.text
+    assert cause.path == "logs/train_cycle0.log" and lines[cause.line - 1] == FAULT_TRACEBACK[-1]
+
+
+@pytest.mark.parametrize("consequence_last", [True, False])
+def test_without_a_marker_any_error_that_is_no_consequence_is_named(tmp_path, consequence_last):
+    own = ["1: [rank1]: ValueError: bad shape (4, 3)"]
+    lines = own + [WATCHDOG] if consequence_last else [WATCHDOG] + own
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 worker failed"], [lines, QUIET], fault="none")
+    cause = classify(run_dir, run, 1)
+    assert cause.text == "unknown cause; the last error line: ValueError: bad shape (4, 3)", cause
+    assert cause.line == lines.index(own[0]) + 1
+
+
+def test_the_fault_rank_s_own_consequence_loses_to_another_rank_s_real_error(tmp_path):
+    """Negative control: the marker's rank is preferred for its own error, never for a consequence it logs."""
+    lines = ["0: [rank0]: ValueError: bad shape (4, 3)", WATCHDOG.replace("0: [rank0]", "1: [rank1]")]
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 worker failed"], [lines, QUIET], fault="exception")
+    cause = classify(with_marker(run_dir), run, 1)
+    assert cause.text == "unknown cause; the last error line: ValueError: bad shape (4, 3)", cause
+
+
+@pytest.mark.parametrize("lines", [[GLOO, WATCHDOG], [WATCHDOG, GLOO]])
+def test_only_consequences_are_said_to_be_a_peer_s(tmp_path, lines):
+    """The failing rank died without a word (a SIGKILL): what the survivors said is named as theirs."""
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 the job ended"], [lines, QUIET], fault="none")
+    cause = classify(run_dir, run, 1)
+    assert cause.kind == "unknown" and "only a peer's consequence is logged" in cause.text, cause
+    assert "the last error line" not in cause.text and cause.line == 2
+
+
+def test_a_crash_in_every_cycle_names_the_fault_not_the_survivor(tmp_path):
+    cycles = [FAULT_TRACEBACK + SURVIVOR_TRACEBACK, SURVIVOR_TRACEBACK + FAULT_TRACEBACK]
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 worker failed"], cycles, fault="exception")
+    cause = classify(with_marker(run_dir), run, 1)
+    assert cause.kind == "crash" and "InjectedFault" in cause.text and "peer" not in cause.text, cause
+    assert cause.path == "logs/train_cycle1.log" and cause.line == len(SURVIVOR_TRACEBACK) + 4
+
+
+def test_a_crash_of_consequences_only_is_said_to_be_a_peer_s(tmp_path):
+    """Negative control: the same consequence in every cycle is no crash of its own."""
+    run_dir, run = make_run(tmp_path, [f"{T} launcher.py:9 worker failed"], [[GLOO], [GLOO]], fault="none")
+    cause = classify(run_dir, run, 1)
+    assert cause.kind == "crash" and "only a peer's consequence is logged" in cause.text, cause

@@ -136,6 +136,10 @@ ERROR_NAME = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::|\s*$)")
 # torch's elastic agent prefixes a worker's uncaught traceback with its rank (Megatron on GPU):
 #   0: [rank0]: Traceback (most recent call last):
 TORCH_RANK = re.compile(r"^\[rank\d+\]: ")
+# Its rank, wherever the line has it (causes: which rank logged an error):
+TORCH_RANK_OF = re.compile(r"^\s*(?:\d+: ?)?\[rank(\d+)\]:")
+# The exception a traceback ends with, whatever its name (causes): `ftqual.rank.faults.InjectedFault: ...`
+EXCEPTION_NAME = re.compile(r"^[A-Za-z_][\w.]*(?::\s.*|:?)$")
 # An error line with its message, a cause's text (past a torch `[rankN]: ` prefix):
 #   0: [rank0]: torch.distributed.DistBackendError: NCCL error in: ...
 ERROR_LINE = re.compile(r"^(?:\d+: )?(?:\[rank\d+\]: )?((?:\w+\.)*\w*(?:Error|Exception)\b.*)$")
