@@ -8,17 +8,33 @@ from pathlib import Path
 
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock, rule_inputs
-from ftqual.workflow import interrupts
+from ftqual.workflow import interrupts, progress
 
 
 def _say(line):
     print(line, file=sys.stderr)
 
 
+def command_line_config():
+    """The values given with --config, mappings and lists read as YAML reads a config file (Snakemake
+    reads them as text: ftqual.scenario.config_problems.typed_given)."""
+    settings = workflow.config_settings
+    entries = settings.config_args if isinstance(settings.config_args, list) else []
+    return config_problems.typed_given(settings.config, entries)
+
+
+COMMAND_LINE_CONFIG = command_line_config()
+config_problems.overlay(config, COMMAND_LINE_CONFIG)
+
+
 def refuse(refusal):
-    """A line per problem (a config mistake with the file that sets it), then exit 2."""
+    """A line per problem (a config mistake with where its value came from: a config file, --config or a
+    launch script's line), then exit 2."""
     for line in workflow_plan.refusal_lines(
-        refusal, workflow.configfiles, workflow.overwrite_configfiles
+        refusal,
+        workflow.configfiles,
+        workflow.overwrite_configfiles,
+        COMMAND_LINE_CONFIG,
     ):
         _say(line)
     sys.exit(2)
@@ -65,6 +81,8 @@ def forward_interrupts():
     """onstart: a SIGINT, SIGTERM or SIGHUP to this process alone reaches the scenario runs too
     (ftqual.workflow.interrupts), then stops the workflow as Ctrl-C does."""
     interrupts.forward_to_jobs(PLAN.workdir, _say)
+    # `ftqual status` shows these attempts, not those of earlier settings (ftqual.workflow.progress)
+    progress.record_plan(PLAN.workdir, PLAN.expected_attempts())
 
 
 def salvage_summary():

@@ -6,13 +6,14 @@ workflow, from the configured timeouts and what was measured (the run's own pace
 A scenario's duration = start-up + train_iters x seconds per iteration + per fault: its detection (a live
 fault: its section's timeout + the monitor's interval; a crash: a second) + a restart's start-up + the
 iterations replayed since the last checkpoint (half a save interval on average). The workflow's remaining
-time is the current run's plus every scenario that has no verdict yet. An estimate, said as one.
+time is the current run's plus every scenario whose current attempt has no verdict yet. An estimate, said
+as one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,9 +67,15 @@ def baseline_pace(results: Path, baseline: str) -> Pace | None:
     return None
 
 
-def pending(results: Path, names: Iterable[str], current: str) -> list[str]:
-    """The scenarios other than `current` with no verdict yet (no verify.json in any attempt)."""
-    return [n for n in names if n != current and not any((results / n).glob("*/verify.json"))]
+def pending(results: Path, keys: Mapping[str, str], current: str) -> list[str]:
+    """The scenarios other than `current` whose current attempt has no verdict yet. `keys`: scenario ->
+    the attempt key of the current settings and stack (ftqual.workflow.attempts.attempt_key); a verdict of
+    an attempt under other settings is not this run's (it left every scenario out of the time left)."""
+    return [
+        name
+        for name, key in keys.items()
+        if name != current and not any((results / name).glob(f"{key}-*/verify.json"))
+    ]
 
 
 def human(seconds: float) -> str:

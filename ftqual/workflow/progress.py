@@ -74,6 +74,9 @@ class Watcher:
     _iteration_said: bool = False  # the newest iteration line has been printed
     _iteration_cycle: int | None = None  # the cycle whose log holds it
     _finished: bool = False
+    # Why ftqual itself is stopping the run (a signal to the workflow, run.json's `interrupted_by`): the
+    # ranks' SIGTERM exits that follow are its stop, never a fault's detection.
+    stopped_by: str | None = None
 
     def _tail(self, rel: str) -> list[str]:
         tail = self._tails.setdefault(rel, _Tail(self.run_dir / rel, self.run_dir))
@@ -166,6 +169,11 @@ class Watcher:
             self._detected = True
             return [f"detected: the '{match.group(2)}' section timeout fired in cycle {match.group(1)}"]
         if match := launcher_lines.WORKER_EXIT.search(line):
+            if self.stopped_by:
+                return [
+                    f"stopping: local rank {match.group(2)} exited with {match.group(1)} after ftqual "
+                    f"stopped the run ({self.stopped_by}), not a fault's detection"
+                ]
             if self._detected:
                 return []
             self._detected = True
@@ -208,9 +216,66 @@ def _read_small(path: Path, root: Path) -> str | None:
 # ftqual status
 
 
+# The attempts the workflow that runs (or ran last) in this directory plans, by scenario: written by its main
+# process at its start (rules/common.smk, onstart), so that `ftqual status` shows these, not the attempts of
+# earlier settings that still lie in results/.
+PLAN_RECORD = Path(".snakemake") / "ftqual-plan.json"
+
+
+def record_plan(work_dir: Path, attempts: dict[str, str]) -> None:
+    """The main process's plan (scenario -> the slot of its current attempt), for `ftqual status`."""
+    from ftqual.jsonfile import write_json_atomic
+
+    (work_dir / PLAN_RECORD).parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(work_dir / PLAN_RECORD, {"attempts": dict(attempts)})
+
+
+def planned_slots(work_dir: Path) -> dict[str, str] | None:
+    """scenario -> slot of the latest workflow's plan; None where no workflow recorded one."""
+    attempts = (_json(work_dir / PLAN_RECORD) or {}).get("attempts")
+    if not isinstance(attempts, dict):
+        return None
+    return {str(name): str(slot) for name, slot in attempts.items()}
+
+
 def scenario_states(work_dir: Path) -> list[tuple[str, str]]:
-    """(scenario, one line) for every scenario under WORK_DIR/results: its latest attempt and where it is."""
-    return [(name, _state_line(work_dir, slot.parent, slot)) for name, slot in latest_slots(work_dir)]
+    """(scenario, one line) for every scenario of the current plan: its current attempt and where it is.
+    Attempts under other settings or another stack are not this run's: a scenario whose current attempt has
+    not started yet is pending, whatever an earlier attempt's verdict. Without a recorded plan (a directory
+    no workflow of this version ran in), each scenario's latest attempt under WORK_DIR/results."""
+    planned = planned_slots(work_dir)
+    if planned is None:
+        return [(name, _state_line(work_dir, slot.parent, slot)) for name, slot in latest_slots(work_dir)]
+    states = []
+    for name, slot_name in planned.items():
+        slot = work_dir / "results" / name / slot_name
+        if slot.is_dir():
+            states.append((name, _state_line(work_dir, slot.parent, slot)))
+        else:
+            states.append((name, f"attempt {slot_name}: pending (not started yet)"))
+    return states
+
+
+def interruption_line(work_dir: Path) -> str | None:
+    """After an interrupted workflow (ftqual.workflow.interrupts' marker): that it was, and what to run."""
+    from ftqual.launch import procs
+    from ftqual.workflow import interrupts
+
+    marker = _json(work_dir / interrupts.MARKER)
+    if not marker:
+        return None
+    sig = marker.get("signal") or "a signal"
+    try:
+        _host, pid, start = str(marker.get("workflow")).split()
+        alive = procs.alive(int(pid), int(start))
+    except ValueError:
+        pid, alive = "?", False
+    if alive:
+        return f"the workflow (pid {pid}) was interrupted ({sig}) and is stopping its runs"
+    return (
+        f"the workflow (pid {pid}) was interrupted ({sig}): run the same command again to resume it "
+        "(verdicts reached are kept; an interrupted scenario is redone)"
+    )
 
 
 def stack_line(work_dir: Path) -> str | None:
@@ -300,6 +365,16 @@ def _state_line(work_dir: Path, folder: Path, slot: Path) -> str:
         return f"attempt {slot.name}: run {run_id} starting"
     record = _json(run_dir / "run.json") or {}
     watcher = Watcher(run_dir, timeouts=record.get("timeouts") or {}, fault=record.get("fault") or "none")
+    if record.get("interrupted_by"):
+        watcher.stopped_by = str(record["interrupted_by"])
+        watcher.poll(now=float("inf"))
+        where = ""
+        if watcher.last_iteration:
+            where = f" at iteration {watcher.last_iteration[0]}/{watcher.last_iteration[1]}"
+        return (
+            f"attempt {slot.name}: run {run_id} interrupted ({record['interrupted_by']}){where}; "
+            "the same workflow command redoes this attempt"
+        )
     events = [e for e in watcher.poll(now=float("inf")) if not e.startswith("iteration ")]
     parts = [events[-1] if events else "started"]
     if watcher.last_iteration:
@@ -349,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
             stamp = datetime.now(UTC).strftime("%H:%M:%SZ")
             if stack:
                 print(f"{stamp} {stack}", flush=True)
+            if interrupted := interruption_line(args.work_dir):
+                print(f"{stamp} {interrupted}", flush=True)
             for name, line in scenario_states(args.work_dir):
                 print(f"{stamp} {name}: {line}", flush=True)
             if not args.follow:
@@ -365,6 +442,8 @@ def status_table(work_dir: Path):
     table = Table(title=f"ftqual status — {work_dir} — {datetime.now(UTC):%H:%M:%SZ}", expand=True)
     table.add_column("scenario", no_wrap=True)
     table.add_column("state")
+    if interrupted := interruption_line(work_dir):
+        table.add_row("workflow", interrupted, style="yellow")
     for name, line in scenario_states(work_dir):
         style = (
             "green" if ": PASS" in line else "red" if (": FAIL" in line or ": INCONCLUSIVE" in line) else ""

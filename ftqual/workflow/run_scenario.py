@@ -135,11 +135,13 @@ def show_progress(
         say(wait, console=True)
 
 
-def eta_estimator(cfg, s, watcher: progress.Watcher) -> Callable[[float], str | None]:
+def eta_estimator(cfg, s, watcher: progress.Watcher, stack_digest: str) -> Callable[[float], str | None]:
     """The elapsed time and what is left, for this scenario and the workflow (ftqual.workflow.eta): the
-    baseline's measured pace where it ran, else this run's own."""
+    baseline's measured pace where it ran, else this run's own; every scenario whose attempt under these
+    settings and this stack has no verdict yet counts."""
     results = Path.cwd() / "results"
     first_step: list[float] = []
+    keys = {x.name: attempt_key(cfg.fingerprint(x), stack_digest) for x in cfg.scenarios}
 
     def line(elapsed: float) -> str | None:
         newest = watcher.last_iteration
@@ -151,7 +153,7 @@ def eta_estimator(cfg, s, watcher: progress.Watcher) -> Callable[[float], str | 
         measured = eta.baseline_pace(results, cfg.baseline_scenario) or own
         injected, detected = watcher.injected_and_detected
         left = eta.run_left_s(s, own, newest[0], injected, detected)
-        others = eta.pending(results, [x.name for x in cfg.scenarios], s.name)
+        others = eta.pending(results, keys, s.name)
         workflow = left + sum(eta.scenario_s(cfg.by_name[n], measured) for n in others)
         return eta.phrase(elapsed, left, workflow)
 
@@ -216,6 +218,8 @@ def run_launcher(
     def stop(why: str) -> None:
         with lock:
             stopped.append(why)
+            if watcher is not None:  # what the ranks' exits now show is this stop, not a detection
+                watcher.stopped_by = stopped[0]
             if started and not terminated:
                 say(f"{why}: sending SIGTERM to the launcher (pid {started[0].pid})")
             terminate()
@@ -567,7 +571,9 @@ def run(
     holder = f"scenario {scenario} (run {run_id}) of {cwd} (pid {os.getpid()})"
     turn = gpu_turn.for_run(s.gpus_per_node, cfg.workload, holder)  # None: no GPU shared, no turn
     try:
-        launched = run_launcher(say, cmd, env, console, watcher, turn, eta_estimator(cfg, s, watcher))
+        launched = run_launcher(
+            say, cmd, env, console, watcher, turn, eta_estimator(cfg, s, watcher, stack["digest"])
+        )
         rc, stopped_by, started = launched.rc, launched.stopped_by, launched.started
         if started is None:
             say(f"interrupted ({stopped_by}) before the launcher started; nothing ran", console=True)

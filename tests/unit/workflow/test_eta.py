@@ -49,7 +49,10 @@ def test_what_is_left_of_a_run_and_of_the_workflow(tmp_path):
     metrics = {"iterations_per_s": 4.0, "time_to_first_step_s": 12.0}
     (results / "baseline" / "abc-1" / "verify.json").write_text(json.dumps({"metrics": metrics}))
     assert eta.baseline_pace(results, "baseline") == eta.Pace(0.25, 12.0)
-    assert eta.pending(results, ["baseline", "kill", "hang"], "hang") == ["kill"]
+    keys = {"baseline": "abc", "kill": "def", "hang": "ghi"}
+    assert eta.pending(results, keys, "hang") == ["kill"]
+    # a verdict under other settings (another key) is not this run's: the baseline is still to run
+    assert eta.pending(results, {**keys, "baseline": "abd"}, "hang") == ["baseline", "kill"]
     assert (
         eta.phrase(75, 30, 600)
         == "75 s elapsed; about 30 s left in this scenario, about 10 min in the workflow"

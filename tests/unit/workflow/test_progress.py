@@ -178,3 +178,65 @@ def test_status_of_a_run_whose_log_stopped_growing_says_for_how_long(tmp_path):
     os.utime(log, (stale, stale))
     state = dict(scenario_states(tmp_path))["hang"]
     assert "at iteration 3/20 (0.25 s/it); no step has completed for at least 9" in state, state
+
+
+def test_status_shows_the_current_plans_attempts_only(tmp_path, capsys):
+    """A run with new settings under way: the attempts of the earlier settings were shown as PASS."""
+    from ftqual.workflow.progress import record_plan
+
+    slot(tmp_path, "baseline", "aaaaaaaaaaaa-1", {"attempt.json": {}, "verify.json": {"verdict": "pass"}})
+    slot(tmp_path, "kill", "bbbbbbbbbbbb-1", {"attempt.json": {}, "verify.json": {"verdict": "pass"}})
+    slot(tmp_path, "hang", "cccccccccccc-1", {"attempt.json": {}, "verify.json": {"verdict": "pass"}})
+    assert dict(scenario_states(tmp_path))["kill"].startswith("attempt bbbbbbbbbbbb-1: PASS")  # no plan
+    # new settings: the baseline's attempt is under way, kill's not started; hang is no longer enabled
+    slot(tmp_path, "baseline", "dddddddddddd-1", {})
+    record_plan(tmp_path, {"baseline": "dddddddddddd-1", "kill": "eeeeeeeeeeee-1"})
+    states = scenario_states(tmp_path)
+    assert [name for name, _ in states] == ["baseline", "kill"]
+    assert dict(states)["baseline"] == "attempt dddddddddddd-1: waiting"
+    assert dict(states)["kill"] == "attempt eeeeeeeeeeee-1: pending (not started yet)"
+    assert main([str(tmp_path)]) == 0
+    assert "PASS" not in capsys.readouterr().out
+
+
+def test_status_after_an_interrupt_says_so_and_what_to_run(tmp_path, capsys):
+    from ftqual.workflow import interrupts
+    from ftqual.workflow.progress import record_plan
+
+    slot(tmp_path, "baseline", "aaaaaaaaaaaa-1", {})
+    record_plan(tmp_path, {"baseline": "aaaaaaaaaaaa-1"})
+    append(tmp_path / "results" / "baseline" / "attempts" / "baseline-1.console.log", "")
+    run = tmp_path / "runs" / "baseline-1"
+    (run / "logs").mkdir(parents=True)
+    (run / "run.json").write_text(
+        json.dumps({"fault": "none", "interrupted_by": "SIGTERM", "exit_code": -15})
+    )
+    append(run / "logs" / "train_cycle0.log", ITER.format(i=3))
+    append(run / "logs" / "launcher.log", f"{T} api.py:9 failed (exitcode: -15) local_rank: 0 (pid: 77) of x")
+    # the workflow that was interrupted is gone (a pid that names no process)
+    interrupts.interrupted_by(tmp_path, 2, "host 4194399 1")
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "the workflow (pid 4194399) was interrupted (SIGINT): run the same command again to resume it" in out
+    )
+    assert (
+        "baseline: attempt aaaaaaaaaaaa-1: run baseline-1 interrupted (SIGTERM) at iteration 3/20; the same "
+        "workflow command redoes this attempt" in out
+    )
+    assert "running" not in out and "detected" not in out
+
+
+def test_a_rank_ended_by_ftquals_stop_is_never_a_detection(tmp_path):
+    """A terminated rank read `detected: local rank 0 exited with -15`, like a fault's detection."""
+    run = tmp_path / "run"
+    line = f"{T} api.py:9 failed (exitcode: -15) local_rank: 0 (pid: 77) of binary: python"
+    append(run / "logs" / "launcher.log", line)
+    stopped = Watcher(run, fault="sigterm", stopped_by="SIGINT")
+    assert stopped.poll(now=0) == [
+        "stopping: local rank 0 exited with -15 after ftqual stopped the run (SIGINT), not a fault's "
+        "detection"
+    ]
+    assert stopped.injected_and_detected == (False, False)
+    # negative control: the same exit of a sigterm fault's rank, no stop asked, is its detection
+    assert Watcher(run, fault="sigterm").poll(now=0) == ["detected: local rank 0 exited with -15"]
