@@ -12,6 +12,7 @@ the account has as null stays null: nothing is estimated here.
 from __future__ import annotations
 
 from ftqual.report.inputs import ScenarioInput
+from ftqual.report.ran import Ran
 
 PHASES = (  # the restart phases, in the order they happen: (key, label)
     ("detection_s", "detection"),
@@ -22,6 +23,9 @@ PHASES = (  # the restart phases, in the order they happen: (key, label)
     ("load_s", "checkpoint load"),
     ("first_step_s", "first step"),
 )
+# A run without a GPU reclaims no GPU memory; one without Megatron initialises its own workload.
+NO_GPU_PHASES = ("gpu_reclaim_s",)
+NO_MODEL_LABELS = {"init_s": "initialisation"}
 FLOOR_KEYS = ("path", "filesystem", "bytes", "write_gbps", "read_gbps", "method")
 # the filesystem measured, in preflight reports that name it (ftqual/preflight/mounts.py)
 FLOOR_PLACE_KEYS = ("mount_point", "device", "free_bytes")
@@ -92,9 +96,23 @@ def _rate(value: object, share: object) -> str:
     return f"{number:.3f} GB/s" + (f" ({ratio:.0%} of floor)" if ratio is not None else "")
 
 
-def markdown_lines(section: dict | None, plot: str | None = None) -> list[str]:
-    """The "Checkpoints and restarts" section's lines."""
+def _phases(ran: Ran | None) -> list[tuple[str, str]]:
+    """The restart phases as this run had them (ftqual.report.ran): no GPU row without a GPU, no Megatron
+    row without Megatron; where the summary does not say, all of them."""
+    ran = ran or Ran(gpu=None, megatron=None)
+    return [
+        (key, NO_MODEL_LABELS.get(key, label) if ran.no_model else label)
+        for key, label in PHASES
+        if not (ran.no_gpu and key in NO_GPU_PHASES)
+    ]
+
+
+def markdown_lines(section: dict | None, plot: str | None = None, ran: Ran | None = None) -> list[str]:
+    """The "Checkpoints and restarts" section's lines; `ran` (what the run ran on) leaves out the phases it
+    had not, and a run without a model shows no rates (the smoke workload's checkpoint is a few bytes of
+    no model: its GB/s say nothing of a checkpoint)."""
     section = section or {}
+    rates = not (ran is not None and ran.no_model)
     floor = section.get("floor")
     out = []
     if floor:
@@ -125,7 +143,7 @@ def markdown_lines(section: dict | None, plot: str | None = None) -> list[str]:
             out += [
                 f"| {s.get('iteration')}, cycle {s.get('cycle')} | {_gb(s.get('bytes'))} | "
                 f"{_s(s.get('blocked_s'))} | {_s(s.get('durable_s'))} | "
-                f"{_rate(s.get('gbps'), s.get('of_write_floor'))} |"
+                f"{_rate(s.get('gbps'), s.get('of_write_floor')) if rates else '—'} |"
                 for s in saves
             ]
             out.append("")
@@ -136,9 +154,9 @@ def markdown_lines(section: dict | None, plot: str | None = None) -> list[str]:
                 "| phase | seconds | floor |",
                 "|---|---:|---|",
             ]
-            for key, label in PHASES:
+            for key, label in _phases(ran):
                 floor_text = ""
-                if key == "load_s":
+                if key == "load_s" and rates:
                     rate = _rate(r.get("load_gbps"), r.get("load_of_read_floor"))
                     floor_text = f"{_gb(r.get('load_bytes'))} at {rate}"
                 out.append(f"| {label} | {_s(r.get(key))} | {floor_text} |")
@@ -147,10 +165,12 @@ def markdown_lines(section: dict | None, plot: str | None = None) -> list[str]:
             out += ["No save completed and no restart.", ""]
     if plot:
         out += [f"![checkpoints and restarts]({plot})", ""]
+    timer = " (Megatron's `save-checkpoint` timer)" if rates else ""
+    rate = "write rate: bytes / durable" if rates else "no rates: the workload saves no model"
     out.append(
-        "blocked: how long the training step was held by the save (Megatron's `save-checkpoint` timer); "
+        f"blocked: how long the training step was held by the save{timer}; "
         "durable: from `saving checkpoint` to `successfully saved` (after the tracker was written); "
-        "write rate: bytes / durable. Each restart phase is measured from its own evidence (docs/checks.md, "
+        f"{rate}. Each restart phase is measured from its own evidence (docs/checks.md, "
         '"The checkpoint and restart account"); — where the run left none.'
     )
     return out

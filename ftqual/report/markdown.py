@@ -13,6 +13,7 @@ from ftqual.report.campaign import summary_markdown as campaign_part
 from ftqual.report.checkpoints import markdown_lines as checkpoints_lines
 from ftqual.report.exit_codes import markdown_lines as exit_code_lines
 from ftqual.report.faults_table import fault_table_section
+from ftqual.report.ran import Ran, what_ran
 from ftqual.report.recurring import markdown_lines as recurring_lines
 from ftqual.report.restart_agent import markdown_lines as restart_agent_lines
 from ftqual.report.summary import CHECK_LEGEND, STACK_FIELDS, UNKNOWN
@@ -204,14 +205,17 @@ def job_section(summary: dict) -> list[str]:
         why = _no_job_why(summary.get("scenarios") or [])
         return [f"No job record in the verify reports{': ' + why if why else ''}."]
     digest = job.get("digest")
+    ran = what_ran(summary)
     lines = [f"**{cell(job.get('describe') or job.get('model'))}**, job shape `{digest or 'differs'}`."]
+    # Estimates of a model that ran: none where the workload runs no model (the smoke workload's describe
+    # says so), no GPU memory where the ranks had no GPU.
     estimates = [
         f"{label} {human_bytes(value)}"
         for label, value in (
             ("checkpoint (with its optimizer state)", job.get("checkpoint_bytes_estimate")),
-            ("GPU memory per GPU", job.get("gpu_memory_bytes_estimate")),
+            ("GPU memory per GPU", None if ran.no_gpu else job.get("gpu_memory_bytes_estimate")),
         )
-        if isinstance(value, int)
+        if isinstance(value, int) and not ran.no_model
     ]
     if estimates:
         lines += ["", "Estimated from the arguments: " + "; ".join(estimates) + "."]
@@ -223,7 +227,7 @@ def job_section(summary: dict) -> list[str]:
             for k, v in sorted(by_scenario.items())
         ]
         lines += ["", "Job shape by scenario: " + ", ".join(shapes)]
-    lines += batch_lines(job)
+    lines += batch_lines(job, ran)
     args = job.get("megatron_args")
     if isinstance(args, list):
         shown = " ".join(str(a) for a in args) or "(none: the workload runs no Megatron model)"
@@ -247,16 +251,18 @@ def at_scale_section(doc: object) -> list[str]:
     return ["## At your scale", "", *at_scale_cli.section_lines(doc, doc.get("problems")), ""]
 
 
-def batch_lines(job: dict) -> list[str]:
-    """The job's batch and evaluation as they ran (run.json's `job.batch`, `job.evaluation`)."""
+def batch_lines(job: dict, ran: Ran | None = None) -> list[str]:
+    """The job's batch and evaluation as they ran (run.json's `job.batch`, `job.evaluation`); the ranks are
+    GPUs unless the run had none (then CPU ranks)."""
     batch = job.get("batch")
     if not isinstance(batch, dict):
         return []
+    where = "CPU rank(s)" if ran is not None and ran.no_gpu else "GPU(s)"
     out = [
         "",
         f"Batch: global {batch.get('global_batch_size')} = micro {batch.get('micro_batch_size')} x "
         f"data-parallel {batch.get('data_parallel_size')} x {batch.get('accumulation_steps')} accumulation "
-        f"step(s), on {batch.get('world_size')} GPU(s).",
+        f"step(s), on {batch.get('world_size')} {where}.",
     ]
     evaluation = job.get("evaluation")
     if isinstance(evaluation, dict):
@@ -765,7 +771,9 @@ def render_markdown(summary: dict) -> str:
         *latency_section(summary),
         "## Checkpoints and restarts",
         "",
-        *checkpoints_lines(summary.get("checkpoints"), summary["plots"].get("checkpoints")),
+        *checkpoints_lines(
+            summary.get("checkpoints"), summary["plots"].get("checkpoints"), what_ran(summary)
+        ),
         "",
         "## Timeouts",
         "",

@@ -51,7 +51,7 @@ def test_what_held_the_rank_is_shown_from_its_dump_or_said_missing():
             scenario("old", "hang", "section:step"),
         ]
     )
-    cells = [line.split(" | ")[5] for line in fault_table_section(rows)[2:]]
+    cells = [line.split(" | ")[5] for line in fault_table_section(rows)[2 : 2 + len(rows)]]
     assert cells == [
         f"{held} (`dumps/h.cycle0.rank1.2.json`)",
         "— (no dump)",
