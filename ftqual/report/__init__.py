@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftqual.contract import family_of
-from ftqual.report import at_scale_cli
+from ftqual.report import at_scale, at_scale_cli
 from ftqual.report.inputs import ScenarioInput, discover_results, load_preflight, load_verify
 from ftqual.report.summary import ReportOptions, build_summary, scenario_fault
-from ftqual.verification.campaign.goodput import DEFAULT_MTBF, MtbfPoint
+from ftqual.verification.campaign.goodput import MtbfPoint
 
 __all__ = ["main", "write_report"]
 
@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=[],
         metavar="H",
-        help="mean time between failures for the goodput projection (repeat; default 7.9 and 1.8)",
+        help="mean time between failures for each scenario's goodput projection, instead of the prior's "
+        "(repeat)",
     )
     p.add_argument(
         "--gpus-for-mtbf",
@@ -92,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         "--scale",
         metavar="GPUS:DAYS",
         help="add the At your scale section: the projection at GPUS for DAYS (ftqual at-scale)",
+    )
+    p.add_argument(
+        "--prior",
+        default=at_scale.DEFAULT_PRIOR,
+        metavar="NAME",
+        help=f"the failure prior of every goodput in the report: {', '.join(at_scale.PRIORS)} "
+        f"(default {at_scale.DEFAULT_PRIOR}; the config's scale.prior)",
     )
     p.add_argument(
         "--timeouts-for",
@@ -125,7 +133,7 @@ def _mtbf(hours: list[float], gpus: list[int]) -> tuple[MtbfPoint, ...]:
     if any(h <= 0 for h in hours) or any(g <= 0 for g in gpus):
         raise UsageError("--mtbf-hours and --gpus-for-mtbf must be positive")
     if not hours:
-        return DEFAULT_MTBF
+        return ()  # the failure prior's MTBF (ftqual.report.summary.mtbf_points)
     return tuple(MtbfPoint(h, gpus[i] if gpus else None) for i, h in enumerate(hours))
 
 
@@ -242,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None and value < 0 or (flag == "--ckpt-interval-s" and value == 0):
                 raise UsageError(f"{flag} must be positive")
         timeouts_for = _timeouts_for(args.timeouts_for)
+        if problems := at_scale_cli.prior_problems(args.prior):
+            raise UsageError(problems[0])
         try:
             scale = at_scale_cli.parse_scale(args.scale) if args.scale else None
         except ValueError as exc:
@@ -262,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         attempts=attempts,
         timeouts_for=timeouts_for,
         scale=scale,
+        prior=args.prior,
     )
     summary = write_report(inputs, preflight, out, options)
     print(f"{summary['headline']}\nwrote {out}/summary.md, summary.html, summary.json, junit.xml, plots/")

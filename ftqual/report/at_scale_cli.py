@@ -266,8 +266,9 @@ def pct(x: float) -> str:
     return f"{x:.2%}"
 
 
-def section_lines(doc: Mapping | None, problems: list[str] | None = None) -> list[str]:
-    """The "At your scale" section from summary.json's `at_scale`: the report's one goodput answer."""
+def section_lines(doc: Mapping | None, problems: list[str] | None = None, checks: bool = True) -> list[str]:
+    """The "At your scale" section from summary.json's `at_scale`: the report's one goodput answer. `checks`
+    False: without the campaigns' model checks (the report prints each in its campaign's part)."""
     if not doc or doc.get("problems"):
         why = "; ".join(problems or (doc or {}).get("problems") or ["no projection"])
         return [f"No projection: {why}."]
@@ -309,7 +310,7 @@ def section_lines(doc: Mapping | None, problems: list[str] | None = None) -> lis
     out += ["", "Assumed (override with `ftqual at-scale` options):", ""]
     sources = a.get("sources") or {}
     out += [f"- {name}: {assumption_value(name, a)} — {why}" for name, why in sources.items()]
-    for check in doc.get("campaign_checks") or []:
+    for check in doc.get("campaign_checks") or [] if checks else []:
         mark = "within" if check["within"] else "**outside**"
         out += [
             "",

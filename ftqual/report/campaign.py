@@ -2,8 +2,9 @@
 
 A campaign's report, from its verify report alone (whose `campaign` section ftqual.verification.schema has
 checked): one timeline (every fault, its detection, the restart and the resume on one time axis, seconds
-from the first fault), the per-cycle table, each fault's verdict, goodput measured next to the Young/Daly
-projection and the accumulation verdict, with what the faults left in /dev/shm (`shm_leaks`: per host the
+from the first fault), the per-cycle table, each fault's verdict, goodput measured next to the check of the
+goodput model (ftqual.report.at_scale, fed the campaign's own means) and the accumulation verdict, with what
+the faults left in /dev/shm (`shm_leaks`: per host the
 entries and bytes per fault, the families and the dead ranks that made them, the faults until full against
 the horizon; a finding where it fits, the reason of a FAIL where it does not).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ftqual.report.at_scale import campaign_check
 from ftqual.verification.campaign.text import (
     ACCUMULATION,
     _accumulation_values,
@@ -198,7 +200,8 @@ def _pct(value: object) -> str:
 
 def summary_markdown(name: str, entry: dict, plot: str | None = None) -> list[str]:
     """summary.md's part for one campaign: plan, timeline with each fault's verdict, per-cycle table,
-    goodput measured vs projected with the gap by parts, the accumulation and plan verdicts."""
+    goodput measured with the gap by parts and the goodput model's check, the accumulation and plan
+    verdicts."""
     out = [
         f"### {name}: seed {entry['seed']}, {entry['injected']} of {entry['planned']} faults injected, "
         f"MTTI {entry['mtti_iterations']} iterations (run `{entry['run_id']}`)",
@@ -252,13 +255,27 @@ def summary_markdown(name: str, entry: dict, plot: str | None = None) -> list[st
         parts = ", ".join(f"{k[:-2].replace('_', ' ')} {_s(v)} s" for k, v in good["gap_parts_s"].items())
         out.append(
             f"Goodput measured **{_pct(good['measured'])}** ({_s(good['productive_s'])} s of training in "
-            f"{_s(good['wall_s'])} s), Young/Daly projected **{_pct(good['projected'])}** at the campaign's "
-            f"MTBF of {_s(good['mtbf_s'])} s (gap {_pct(good['gap'])}). Where the wall time went besides "
-            f"training: {parts}."
+            f"{_s(good['wall_s'])} s). Where the wall time went besides training: {parts}."
         )
+        out += model_check_lines(good)
     if plot:
         out += ["", f"![campaign timeline of {name}]({plot})"]
     return out
+
+
+def model_check_lines(good: dict) -> list[str]:
+    """The goodput model (ftqual.report.at_scale, the report's one) fed this campaign's own means, against
+    what it measured: a check of the model, not a second projection."""
+    check = campaign_check(good)
+    if check is None:
+        return []
+    mark = "within" if check.within else "**outside**"
+    return [
+        "",
+        f"Check of the goodput model (docs/at-scale.md) on this campaign's own means (MTBF "
+        f"{_s(good['mtbf_s'])} s): modelled {_pct(check.modelled)} against measured {_pct(check.measured)}, "
+        f"{mark} ±{check.tolerance * 100:g} points.",
+    ]
 
 
 def fault_cases(entry: dict) -> list[tuple[str, str, str]]:

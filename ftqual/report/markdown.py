@@ -248,7 +248,7 @@ def at_scale_section(doc: object) -> list[str]:
     """The config's `scale`: what faults will cost the run there (ftqual.report.at_scale_cli)."""
     if not isinstance(doc, dict):
         return []
-    return ["## At your scale", "", *at_scale_cli.section_lines(doc, doc.get("problems")), ""]
+    return ["## At your scale", "", *at_scale_cli.section_lines(doc, doc.get("problems"), checks=False), ""]
 
 
 def batch_lines(job: dict, ran: Ran | None = None) -> list[str]:
@@ -551,6 +551,14 @@ def replay_section(summary: dict) -> list[str]:
     return out or ["No fault scenario to compare."]
 
 
+def goodput_answer(summary: dict) -> list[str]:
+    """The report's one goodput answer: with the config's `scale`, At your scale (the same model and prior as
+    each scenario's projection, at the job's own scale); without it, each scenario's projection."""
+    if isinstance(summary.get("at_scale"), dict):
+        return at_scale_section(summary["at_scale"])
+    return ["## Goodput projection", "", *goodput_section(summary), ""]
+
+
 def goodput_section(summary: dict) -> list[str]:
     gp = summary["goodput"]
     out = [
@@ -572,7 +580,7 @@ def goodput_section(summary: dict) -> list[str]:
             out.append(f"| {name} | — | — | — | — | — | — | not computed: {cell(g['reason'])} |")
             continue
         for p in g["points"]:
-            mtbf = f"{p['mtbf_hours']:g} h" + (f" @ {p['gpus']:,} GPUs" if p["gpus"] else "")
+            mtbf = at_scale_cli.hours(p["mtbf_s"]) + (f" @ {p['gpus']:,} GPUs" if p["gpus"] else "")
             out.append(
                 f"| {name} | {mtbf} | {seconds(p['ckpt_interval_s'])} ({cell(p['ckpt_interval_source'])}) | "
                 f"{seconds(p['t_detect_s'])} | {seconds(p['t_restart_s'])} | {seconds(p['t_lost_s'])} | "
@@ -587,7 +595,14 @@ def goodput_section(summary: dict) -> list[str]:
         )
     out += ["", *notes, "", "Assumptions:"]
     out += [f"- {a}" for a in gp["assumptions"]]
-    out += ["", f"MTBF source: {gp['mtbf_source']}."]
+    prior = gp.get("prior")
+    named = f"failure prior **{prior}**: " if prior else ""
+    out += ["", f"MTBF source: {named}{gp['mtbf_source']}."]
+    if prior:
+        out.append(
+            "The same model and prior as `ftqual at-scale`, at your scale: set the config's "
+            "`scale: {gpus, days}` (and `prior`) for the job's own answer."
+        )
     return out
 
 
@@ -783,11 +798,7 @@ def render_markdown(summary: dict) -> str:
         "",
         *replay_section(summary),
         "",
-        "## Goodput projection",
-        "",
-        *goodput_section(summary),
-        "",
-        *at_scale_section(summary.get("at_scale")),
+        *goodput_answer(summary),
         "## Plots",
         "",
         *plots_section(summary),

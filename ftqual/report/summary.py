@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS, family_of
-from ftqual.report import at_scale_cli
+from ftqual.report import at_scale, at_scale_cli
 from ftqual.report import budgets as budgets_mod
 from ftqual.report import scope as scope_mod
 from ftqual.report.campaign import build_campaign
@@ -111,7 +111,10 @@ UNKNOWN = "unknown"
 
 @dataclass(frozen=True)
 class ReportOptions:
-    mtbf: tuple[goodput_mod.MtbfPoint, ...] = goodput_mod.DEFAULT_MTBF
+    # MTBF points given by hand (ftqual report --mtbf-hours); none: the failure prior's MTBF at the GPU counts
+    # the published figures name (ftqual.report.at_scale PRIORS, PRIOR_TABLE_GPUS)
+    mtbf: tuple[goodput_mod.MtbfPoint, ...] = ()
+    prior: str = at_scale.DEFAULT_PRIOR  # the failure prior of every goodput in the report
     ckpt_interval_s: float | None = None
     ckpt_blocking_s: float | None = None
     baseline: str | None = None  # scenario name whose losses the others are compared with
@@ -120,6 +123,9 @@ class ReportOptions:
     # what the timeouts the runs ran under were recommended for (the config's timeouts_for), or None
     timeouts_for: dict | None = None
     scale: tuple[int, float] | None = None  # (GPUs, days): the At your scale section (config scale)
+    # the signal that interrupted the workflow before every verdict was reached (ftqual report
+    # --interrupted, from the workflow's rebuild of the summary): said instead of "verify report missing"
+    interrupted: str | None = None
 
 
 worst = verdict_mod.worst  # the one ordering of verdicts (ftqual.verification.verdict)
@@ -193,6 +199,8 @@ def run_state(doc: dict | None) -> str:
 def build_scenario(item: ScenarioInput, options: ReportOptions) -> dict:
     doc = item.doc
     fault = scenario_fault(item.name, doc)
+    if doc is None and options.interrupted:
+        item = replace(item, error=f"interrupted ({options.interrupted}) before its verdict: {RESUME}")
     if doc is None:
         return {
             "name": item.name,
@@ -353,7 +361,12 @@ def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
     )
     if inputs is None:
         return {"computed": False, "reason": why, "points": []}
-    points = [goodput_mod.project(inputs, p) for p in options.mtbf]
+    # the one goodput model (ftqual.report.at_scale), with only the terms one scenario measures
+    points = [
+        at_scale.scenario_point(inputs.t_detect_s, inputs.t_restart_s, inputs.ckpt_blocking_s,
+                                p.hours * 3600.0, p.gpus, inputs.ckpt_interval_s)
+        for p in mtbf_points(options)
+    ]  # fmt: skip
     return {
         "computed": True,
         "reason": None,
@@ -364,7 +377,7 @@ def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
         "lost_work_measured_s": inputs.lost_work_measured_s,
         "points": [
             {
-                "mtbf_hours": p.mtbf_hours,
+                "mtbf_hours": round(p.mtbf_s / 3600.0, 4),
                 "gpus": p.gpus,
                 "mtbf_s": p.mtbf_s,
                 "ckpt_interval_s": _round(p.interval_s),
@@ -379,6 +392,14 @@ def _goodput(metrics: dict, derived: dict, options: ReportOptions) -> dict:
             for p in points
         ],
     }
+
+
+def mtbf_points(options: ReportOptions) -> tuple[goodput_mod.MtbfPoint, ...]:
+    """The MTBF points of each scenario's projection: given by hand, or the prior's at its table's GPUs."""
+    if options.mtbf:
+        return options.mtbf
+    rate = at_scale.PRIORS[options.prior].failures_per_gpu_hour
+    return tuple(goodput_mod.MtbfPoint(round(1.0 / (rate * n), 4), n) for n in at_scale.PRIOR_TABLE_GPUS)
 
 
 def scenario_stack(doc: dict) -> dict | None:
@@ -638,8 +659,11 @@ def build_summary(
         "schema": SCHEMA,
         "created_at": created_at,
         "verdict": verdict,
-        "headline": headline(
-            verdict, scenarios, items, pf.get("verdict") not in ("pass", "warn"), baseline_name
+        "headline": interrupted_headline(
+            headline(verdict, scenarios, items, pf.get("verdict") not in ("pass", "warn"), baseline_name),
+            verdict,
+            scenarios,
+            options.interrupted,
         ),
         "scenario_counts": {
             v: sum(sc["verdict"] == v for sc in scenarios) for v in (*VERDICTS, NOT_APPLICABLE)
@@ -659,8 +683,11 @@ def build_summary(
             "formula": goodput_mod.FORMULA,
             "terms": list(goodput_mod.FORMULA_TERMS),
             "assumptions": list(goodput_mod.ASSUMPTIONS),
-            "mtbf_source": goodput_mod.MTBF_SOURCE,
-            "mtbf": [{"hours": p.hours, "gpus": p.gpus} for p in options.mtbf],
+            "mtbf_source": (
+                "given (--mtbf-hours)" if options.mtbf else at_scale.PRIORS[options.prior].source
+            ),
+            "prior": None if options.mtbf else options.prior,
+            "mtbf": [{"hours": p.hours, "gpus": p.gpus} for p in mtbf_points(options)],
             "by_scenario": {sc["name"]: sc["goodput"] for sc in scenarios if sc["goodput"] is not None},
         },
         "legend": {cid: CHECK_LEGEND.get(cid, "") for cid in _check_ids(scenarios)},
@@ -681,8 +708,23 @@ def build_summary(
     if isinstance(pf.get("storage"), dict):  # the storage floor the preflight measured
         summary["storage"] = pf["storage"]
     if options.scale is not None:  # the config's scale: what faults will cost the run there
-        summary["at_scale"] = at_scale_cli.section(summary, options.scale)
+        summary["at_scale"] = at_scale_cli.section(summary, options.scale, options.prior)
     return summary
+
+
+RESUME = "run the same command again to resume (verdicts reached are kept; the interrupted scenario is redone)"
+
+
+def interrupted_headline(line: str, verdict: str, scenarios: list[dict], signal: str | None) -> str:
+    """The headline of a workflow interrupted before every verdict: that it was, and what to run. A FAIL
+    found before the interrupt stays the headline's news."""
+    if not signal:
+        return line
+    if verdict == "fail":
+        return f"{line}; interrupted ({signal}): {RESUME}"
+    missing = [sc["name"] for sc in scenarios if sc.get("run_state") == NO_REPORT]
+    before = f" before {', '.join(missing)} had a verdict" if missing else ""
+    return f"ftqual: INCONCLUSIVE — interrupted ({signal}){before}: {RESUME}"
 
 
 def _campaigns(inputs: list[ScenarioInput]) -> dict[str, dict]:

@@ -82,8 +82,9 @@ def test_markdown_verdict_first_and_tables(report):
     assert "a difference confined to the first iterations after the restore" in text
     assert "iteration 7: 6.357241 vs 6.529403" in text
     assert "goodput ≈ 1 − (t_detect + t_restart + t_lost + t_ckpt) / MTBF" in text
-    assert "7.9 h @ 1,024 GPUs" in text and "1.8 h @ 16,384 GPUs" in text
-    assert "Kokolis et al." in text
+    # the failure prior of the whole product (Llama 3's by default), named where it is used
+    assert "49.5 h @ 1,024 GPUs" in text and "3.09 h @ 16,384 GPUs" in text
+    assert "failure prior **llama3**: Llama 3 405B pre-training" in text and "Kokolis et al." not in text
     assert (
         "- `resumed_from_checkpoint`: the replacement loaded a completed checkpoint at iteration K ≥ 1"
         in text
