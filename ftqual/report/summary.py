@@ -13,7 +13,7 @@ scenario is left the verdict cannot be pass (no recovery was shown).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ftqual.contract import FAULTS, INJECTED_FAULTS, RANK_FAULTS, family_of
 from ftqual.report import at_scale, at_scale_cli
@@ -712,7 +712,9 @@ def build_summary(
     return summary
 
 
-RESUME = "run the same command again to resume (verdicts reached are kept; the interrupted scenario is redone)"
+RESUME = (
+    "run the same command again to resume (verdicts reached are kept; the interrupted scenario is redone)"
+)
 
 
 def interrupted_headline(line: str, verdict: str, scenarios: list[dict], signal: str | None) -> str:
