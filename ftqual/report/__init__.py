@@ -107,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
         help="what the timeouts the runs ran under were recommended for (the config's timeouts_for)",
     )
     p.add_argument(
+        "--interrupted",
+        metavar="SIGNAL",
+        help="the workflow was interrupted by SIGNAL: missing verdicts are said so, with what to run",
+    )
+    p.add_argument(
         "--ckpt-blocking-s",
         type=float,
         metavar="S",
@@ -273,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         timeouts_for=timeouts_for,
         scale=scale,
         prior=args.prior,
+        interrupted=args.interrupted,
     )
     summary = write_report(inputs, preflight, out, options)
     print(f"{summary['headline']}\nwrote {out}/summary.md, summary.html, summary.json, junit.xml, plots/")

@@ -48,7 +48,7 @@ from ftqual.scenario import model as scenarios
 from ftqual.scenario.checkpoint_dir import checkpoint_dir_problems
 from ftqual.stack import current as stack_current
 from ftqual.stack.identity import StackIdentity
-from ftqual.workflow import attempts, slurm_orphans, slurm_submit
+from ftqual.workflow import attempts, interrupts, slurm_orphans, slurm_submit
 from ftqual.workflow import lock as workflow_lock
 
 SLURM_DEFAULT_RESOURCES = ("slurm_partition", "slurm_account")
@@ -451,6 +451,9 @@ def salvage_summary(
     child_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))}
     with open(plan.workdir / SALVAGE_LOG, "w") as log:
         run(
+    # interrupted (ftqual.workflow.interrupts' marker of this process): said so, with what to run
+    if interrupted := interrupts.stop_asked(plan.workdir, env):
+        argv += ["--interrupted", interrupted]
             [python, "-m", "ftqual", *argv],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -196,3 +196,81 @@ def test_a_scenario_without_a_job_beside_others_says_why():
     scenarios = [{"name": "baseline", "run_state": "verified"}, {"name": "kill", "run_state": "not launched"}]
     lines = job_section({"job": job, "scenarios": scenarios})
     assert "Job shape by scenario: baseline `0123456789ab`, kill none (not launched)" in lines
+
+
+def test_an_interrupted_workflow_says_so_and_what_to_run_not_a_missing_report():
+    """After any interrupt, summary.md said `INCONCLUSIVE — kill: verify report missing (...)`."""
+    from ftqual.report.summary import RESUME
+
+    passed = {"fault": "none", "verdict": "pass", "checks": [], "metrics": {}}
+    missing = ScenarioInput(
+        "kill", "results/kill/verify.json", None, "verify report missing (results/kill/verify.json)"
+    )
+    inputs = [ScenarioInput("baseline", "b.json", passed), missing]
+    ok = PreflightInput(PREFLIGHT_PATH, {"verdict": "pass", "checks": []})
+    summary = build_summary(inputs, ok, ReportOptions(baseline="baseline", interrupted="SIGINT"), NOW)
+    assert summary["verdict"] == "inconclusive"
+    assert (
+        summary["headline"]
+        == f"ftqual: INCONCLUSIVE — interrupted (SIGINT) before kill had a verdict: {RESUME}"
+    )
+    assert RESUME.startswith("run the same command again to resume")
+    kill = summary["scenarios"][1]
+    assert kill["reason"] == f"interrupted (SIGINT) before its verdict: {RESUME}"
+    text = render_markdown(summary)
+    assert text.startswith(f"# {summary['headline']}\n") and "verify report missing" not in text
+    # negative control: the same inputs, not interrupted, are a missing report
+    plain = build_summary(inputs, ok, ReportOptions(baseline="baseline"), NOW)
+    assert (
+        "interrupted (" not in plain["headline"]
+        and "verify report missing" in plain["scenarios"][1]["reason"]
+    )
+    # a FAIL found before the interrupt stays the news
+    failed = {**passed, "fault": "kill", "verdict": "fail"}
+    summary = build_summary(
+        [inputs[0], ScenarioInput("kill", "k.json", failed), ScenarioInput("hang", "h.json", None, "x")],
+        ok,
+        ReportOptions(baseline="baseline", interrupted="SIGTERM"),
+        NOW,
+    )
+    assert summary["headline"].startswith("ftqual: FAIL — ") and summary["headline"].endswith(
+        f"; interrupted (SIGTERM): {RESUME}"
+    )
+    validate_summary(summary)
+
+
+def test_the_workflows_rebuild_passes_on_the_interrupt(tmp_path, monkeypatch):
+    """onerror's rebuild (ftqual.workflow.plan.salvage_summary) names the signal of this workflow's own
+    interrupt marker, and only its own."""
+    import signal as signals
+
+    from ftqual.workflow import interrupts, plan
+
+    me = "host-a 4242 777"
+    monkeypatch.setattr(interrupts.socket, "gethostname", lambda: "host-a")
+    interrupts.interrupted_by(tmp_path, signals.SIGINT, me)
+
+    class FakePlan:
+        workdir = tmp_path
+        invocation = type("I", (), {"is_main_process": True})()
+
+        def preflight_report(self):
+            return "results/preflight.json"
+
+        def current_verify_reports(self):
+            return {"kill": "results/kill/x/verify.json"}
+
+        def summary_argv(self, preflight, reports, out):
+            return ["report", "--out", out]
+
+    monkeypatch.setattr(plan, "summary_is_current", lambda p: False)
+    for env, expected in (
+        ({interrupts.WORKFLOW_ENV: me}, True),
+        ({interrupts.WORKFLOW_ENV: "host-a 1 2"}, False),
+    ):
+        ran = []
+        plan.salvage_summary(
+            FakePlan(), project=tmp_path, python="python", env=env, say=lambda s: None,
+            run=lambda argv, ran=ran, **kw: ran.append(argv),
+        )  # fmt: skip
+        assert ("--interrupted" in ran[0] and ran[0][-1] == "SIGINT") is expected, ran
