@@ -447,13 +447,13 @@ def salvage_summary(
         return False
     (plan.workdir / SALVAGE_LOG).parent.mkdir(exist_ok=True)
     argv = plan.summary_argv(plan.preflight_report(), plan.current_verify_reports(), "results")
+    # interrupted (ftqual.workflow.interrupts' marker of this process): said so, with what to run
+    if interrupted := interrupts.stop_asked(plan.workdir, env):
+        argv += ["--interrupted", interrupted]
     project = str(Path(project).resolve())
     child_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))}
     with open(plan.workdir / SALVAGE_LOG, "w") as log:
         run(
-    # interrupted (ftqual.workflow.interrupts' marker of this process): said so, with what to run
-    if interrupted := interrupts.stop_asked(plan.workdir, env):
-        argv += ["--interrupted", interrupted]
             [python, "-m", "ftqual", *argv],
             stdout=log,
             stderr=subprocess.STDOUT,
