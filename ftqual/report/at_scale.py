@@ -287,20 +287,30 @@ def knobs(i: Inputs, gpus: int, days: float, a: Assumptions = Assumptions()) -> 
             "as configured",
             f"save every {i.save_interval_iters} iterations, step timeout "
             f"{i.step_timeout.value:g} s, max restarts {i.max_restarts}",
-            base, None, None,
+            base,
+            None,
+            None,
         ),  # fmt: skip
         (
-            "save interval", f"every {best.interval_iters:,} iterations (Young/Daly)", best.goodput,
-            "save_interval", best.interval_iters,
+            "save interval",
+            f"every {best.interval_iters:,} iterations (Young/Daly)",
+            best.goodput,
+            "save_interval",
+            best.interval_iters,
         ),  # fmt: skip
         (
             "hot spare",
             "a standby node takes a lost node's place",
-            project(i, gpus, days, replace(a, hot_spare=True)).goodput, None, None,
+            project(i, gpus, days, replace(a, hot_spare=True)).goodput,
+            None,
+            None,
         ),  # fmt: skip
         (
-            "max restarts", f"{restarts} ({covers})",
-            project(i, gpus, days, a, max_restarts=restarts).goodput, "max_restarts", restarts,
+            "max restarts",
+            f"{restarts} ({covers})",
+            project(i, gpus, days, a, max_restarts=restarts).goodput,
+            "max_restarts",
+            restarts,
         ),  # fmt: skip
     ]
     # the step timeouts worth comparing: 60 and 120 s and the recommended one, less the one in force

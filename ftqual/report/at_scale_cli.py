@@ -205,7 +205,8 @@ def failures_line(p: Mapping, days: float) -> str:
     every = f"one every ~{hours(p['mtbf_s'])}"
     if p["failures"] < 1:
         return f"Fewer than one failure expected in {days:g} days ({every})."
-    return f"About {sig(p['failures'])} failures expected in {days:g} days, {every}."
+    count = sig(p["failures"]) if p["failures"] < 10 else f"{round(p['failures']):,}"
+    return f"About {count} failures expected in {days:g} days, {every}."
 
 
 INPUT_LABELS = {  # name in summary.json at_scale.inputs -> (what it is, its unit)
@@ -254,7 +255,7 @@ def input_lines(inputs: Mapping) -> list[str]:
 def assumption_value(name: str, a: Mapping) -> str:
     value = a.get(name)
     if name == "failures_per_gpu_hour":
-        return f"{value:.3g} failures per GPU-hour (prior {a.get('prior')}; pick another with --prior)"
+        return f"{value:.2e} failures per GPU-hour (prior {a.get('prior')}; pick another with --prior)"
     if name in ("hang_share", "node_share"):
         return f"{value * 100:.0f} % of failures"
     if name == "fs_read_gbps":
@@ -291,7 +292,7 @@ def section_lines(doc: Mapping | None, problems: list[str] | None = None, checks
     for row in doc.get("priors") or []:
         name = f"**{row['prior']}** (in use)" if row["prior"] == doc.get("prior") else row["prior"]
         out.append(
-            f"| {name} | {row['failures_per_gpu_hour']:.3g} | {hours(row['mtbf_s'])} | "
+            f"| {name} | {row['failures_per_gpu_hour']:.2e} | {hours(row['mtbf_s'])} | "
             f"{pct(row['configured'])} | {pct(row['best'])} |"
         )
     out += ["", "| cost | as configured | best interval |", "|---|---|---|"]
