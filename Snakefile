@@ -4,9 +4,22 @@
 #   snakemake --profile profiles/slurm  a Slurm cluster
 # Stages: preflight -> run_scenario (baseline first) -> verify -> summary -> gate. See config/README.md.
 
+import sys
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
+
+
+# Snakemake says of a config file that does not parse only "not valid JSON or YAML", without file or line:
+# ours is read first, and a syntax error is one line with file:line:column, exit 2. (A --configfile is read
+# by Snakemake's command line before this file runs: config/README.md, "Mistakes".)
+from ftqual.scenario.config_problems import yaml_problem
+
+YAML_PROBLEM = yaml_problem("config/config.yaml")
+if YAML_PROBLEM:
+    print(f"ftqual: {YAML_PROBLEM}", file=sys.stderr)
+    sys.exit(2)
 
 
 configfile: "config/config.yaml"

@@ -9,6 +9,7 @@ from pathlib import Path
 # Snakemake puts the Snakefile's folder on sys.path: the ftqual package beside it, installed or not.
 from ftqual.workflow import plan as workflow_plan, lock as workflow_lock, rule_inputs
 from ftqual.workflow import interrupts, progress
+from ftqual.scenario import config_problems
 
 
 def _say(line):

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -368,6 +368,18 @@ def _setting_value(key: str, value: Any) -> Any:
     return value
 
 
+def _scripted(config: Mapping[str, Any], sorted_: team_args.Sorted | None) -> dict[str, str]:
+    """The settings the team's launch script decides (the config leaves them at their default), each with
+    its file:line and flag: a problem they make is the script's line."""
+    out = {}
+    for key, (field_name, unset) in TAKEN_SETTINGS.items():
+        taken = sorted_.taken.get(field_name) if sorted_ is not None else None
+        if taken is not None and _setting_value(key, config.get(key, unset)) == unset:
+            given = f"{taken.flag} {taken.value}" if key != "dist_optimizer" else taken.flag
+            out[key] = f"{taken.where}: {given}"
+    return out
+
+
 def _take_job_settings(config: dict[str, Any], sorted_: team_args.Sorted | None) -> list[str]:
     """The job's own TP, PP, transformer implementation and distributed optimizer become the config's where
     the config leaves them at their default; a config (or scenario) value that says otherwise is one problem
@@ -417,7 +429,7 @@ def batch_problems(scenarios: Sequence[Scenario], sorted_: team_args.Sorted | No
     return [
         f"invalid config: {problem}"
         if len(names) == len(scenarios)
-        else f"invalid config at scenarios.{', '.join(names)}: {problem}"
+        else f"invalid config at {', '.join(f'scenarios.{name}' for name in names)}: {problem}"
         for problem, names in found.items()
     ]
 
@@ -456,6 +468,7 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     problems: list[str] = []
     config["megatron_args"], sorted_, problems = _team_args(config, env)
     where = tuple(t.where for t in sorted_.tokens) if sorted_ is not None and not problems else ()
+    scripted = _scripted(config, sorted_)
     problems += _take_job_settings(config, sorted_)
     top = {key: config[key] for key in RUN_SETTINGS}
     defaults = _scenario("(top level)", top, {"fault": "none"})
@@ -500,8 +513,10 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
         storage_probe_mb=config["storage_probe_mb"],
         checkpoint_payloads=config["checkpoint_payloads"],
     )
+    own = {name: set(entry) for name, entry in config["scenarios"].items()}
     problems += [
-        f"invalid config at {p}" if p.startswith("scenarios.") else p for p in cross_field_problems(cfg)
+        p if p.startswith("invalid config") else f"invalid config: {p}"
+        for p in cross_field_problems(cfg, own, scripted)
     ]
     if not problems:
         problems += batch_problems(scenarios, sorted_)
@@ -510,8 +525,16 @@ def resolve(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Wor
     return cfg
 
 
-def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
-    """Rules the schema cannot express; one line per problem, each saying what to change."""
+def cross_field_problems(
+    cfg: WorkflowConfig,
+    own: Mapping[str, Collection[str]] | None = None,
+    scripted: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Rules the schema cannot express; one line per problem, each saying what to change, at the settings it
+    names (`own`: the keys each scenario sets itself; `scripted`: the settings the team's launch script
+    decided, by its file:line): a problem the same top-level values make in every scenario is said once."""
+    from ftqual.scenario import config_problems  # jsonschema: imported only where a config is read
+
     problems = []
     names = [s.name for s in cfg.scenarios]
     baseline = cfg.by_name.get(cfg.baseline_scenario)
@@ -522,28 +545,29 @@ def cross_field_problems(cfg: WorkflowConfig) -> list[str]:
         )
     elif family_of(baseline.fault) != "none":
         problems.append(f"baseline_scenario {cfg.baseline_scenario!r} must have fault: none")
+    found: list[config_problems.Found] = []
     for s in cfg.scenarios:
-        where = f"scenarios.{s.name}"
+        v = config_problems.recording(constraints.CONFIG)
         shape = [
-            constraints.rank_outside_world(constraints.CONFIG, s.rank, s.world_size),
+            constraints.rank_outside_world(v, s.rank, s.world_size),
             constraints.world_not_divisible(
-                constraints.CONFIG,
+                v,
                 s.world_size,
                 s.tp,
                 s.pp,
                 jobshape.resolve_job(s.model, s.megatron_args).shape,
             ),
         ]
-        problems += [f"{where}: {p}" for p in shape if p]
-        problems += [f"{where}: {p}" for p in _fault_problems(s, cfg.workload)]
-        gpu_only = gpu_only_problem(s.fault, cfg.workload)
-        problems += [f"{where}: {gpu_only}"] if gpu_only else []
+        said = [*shape, *_fault_problems(s, cfg.workload, v), gpu_only_problem(s.fault, cfg.workload)]
         if s.resume_from is not None:
-            problems += [f"{where}: {p}" for p in _resume_problems(cfg, s)]
-    return problems
+            said += _resume_problems(cfg, s)
+        found += [config_problems.Found(s.name, p, config_problems.named_in(v, p)) for p in said if p]
+    return problems + config_problems.said_once(found, own or {}, scripted or {})
 
 
-def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
+def _fault_problems(
+    s: Scenario, workload: str = "smoke", v: constraints.Vocabulary = constraints.CONFIG
+) -> list[str]:
     problems = []
     if family_of(s.fault) == "none":
         changed = [
@@ -553,13 +577,12 @@ def _fault_problems(s: Scenario, workload: str = "smoke") -> list[str]:
         ]
         if changed:
             problems.append(f"{', '.join(changed)} need a fault (kill or hang); remove them or set fault")
-    v = constraints.CONFIG
     if family_of(s.fault) == "campaign":
         return problems + _campaign_problems(s, workload)
     fit = constraints.injections_do_not_fit(v, s.fault, s.injections, s.save_interval, s.train_iters)
     problems += [fit] if fit else []
     if family_of(s.fault) == "node":
-        problems += _node_loss_problems(s)
+        problems += _node_loss_problems(s, v)
     elif s.spare_nodes:
         problems.append("spare_nodes is for fault: node_loss (a spare replaces a lost node); remove it")
     in_save = constraints.in_save_needs_kill(v, s.fault, s.fault_timing)
@@ -600,11 +623,11 @@ def _campaign_problems(s: Scenario, workload: str = "smoke") -> list[str]:
     return [p for p in problems if p]
 
 
-def _node_loss_problems(s: Scenario) -> list[str]:
+def _node_loss_problems(s: Scenario, v: constraints.Vocabulary = constraints.CONFIG) -> list[str]:
     """node_loss kills a whole node's ft_launcher (ftqual.scenario.constraints); the verifier judges its
     outcome."""
     problems = constraints.node_loss_problems(
-        constraints.CONFIG, s.nnodes, s.gpus_per_node, s.rank, s.injections, s.fault_timing
+        v, s.nnodes, s.gpus_per_node, s.rank, s.injections, s.fault_timing
     )
     if s.nnodes < 2:
         return problems

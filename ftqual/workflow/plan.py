@@ -66,16 +66,20 @@ def _below_cwd(path: str) -> str:
 
 
 def refusal_lines(
-    refusal: Refusal | str, configfiles: Sequence[str] = (), overriding: Sequence[str] = ()
+    refusal: Refusal | str,
+    configfiles: Sequence[str] = (),
+    overriding: Sequence[str] = (),
+    command_line: Mapping | None = None,
 ) -> list[str]:
-    """What a refusal prints: a line per problem, a config mistake prefixed with the config file that sets
-    the key: the last of `overriding` (the --configfile files, in order) that does, else of `configfiles`
-    (Snakemake's list of every config file, the Snakefile's `configfile:` among them, which they override)."""
+    """What a refusal prints: a line per problem, a config mistake prefixed with where its value came from:
+    `--config` (`command_line`: its values), else the last of `overriding` (the --configfile files, in
+    order) that sets the key, else of `configfiles` (Snakemake's list of every config file, the Snakefile's
+    `configfile:` among them, which they override)."""
     lines = [line for line in str(refusal).splitlines() if line.strip()]
     given = [str(name) for name in overriding]
     ordered = [str(name) for name in configfiles if str(name) not in given] + given
     shown = [_below_cwd(name) for name in ordered]
-    located = config_problems.located(lines, shown, scenarios.read_config_file)
+    located = config_problems.located(lines, shown, scenarios.read_config_file, command_line)
     return [line if line.startswith("ftqual") else f"ftqual: {line}" for line in located]
 
 

@@ -158,7 +158,7 @@ def snakemake_config(*overrides: dict) -> dict:
         ),
         (
             {"smoke": {"step_seconds": {"a": "b" * 200}}},
-            ["invalid config at smoke.step_seconds: {'a': '" + "b" * 50 + "... is not of type 'number'"],
+            ["invalid config at smoke.step_seconds: {'a': '" + "b" * 50 + "... is not a number"],
         ),
     ],
 )
@@ -182,7 +182,10 @@ def test_impossible_fault_rank_is_rejected():
     config = snakemake_config({"scenarios": {"kill": {"fault": "kill", "rank": 5}}})
     with pytest.raises(scenarios.ConfigError) as err:
         scenarios.resolve(config)
-    assert "scenarios.kill: rank 5 is outside the world of 2 rank(s)" in str(err.value)
+    # at the settings it names: the scenario's own rank and the top-level world
+    assert "at scenarios.kill.rank, nnodes, gpus_per_node: rank 5 is outside the world of 2 rank(s)" in str(
+        err.value
+    )
 
 
 def test_the_fingerprint_follows_exactly_the_settings_that_shape_a_run():
