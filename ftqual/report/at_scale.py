@@ -1,8 +1,10 @@
 """At your scale: what faults cost a long run on N GPUs, from what one qualification measured.
 
-The model (docs/at-scale.md) is first order, one failure at a time, in seconds:
+The model (docs/at-scale.md) is first order, one failure at a time, in seconds; it is the product's one
+goodput model (each scenario's projection in the report and the campaign's model check are Breakdowns of it):
 
-    rate      lambda = failures per GPU-hour x N / 3600         (per second; MTBF = 1 / lambda)
+    rate      lambda = failures per GPU-hour x N / 3600         (per second; MTBF = 1 / lambda; the rate is a
+              published failure prior, PRIORS, named wherever it is used)
     a failure costs    detect + restart + lost
       detect  a crash: the measured exit detection; a hang: the step timeout in force + the monitor's interval
       restart worker stop + GPU memory reclaim + process start (+ rendezvous and NCCL at N: assumed) + init
