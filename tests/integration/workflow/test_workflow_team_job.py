@@ -140,7 +140,7 @@ def test_the_report_projects_the_job_at_the_configured_scale(run):
     assert at_scale["inputs"]["crash_detect"]["source"].startswith("summary.json")  # the kill measured it
     md = (project / "results" / "summary.md").read_text()
     assert "## At your scale" in md and "**4,096 GPUs for 30 days**" in md
-    # one goodput answer (issue 64): At your scale alone, its prior named and the others tabled; the smoke
+    # one goodput answer: At your scale alone, its prior named and the others tabled; the smoke
     # workload ran here, which it says first
     assert "## Goodput projection" not in md and md.count("expected goodput") == 1
     assert at_scale["prior"] == "llama3" and "| **llama3** (in use) |" in md and "| rsc-1024 |" in md

@@ -149,7 +149,7 @@ def test_no_qualified_results_are_refused(capsys, tmp_path):
         assert code == 2 and any(words in line for line in err), err
 
 
-# --- issue 64: one goodput model and one prior; at-scale's smoke refusal, wording, units, settings ---
+# --- one goodput model and one prior; the smoke refusal, the wording, units and the settings ---
 
 LONG_FLOAT = re.compile(r"\d\.\d{5,}|\d{5,}\.\d")  # more digits than a reader needs (1.9732816719714506e-05)
 
