@@ -58,3 +58,13 @@ def test_the_fault_values_listed_are_the_contracts():
     section = text.split("## The fault variable of the launcher", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"`([a-z_]+)`", section.split("one of", 1)[1].split("(", 1)[0])
     assert tuple(listed) == FAULTS
+
+
+def test_the_pages_a_newcomer_reads_first_stay_short():
+    """architecture.md and benchmarks.md are read in one sitting (with the README, under an hour): at most
+    15 KB each. Their detail has a home elsewhere: the formats in docs/interfaces.md, each module's job in its
+    docstring, each GPU run in docs/gpu-qualification/, the history in git and the CHANGELOG."""
+    limit = 15 * 1024
+    sizes = {page: len((ROOT / "docs" / page).read_bytes()) for page in ("architecture.md", "benchmarks.md")}
+    too_long = [f"docs/{page}: {size:,} bytes" for page, size in sizes.items() if size > limit]
+    assert not too_long, f"over {limit:,} bytes (move detail out, don't trim words): " + "; ".join(too_long)
