@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The checks every fault scenario's verify report must carry, one per point of the walkthrough's "Verify
-# recovery" list (docs/architecture.md), and the baseline's one.
+# recovery" list (docs/checks.md), and the baseline's one.
 RECOVERY_CHECKS = (
     "checkpoint_before_failure",
     "failure_detected_and_restarted",

@@ -4,7 +4,7 @@ The launcher's record of a run, `runs/<run-id>/run.json` (`ftqual.run/v1`): its 
 its fields, and the one check every reader applies (`problem`). The launcher writes it (ftqual.launch.run),
 the verifier reads it (ftqual.verification.evidence.run_meta); the report and the workflow read verify reports
 built from
-it. Keys beyond these are extensions (docs/architecture.md, "Run directory additions"): absent, they take
+it. Keys beyond these are extensions (docs/interfaces.md, "Run directory additions"): absent, they take
 the defaults named here, so older run directories verify as before.
 """
 

@@ -1,6 +1,6 @@
 """Pure helpers over a verify report's `timeline`: times since run start, iteration pace, save blocking.
 
-The timeline (docs/architecture.md) is `{"iterations": [{cycle, iteration, t, loss, ...}], "events": [{kind,
+The timeline (docs/interfaces.md) is `{"iterations": [{cycle, iteration, t, loss, ...}], "events": [{kind,
 t, cycle, iteration, detail}]}` with UTC ISO-8601 times; any entry may lack a time or a loss.
 """
 

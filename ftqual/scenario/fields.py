@@ -377,7 +377,7 @@ ALWAYS = {"fingerprinted_at_default": True}  # the settings the walkthrough's fi
 
 @dataclass(frozen=True, kw_only=True)
 class RunSettings:
-    """The table. Comments: what the setting is; config/schema.yaml and docs/architecture.md say more."""
+    """The table. Comments: what the setting is; config/schema.yaml and docs/interfaces.md say more."""
 
     fault: str = setting(_simple("NVRX_DEMO_FAULT", "kill", _parse_fault, str, SCENARIO, str, True), "none")
     nnodes: int = setting(integer("NNODES", "1", 1, MAX_NNODES, RUN, **ALWAYS))

@@ -102,7 +102,7 @@ class StackFacts:
     )
 
     def fingerprint(self) -> dict:
-        """The `stack` object of preflight.json (architecture.md), plus the extension flags."""
+        """The `stack` object of preflight.json (docs/interfaces.md), plus the extension flags."""
         data = asdict(self)
         data.pop("errors")
         data.pop("gpu_memory_bytes")

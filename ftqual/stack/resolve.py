@@ -48,7 +48,7 @@ class StackChoice:
     workload: str = "megatron"
 
     def to_json(self) -> dict:
-        """The `resolved` object of preflight.json (docs/architecture.md); warnings go to the checks."""
+        """The `resolved` object of preflight.json (docs/interfaces.md); warnings go to the checks."""
         return {
             "workload": self.workload,
             "transformer_impl": self.transformer_impl,

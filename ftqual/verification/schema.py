@@ -4,8 +4,8 @@ The report (`ftqual report`), the attempt rules (ftqual.workflow.attempts) and t
 reports that
 a broken version, a partial write or a hand edit may have made. `problems` lists what is wrong, each naming
 the field; a reader turns a report with problems into an inconclusive scenario (never a PASS, never a
-traceback). `missing_checks` names the checks a scenario's fault requires (docs/architecture.md, the
-contract's list) that the report lacks: a report without them cannot be a PASS either.
+traceback). `missing_checks` names the checks a scenario's fault requires (ftqual.contract's
+REQUIRED_CHECKS) that the report lacks: a report without them cannot be a PASS either.
 """
 
 from __future__ import annotations
