@@ -21,7 +21,7 @@ dry-run: env
 PYTEST_WORKERS ?= 2
 LOAD ?= $(FTQUAL_TEST_LOAD)
 test: env
-	FTQUAL_TEST_LOAD=$(LOAD) python -m pytest -ra -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	FTQUAL_TEST_LOAD=$(LOAD) python -m pytest -ra --durations=20 -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 test-load: env
 	$(MAKE) test LOAD=$(if $(filter-out 0 off no false,$(LOAD)),$(LOAD),on)

@@ -43,8 +43,8 @@ def test_the_first_screen_says_where_next_without_jargon():
 
 
 def test_every_link_of_the_readme_and_docs_resolves():
-    # docs/ whole, the recorded GPU reports under docs/gpu-qualification/ too: an image link to a plot that was
-    # not brought back is a dead link for the reader.
+    # docs/ whole, the recorded GPU reports under docs/gpu-qualification/ too: an image link to a plot
+    # that was not brought back is a dead link for the reader.
     broken = []
     for doc in [ROOT / "README.md", ROOT / "config" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for target in LINK.findall(doc.read_text(encoding="utf-8")):
