@@ -157,13 +157,21 @@ def figures(old: Mapping, new: Mapping, changed: list[SettingChange] | None = No
             out.append(Figure(f"{name}: save (start to completed)", "s", False, saves[0], saves[1], why))
     no_model = what_ran(old).no_model or what_ran(new).no_model
     common = set(old_sc) & set(new_sc)
+    # the scenarios' detection paths (a baseline detects nothing; none recorded: every timeout, below)
+    pooled_paths = tuple(
+        path
+        for side in (old_sc, new_sc)
+        for name in common
+        if (path := (side[name].get("metrics") or {}).get("detected_by")) is not None
+    )
     for part, table in (("restarts", RESTART_FIGURES), ("saves", SAVE_FIGURES)):
         for key, (label, unit, up) in table.items():
             if no_model and key in RATES:
                 continue
             x, y = _pooled(old, part, key, common), _pooled(new, part, key, common)
             if x and y:
-                why = settings_mod.follows(changed, settings_mod.pooled_depends_on(key), common)
+                depends = settings_mod.pooled_depends_on(key, pooled_paths)
+                why = settings_mod.follows(changed, depends, common)
                 out.append(Figure(label, unit, up, x, y, why))
     return out
 

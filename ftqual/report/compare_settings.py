@@ -148,9 +148,10 @@ def depends_on(metric: str, detected_by: tuple[object, ...] = ()) -> tuple[str, 
     }.get(metric, JOB)
 
 
-def pooled_depends_on(key: str) -> tuple[str, ...]:
-    """The settings a restart phase or save figure pooled over the scenarios depends on."""
-    return ("fault_rank", *TIMEOUTS) if key == "detection_s" else JOB
+def pooled_depends_on(key: str, detected_by: tuple[object, ...] = ()) -> tuple[str, ...]:
+    """The settings a restart phase or save figure pooled over the scenarios depends on; `detected_by` are
+    the detection paths of the scenarios pooled, on both sides."""
+    return depends_on("detection_s", detected_by) if key == "detection_s" else JOB
 
 
 def follows(found: list[SettingChange], keys: tuple[str, ...], scenarios: set[str]) -> tuple[str, ...]:

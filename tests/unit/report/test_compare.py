@@ -198,3 +198,16 @@ def test_no_rate_of_a_run_without_a_model(tmp_path):
     assert "load rate" not in names and "save rate" not in names and "restart: checkpoint load" in names
     gpu = json.loads(QUALIFIED_13B.read_text())
     assert {"load rate", "save rate"} <= {f["name"] for f in C.compare(gpu, gpu)["figures"]}
+
+
+def test_a_detection_by_exit_follows_no_timeout():
+    """A kill-like fault is seen by the rank's exit: its detection, pooled or not, is judged under a changed
+    step timeout; a hang's (section:step) follows it."""
+    old = json.loads(QUALIFIED_13B.read_text())
+    next(sc for sc in old["scenarios"] if sc["name"] == "hang")["metrics"]["detected_by"] = "exit"
+    new = copy.deepcopy(old)
+    for sc in new["scenarios"]:
+        sc["expected"]["timeouts"]["step"] = 120.0
+    follows = {f["name"]: f["follows"] for f in C.compare(old, new)["figures"]}
+    assert follows["hang: detection"] == () and follows["restart: detection"] == ()
+    assert follows["hang: time to verdict (the run's wall time)"] == ("step timeout 60 -> 120 s",)
