@@ -326,3 +326,24 @@ def test_a_flag_ftqual_controls_plans_and_one_that_cannot_stand_fails_the_dry_ru
     lines = [ln for ln in proc.stdout.splitlines() if "--ckpt-format torch: ftqual verifies torch_dist" in ln]
     assert len(lines) == 1, proc.stdout
     assert "Job stats" not in proc.stdout
+
+
+def test_a_mistake_names_its_origin_on_the_command_line(project):
+    """What Snakemake reads itself, through the CLI: a --config value is the command line's mistake, a
+    --config mapping is read as YAML (scale works with numbers), and a YAML syntax error in
+    config/config.yaml is file:line:column, exit 2 (was: "not valid JSON or YAML", no line, exit 1)."""
+    proc = run_snakemake(project, "-n", "--config", "train_iters=ten")
+    assert proc.returncode == 2, proc.stdout
+    assert printed(proc) == ["ftqual: --config: invalid config at train_iters: 'ten' is not a whole number"]
+    proc = run_snakemake(project, "-n", "--config", "scale={gpus: 4096, days: 30}")
+    assert proc.returncode == 0, proc.stdout
+    config = project / "config" / "config.yaml"
+    lines = config.read_text().splitlines()
+    config.write_text("\n".join([*lines, "\tkill: 1", ""]))
+    proc = run_snakemake(project, "-n")
+    assert proc.returncode == 2, proc.stdout
+    assert printed(proc) == [
+        f"ftqual: config/config.yaml:{len(lines) + 1}:1: not valid YAML: found character '\\t' that "
+        "cannot start any token; indent with spaces (no tabs), put ': ' after each key and close every "
+        "bracket and quote"
+    ], proc.stdout
