@@ -320,3 +320,18 @@ def test_a_scenarios_projection_is_the_same_breakdown_as_at_scale():
                save_durable=fig(0.0), save_interval_iters=120)  # fmt: skip
     a = replace(PLAIN, failures_per_gpu_hour=1.0 / 1000, hang_share=0.0)  # 1,000 GPUs: one an hour
     assert M.project(i, 1000, 30, a).goodput == pytest.approx(p.goodput, abs=1e-4)  # resubmission ~ 0
+
+
+def test_the_reports_prior_sets_each_scenarios_projection_and_a_bad_one_is_refused(capsys, tmp_path):
+    from ftqual.report import main as report_main
+    from ftqual.report.summary import ReportOptions, mtbf_points
+
+    assert [(p.hours, p.gpus) for p in mtbf_points(ReportOptions())] == [(49.4893, 1024), (3.0931, 16384)]
+    assert [(p.hours, p.gpus) for p in mtbf_points(ReportOptions(prior="rsc-1024"))] == [
+        (7.9, 1024), (0.4938, 16384)]  # fmt: skip
+    verify = tmp_path / "kill.json"
+    verify.write_text("{}")
+    code = report_main(["--verify", f"kill={verify}", "--out", str(tmp_path / "out"), "--prior", "kokolis"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line]
+    expected = "ftqual report: --prior must be one of llama3, rsc-1024, rsc-16k (got 'kokolis')"
+    assert code == 2 and err == [expected]
