@@ -3,20 +3,23 @@ left behind, the evidence stays, no summary of earlier attempts is left standing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.wait import gone_within, wait_until
+from tests.support.wait import gone_within, stays, wait_until
 from tests.support.workflow import (
     copy_project,
     finished_unsignalled,
     job_stats,
     last_iteration,
+    process_alive,
     processes_mentioning,
     read_json,
     snakemake_cmd,
@@ -57,6 +60,8 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
             "train_iters": TRAIN_ITERS,
             "save_interval": 75,
             "smoke": {"step_seconds": 0.1},
+            # the ranks are held (SIGSTOP) from mid-training until the signal has landed: inside this
+            "timeouts": {"setup": 120, "step": 120},
             "scenarios": {
                 "kill": {"fault": "kill", "enabled": False},
                 "hang": {"fault": "hang", "enabled": False},
@@ -77,6 +82,7 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         # under nohup (which children inherit, and which the workflow rightly honours by running on)
         preexec_fn=terminal_signals,
     )
+    held: list[int] = []
     try:
 
         def training() -> tuple[Path, list[Path]] | None:
@@ -95,6 +101,12 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         )  # fmt: skip
         assert len(records) == 3, records
         recorded = {read_json(r)["pid"]: read_json(r)["start_time"] for r in records}
+        # Held mid-run until the signal has landed: the run cannot reach its end first, whatever the pace
+        # of a busy machine (seen: the baseline at 300 of 300 when the signal was due, after the refused run
+        # below took its time).
+        held = [read_json(r)["pid"] for r in records if ".rank" in r.name]
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
         assert not set(recorded) - survivors(recorded), recorded
         if how == "SIGINT":
             # the same command beside a live workflow: refused, with one line naming the holder
@@ -118,6 +130,9 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
             os.kill(proc.pid, getattr(signal, how.split()[0]))  # Snakemake's pid alone
         else:
             os.killpg(proc.pid, getattr(signal, how))  # what a terminal sends its foreground group
+        for pid in held:  # the stop now reaches ranks that run
+            os.kill(pid, signal.SIGCONT)
+        held = []
         # every recorded process goes (a reused pid would have another start time)
         gone_within(
             lambda: survivors(recorded), STOP_BOUND_S, f"every recorded process of the run to end after {how}"
@@ -125,6 +140,9 @@ def test_interrupt_leaves_no_process_behind(tmp_path, how):
         rc = proc.wait(timeout=120)
         stop_s = time.monotonic() - t0
     finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         out.close()
@@ -254,3 +272,139 @@ def test_an_interrupt_in_any_stage_then_the_same_command_ends_in_the_verdict_the
     for run_dir in project.glob("runs/*"):
         run = read_json(run_dir / "run.json")
         assert run.get("interrupted_by") or run.get("exit_code") == 0, (run_dir.name, run)
+
+
+def _pid_records(run_dir: Path) -> tuple[list[dict], bool]:
+    records = sorted((run_dir / "pids").glob("*.json"))
+    ranks = [read_json(r) for r in records if ".rank" in r.name]
+    return ranks, any(r.name.endswith(".launcher.json") for r in records)
+
+
+def test_nohup_outlives_its_shell_and_a_signal_as_a_scenario_starts_stops_it(tmp_path):
+    """One project, two workflow runs.
+
+    1. `nohup snakemake ... &` from a shell that then exits (the docs' advice): before, the job watched every
+       process above it, took the shell's exit for a vanished workflow and stopped the scenario (INCONCLUSIVE,
+       exit 1). The ranks are held (SIGSTOP) while the shell exits and for a while after, so the scenario is
+       mid-run then by construction, whatever the machine's pace; then it goes on to its verdict.
+    2. The same project with the kill scenario enabled, signalled (Snakemake's pid alone) the moment the kill
+       job shows it has started (its slot folder appears, before the job is on record): before, the workflow's
+       handler found no job to signal and the scenario trained to its end. No process is left, it did not
+       train on, and the summary and `ftqual status` say interrupted and what to run.
+    """
+    project = copy_project(tmp_path / "project")
+    base = {
+        "train_iters": 40,
+        "save_interval": 10,
+        "smoke": {"step_seconds": 0.1},
+        "timeouts": {"setup": 120, "step": 60},  # the held ranks stay well inside the step timeout
+        "scenarios": {
+            "kill": {"fault": "kill", "enabled": False},
+            "hang": {"fault": "hang", "enabled": False},
+        },
+    }
+    write_yaml(project / "base.yaml", base)
+    args = ("--profile", "profiles/local", "--configfile", "base.yaml")
+    script = 'nohup "$@" > snakemake.out 2>&1 & echo $! > snakemake.pid; read -r _; exit 0'
+    shell = subprocess.Popen(
+        ["bash", "-c", script, "bash", *snakemake_cmd(*args)],
+        cwd=project, env=snakemake_env(), stdin=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    out = project / "snakemake.out"
+    held: list[int] = []
+    pid, started = 0, None
+    try:
+        pid_file = project / "snakemake.pid"
+        pid = int(
+            wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, what="snakemake's pid")
+        )
+        started = start_time(pid)
+
+        def ranks_up():
+            for run_dir in (project / "runs").glob("baseline-*"):
+                ranks, launcher = _pid_records(run_dir)
+                if len(ranks) == 2 and launcher:
+                    return run_dir, ranks
+            return None
+
+        run_dir, ranks = wait_until(
+            ranks_up, 240, 0.1, "the baseline's ranks to start", detail=lambda: out.read_text()[-3000:]
+        )
+        for rank in ranks:
+            os.kill(rank["pid"], signal.SIGSTOP)
+            held.append(rank["pid"])
+        assert all(process_alive(r) for r in ranks), ranks  # held mid-run: it cannot finish meanwhile
+        shell.stdin.close()  # the starting shell, its session's leader, exits
+        assert shell.wait(timeout=30) == 0
+        [log] = wait_until(lambda: list((project / "logs" / "run_scenario" / "baseline").glob("*.log")), 30)
+        stays(
+            lambda: start_time(pid) == started and "is gone" not in log.read_text(),
+            4,
+            "the workflow and its scenario to run on after the shell that started them exited",
+        )
+        for rank in held:
+            os.kill(rank, signal.SIGCONT)
+        held.clear()
+        gone_within(lambda: start_time(pid) == started, 300, "the nohup'd workflow to end")
+    except BaseException:
+        if started is not None and start_time(pid) == started:  # not this test's child: stop it here
+            os.kill(pid, signal.SIGINT)
+        raise
+    finally:
+        for rank in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(rank, signal.SIGCONT)
+        if shell.poll() is None:
+            shell.kill()
+    output = out.read_text()
+    run = read_json(run_dir / "run.json")
+    assert run.get("interrupted_by") is None and run["exit_code"] == 0, (run, output)
+    [verify] = (project / "results" / "baseline").glob("*/verify.json")
+    assert read_json(verify)["verdict"] == "pass", output
+    assert (project / "results" / "summary.md").read_text().startswith("# ftqual: INCONCLUSIVE — no fault"), (
+        output
+    )
+
+    # 2. a signal as the kill job starts
+    write_yaml(project / "kill.yaml", {**base, "scenarios": {**base["scenarios"], "kill": {"fault": "kill"}}})
+    args = ("--profile", "profiles/local", "--configfile", "kill.yaml")
+    out = project / "snakemake-kill.out"
+    with open(out, "w") as sink:
+        proc = subprocess.Popen(
+            snakemake_cmd(*args), cwd=project, env=snakemake_env(), stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=terminal_signals,
+        )  # fmt: skip
+    try:
+        # the job's first act is its slot folder: it is not on record yet (ftqual.workflow.run_scenario.run)
+        wait_until(
+            lambda: list((project / "results" / "kill").glob("*-*/")) or proc.poll() is not None, 240, 0.01,
+            "the kill job to start", detail=lambda: out.read_text()[-3000:],
+        )  # fmt: skip
+        assert proc.poll() is None, out.read_text()
+        os.kill(proc.pid, signal.SIGINT)
+        rc = proc.wait(timeout=STOP_BOUND_S + 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    output = out.read_text()
+    assert rc != 0, output
+    for kill_run in project.glob("runs/kill-*"):
+        gone_within(
+            lambda k=kill_run: processes_mentioning(k.name), STOP_BOUND_S, f"every process of {kill_run}"
+        )
+        record = read_json(kill_run / "run.json") if (kill_run / "run.json").exists() else {}
+        assert record.get("interrupted_by") or record.get("exit_code") is None, record  # it did not train on
+    assert not list((project / "results" / "kill").glob("*/attempt.json")), output
+    [log] = (project / "logs" / "run_scenario" / "kill").glob("*.log")
+    assert "interrupted (SIGINT)" in log.read_text(), log.read_text()
+    summary = (project / "results" / "summary.md").read_text()
+    assert summary.startswith(
+        "# ftqual: INCONCLUSIVE — interrupted (SIGINT) before kill had a verdict: run the same command again"
+    ), summary[:600]
+    status = subprocess.run(
+        [sys.executable, "-m", "ftqual", "status", str(project)], capture_output=True, text=True, timeout=120
+    )
+    assert "was interrupted (SIGINT): run the same command again to resume it" in status.stdout, status
+    lines = {line.split(" ", 2)[1]: line for line in status.stdout.splitlines() if " attempt " in line}
+    assert set(lines) == {"baseline:", "kill:"} and ": PASS" in lines["baseline:"], status.stdout
+    assert "PASS" not in lines["kill:"], status.stdout
