@@ -79,14 +79,14 @@ def check_megatron_imports(ctx: Context) -> CheckResult:
 
 
 def check_megatron_args(ctx: Context) -> CheckResult:
-    """The checkout's own parser on each scenario's arguments (ftqual.preflight.megatron_args)."""
+    """The checkout's own parser, then its validate_args, on each scenario's arguments
+    (ftqual.preflight.megatron_args)."""
     if (skip := skip_smoke("megatron_args", ctx)) is not None:
         return skip
     parsed = ctx.facts.megatron_args
     if not parsed:
         return CheckResult("megatron_args", SKIP, "no Megatron-LM tree or no scenario command to parse")
-    m = ctx.facts.megatron
-    who = f"Megatron-Core {m.version}" if m is not None and m.version else "this Megatron-LM tree"
+    who = applicability.megatron_who(ctx)
     broken = [p for p in parsed if p.ok is None]
     if broken:
         return CheckResult(
@@ -95,12 +95,45 @@ def check_megatron_args(ctx: Context) -> CheckResult:
             f"could not run {who}'s argument parser: {broken[0].error}",
             "install what the error names into the training environment, so the arguments can be checked",
         )
-    # A flag only one scenario adds that this checkout lacks makes that scenario not applicable here
-    # (ftqual.preflight.applicability); the others still run. The baseline's, or the team's own, fail all.
+    # A flag only one scenario adds that this checkout lacks, or that its validate_args refuses, makes that
+    # scenario not applicable here (ftqual.preflight.applicability); the others still run. The baseline's,
+    # or the team's own, fail all.
     gaps = applicability.judge(ctx)
     rejected = [p for p in parsed if not p.ok and p.scenario not in gaps]
     if rejected:
-        p = rejected[0]
+        return _refused(ctx, who, parsed, rejected)
+    adapted = sorted({f"{a.flag} {a.action}" for la in ctx.facts.launcher_args for a in la.adaptations})
+    note = f"; adapted for this version: {', '.join(adapted)}" if adapted else ""
+    lacking = [p.scenario for p in parsed if not p.ok]
+    unvalidated = [p for p in parsed if p.ok and p.unvalidated]
+    also = "" if unvalidated else ", its validate_args too"
+    if lacking:
+        detail = (
+            f"{who}'s own parser accepts {len(parsed) - len(lacking)} of {len(parsed)} scenario(s)' arguments"
+            f"{also}{note}; not applicable on this stack: "
+            + "; ".join(f"{name}: {gaps[name]}" for name in lacking)
+        )
+    else:
+        detail = f"{who}'s own parser accepts all {len(parsed)} scenario(s)' arguments{also}{note}"
+    if unvalidated:
+        # not judged is never passed: the refusal would come only at launch, in every cycle
+        return CheckResult(
+            "megatron_args",
+            WARN,
+            f"{detail}; validate_args could not judge {len(unvalidated)} of them here: "
+            f"{unvalidated[0].unvalidated}",
+            "run the preflight where the training runs (its image, a GPU node), so Megatron's own "
+            "validate_args judges the arguments before any launch",
+        )
+    return CheckResult("megatron_args", PASS, detail)
+
+
+def _refused(ctx: Context, who: str, parsed, rejected) -> CheckResult:
+    """One line for what Megatron refuses: the first refusal, with every scenario it concerns (said once
+    where it is all of them) and, for validate_args', the lines the refused flags were written on."""
+    p = rejected[0]
+    same = [r for r in rejected if (r.stage, r.error) == (p.stage, p.error)]
+    if p.stage != "validate_args":
         also = f" (and {len(rejected) - 1} more scenario(s))" if len(rejected) > 1 else ""
         return CheckResult(
             "megatron_args",
@@ -109,19 +142,19 @@ def check_megatron_args(ctx: Context) -> CheckResult:
             "use a Megatron-LM whose arguments include it (qualified: core_v0.19.0; docs/compatibility.md "
             "lists the versions measured), or report the version so the launcher can adapt to it",
         )
-    adapted = sorted({f"{a.flag} {a.action}" for la in ctx.facts.launcher_args for a in la.adaptations})
-    note = f"; adapted for this version: {', '.join(adapted)}" if adapted else ""
-    lacking = [p.scenario for p in parsed if not p.ok]
-    if lacking:
-        return CheckResult(
-            "megatron_args",
-            PASS,
-            f"{who}'s own parser accepts {len(parsed) - len(lacking)} of {len(parsed)} scenario(s)' arguments"
-            f"{note}; not applicable on this stack: "
-            + "; ".join(f"{name}: {gaps[name]}" for name in lacking),
-        )
+    whose = (
+        f"every scenario's arguments ({len(parsed)})"
+        if len(same) == len(parsed)
+        else f"the arguments of {', '.join(r.scenario for r in same)}"
+    )
+    others = len(rejected) - len(same)
+    also = f" (and {others} other refusal(s))" if others else ""
     return CheckResult(
-        "megatron_args", PASS, f"{who}'s own parser accepts all {len(parsed)} scenario(s)' arguments{note}"
+        "megatron_args",
+        FAIL,
+        f"{who}'s validate_args refuses {whose}{also}: {p.error}{applicability.written_at(ctx, p)}",
+        "change the arguments on the lines named so that Megatron-LM accepts them (e.g. keep one of two "
+        "flags it says exclude each other), then rerun the preflight; nothing was launched",
     )
 
 

@@ -84,9 +84,11 @@ def gather(
         if megatron and has_entrypoint(cfg.megatron_path)
         else {}
     )
+    # validate_args judges the parallel sizes by the world each scenario runs in
+    worlds = {n: cfg.by_name[n].world_size for n in mlm_argvs if n in cfg.by_name}
     with ThreadPoolExecutor(max_workers=4) as pool:  # the slow probes are child interpreters
         mlm_f = (
-            pool.submit(parse_with_megatron, cfg.megatron_path, mlm_argvs, python, 180.0, env)
+            pool.submit(parse_with_megatron, cfg.megatron_path, mlm_argvs, python, 180.0, env, worlds)
             if mlm_argvs
             else None
         )

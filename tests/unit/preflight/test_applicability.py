@@ -134,3 +134,90 @@ def test_a_malformed_not_applicable_map_makes_the_report_malformed(bad):
     doc = {"schema": "ftqual.preflight/v1", "verdict": "pass", "checks": [], "not_applicable": bad}
     assert report_schema.problems(doc) and report_schema.verdict_of(doc) == "malformed"
     assert report_schema.not_applicable_of(doc) == {}
+
+
+# --------------------------------------------------------------- what Megatron's own validate_args refuses
+
+SCRIPT = """#!/bin/bash
+TRAINING_ARGS=(
+    --micro-batch-size 1
+    --global-batch-size 16
+    --step-batch-size-schedule "0:16 2.4B:320"
+)
+torchrun --nproc_per_node 1 pretrain_gpt.py ${TRAINING_ARGS[@]}
+"""
+BOTH = "ValueError: Cannot specify both --step-batch-size-schedule and --global-batch-size"
+
+
+def refusing_ctx(make_ctx, ok_parse, tmp_path, refused: tuple[str, ...], **raw):
+    """The team's launch script (Megatron's 175B example's batch lines) with validate_args' refusal of
+    the scenarios `refused`; each scenario's ft_launcher command carries the team's arguments after `--`."""
+    script = tmp_path / "train.sh"
+    script.write_text(SCRIPT)
+    ctx = make_ctx({**VERIFIED, "megatron_args_file": str(script), **raw})
+    names = ("baseline", "kill", "verified")
+    team = list(ctx.cfg.by_name["baseline"].megatron_args)
+    launcher = tuple(
+        LauncherArgs(n, ("--nnodes=1", "w.py", "--", "--lr=0.1", *team), "ftqual.launch", ok_parse)
+        for n in names
+    )
+    parsed = tuple(
+        MegatronParse(n, False, BOTH, "validate_args") if n in refused else MegatronParse(n, True)
+        for n in names
+    )
+    return make_ctx(
+        {**VERIFIED, "megatron_args_file": str(script), **raw},
+        megatron_args=parsed,
+        launcher_args=launcher,
+    )
+
+
+def test_a_refusal_every_scenario_shares_fails_once_naming_the_script_s_lines(make_ctx, ok_parse, tmp_path):
+    ctx = refusing_ctx(make_ctx, ok_parse, tmp_path, ("baseline", "kill", "verified"))
+    assert applicability.judge(ctx) == {}  # the baseline's own: every scenario's, none launched
+    r = M.check_megatron_args(ctx)
+    assert r.status == "fail" and "\n" not in r.detail
+    script = tmp_path / "train.sh"
+    assert r.detail == (
+        f"Megatron-Core 0.19.1's validate_args refuses every scenario's arguments (3): {BOTH}; written at "
+        f"{script}:5 --step-batch-size-schedule, {script}:4 --global-batch-size"
+    )
+    results = run_checks(ctx)
+    assert verdict(results) == "fail"
+    assert [x.id for x in results if x.status == "fail" and x.id == "megatron_args"] == ["megatron_args"]
+
+
+def test_a_refusal_of_one_scenario_s_arguments_makes_it_not_applicable(make_ctx, ok_parse, tmp_path):
+    ctx = refusing_ctx(make_ctx, ok_parse, tmp_path, ("verified",))
+    why = applicability.judge(ctx)
+    assert list(why) == ["verified"] and why["verified"].startswith(
+        f"Megatron-Core 0.19.1's validate_args refuses this scenario's arguments: {BOTH}; written at "
+    )
+    r = M.check_megatron_args(ctx)
+    assert r.status == "pass" and "not applicable on this stack: verified: " in r.detail
+    scenario = next(c for c in H.check_scenarios(ctx) if c.id == "scenario:verified")
+    assert scenario.status == "skip" and "validate_args refuses" in scenario.detail
+    report = build_report(ctx, run_checks(ctx))
+    assert list(report["not_applicable"]) == ["verified"]
+
+
+def test_the_config_key_is_named_where_the_arguments_came_from_the_config(make_ctx, ok_parse, tmp_path):
+    raw = {**VERIFIED, "megatron_args": ["--global-batch-size", "16", "--step-batch-size-schedule", "0:16"]}
+    names = ("baseline", "kill", "verified")
+    launcher = tuple(LauncherArgs(n, ("--", *raw["megatron_args"]), "ftqual.launch", ok_parse) for n in names)
+    parsed = tuple(MegatronParse(n, False, BOTH, "validate_args") for n in names)
+    r = M.check_megatron_args(make_ctx(raw, megatron_args=parsed, launcher_args=launcher))
+    assert r.status == "fail" and r.detail.endswith(
+        "written at megatron_args[2] --step-batch-size-schedule, megatron_args[0] --global-batch-size"
+    )
+
+
+def test_arguments_validate_args_could_not_judge_here_are_a_warning_never_a_pass(make_ctx):
+    parsed = tuple(MegatronParse(n, True) for n in ("baseline", "kill"))
+    ctx = make_ctx(megatron_args=parsed)
+    judged = M.check_megatron_args(ctx)
+    assert judged.status == "pass" and "its validate_args too" in judged.detail
+    cuda = "RuntimeError: Found no NVIDIA driver on your system"
+    ctx = make_ctx(megatron_args=(parsed[0], MegatronParse("kill", True, unvalidated=cuda)))
+    r = M.check_megatron_args(ctx)
+    assert r.status == "warn" and cuda in r.detail and "validate_args too" not in r.detail

@@ -36,6 +36,15 @@ def parse_args(extra_args_provider=None, ignore_unknown_args=False):
     if ignore_unknown_args:
         return parser.parse_known_args()[0]
     return parser.parse_args()
+
+
+def validate_args(args, defaults={{}}):
+    # like Megatron-LM core_v0.18.2's: a pair it refuses, and the world its parallel sizes must divide
+    if getattr(args, "step_batch_size_schedule", None) and getattr(args, "global_batch_size", None):
+        raise ValueError("Cannot specify both --step-batch-size-schedule and --global-batch-size")
+    import os
+    world, tp = int(os.environ["WORLD_SIZE"]), int(getattr(args, "tensor_model_parallel_size", None) or 1)
+    assert world % tp == 0, f"world size ({{world}}) is not divisible by total_model_size ({{tp}})"
 """
 
 READS_WARMUP_FLAG = "_NUM_WARMUP_ITERS = 1  # set from args.ft_num_warmup_iters\n"
@@ -289,3 +298,103 @@ def test_workload_args_are_what_follows_the_first_separator():
         "--b",
     ]
     assert workload_args(["--nnodes=1"]) == []
+
+
+# ------------------------------------------------------------------------ Megatron's own validate_args
+
+SCHEDULE = ["--step-batch-size-schedule", "0:16 2.4B:320"]  # Megatron's 175B example, with its batch
+
+
+def job_args(options: dict[str, str]) -> list[str]:
+    args = [f"{k}=1" if kind in ("int", "str") else k for k, kind in options.items()]
+    return [a if not a.startswith("--lr=") else "--lr=0.0001" for a in args]
+
+
+def test_validate_args_refuses_a_pair_the_parser_accepts(tmp_path, our_options):
+    """Megatron-LM core_v0.18.2's example on one H100: the parser took `--step-batch-size-schedule` with
+    `--global-batch-size`, every cycle died in validate_args. The preflight runs it, and says so."""
+    options = {**our_options, SCHEDULE[0]: "str"}
+    tree = fake_tree(tmp_path, (0, 18, 2), options)
+    args = job_args(our_options)
+    assert "--global-batch-size=1" in args
+    refused, fine = parse_with_megatron(str(tree), {"baseline": [*args, *SCHEDULE], "kill": args})
+    assert refused.ok is False and refused.stage == "validate_args"
+    assert (
+        refused.error == "ValueError: Cannot specify both --step-batch-size-schedule and --global-batch-size"
+    )
+    assert fine.ok is True and fine.error is None and fine.unvalidated is None
+    # negative control: parsing alone (what the preflight did before) accepts it
+    (parsed,) = parse_with_megatron(str(tree), {"baseline": [*args, *SCHEDULE]}, validate=False)
+    assert parsed.ok is True
+
+
+def test_validate_args_judges_the_scenario_s_world_size(tmp_path, our_options):
+    tree = fake_tree(tmp_path, (0, 19, 1), {**our_options, "--tensor-model-parallel-size": "int"})
+    args = [*job_args(our_options), "--tensor-model-parallel-size=2"]
+    one, two = parse_with_megatron(str(tree), {"one": args, "two": args}, worlds={"one": 1, "two": 2})
+    assert one.ok is False and "world size (1) is not divisible" in one.error
+    assert two.ok is True
+
+
+CUDA_ONLY = (
+    ARGUMENTS_PY
+    + """
+def validate_args(args, defaults={{}}):
+    import torch_that_is_not_here  # what the training node has and this machine does not
+"""
+)
+BARE_ASSERT = (
+    ARGUMENTS_PY
+    + """
+def validate_args(args, defaults={{}}):
+    assert args.lr is None
+"""
+)
+CUDA_ASSERT = (
+    ARGUMENTS_PY
+    + """
+def validate_args(args, defaults={{}}):
+    raise AssertionError("CUDA is required for --fp8-format")
+"""
+)
+
+
+@pytest.mark.parametrize("source, why", [(CUDA_ONLY, "torch_that_is_not_here"), (CUDA_ASSERT, "CUDA")])
+def test_what_validate_args_cannot_judge_here_is_no_refusal(tmp_path, our_options, source, why):
+    tree = fake_tree(tmp_path, (0, 19, 1), our_options, arguments_py=source.format(options=our_options))
+    (result,) = parse_with_megatron(str(tree), {"kill": job_args(our_options)})
+    assert result.ok is True and why in result.unvalidated
+
+
+def test_a_bare_assertion_is_named_by_its_source_line(tmp_path, our_options):
+    tree = fake_tree(tmp_path, (0, 19, 1), our_options, arguments_py=BARE_ASSERT.format(options=our_options))
+    (result,) = parse_with_megatron(str(tree), {"kill": job_args(our_options)})
+    assert result.ok is False and result.stage == "validate_args"
+    assert result.error.startswith("AssertionError at megatron/training/arguments.py:")
+    assert result.error.endswith(": assert args.lr is None")
+
+
+def test_a_tree_without_validate_args_is_not_validated(tmp_path, our_options):
+    source = ARGUMENTS_PY.split("\ndef validate_args")[0].format(options=our_options)
+    tree = fake_tree(tmp_path, (0, 19, 1), our_options, arguments_py=source)
+    (result,) = parse_with_megatron(str(tree), {"kill": job_args(our_options)})
+    assert result.ok is True and "no validate_args" in result.unvalidated
+
+
+def test_a_refusal_names_the_lines_of_the_flags_it_names():
+    from ftqual.preflight.megatron_args import named_flags, origins
+
+    error = "ValueError: Cannot specify both --step-batch-size-schedule and --global-batch-size"
+    argv = ["--lr=0.1", "--global-batch-size", "16", "--step-batch-size-schedule", "0:16"]
+    assert named_flags(error, argv) == ["--step-batch-size-schedule", "--global-batch-size"]
+    assert named_flags("AssertionError: args.global_batch_size must be > 0", argv) == ["--global-batch-size"]
+    assert named_flags("world size (1) is not divisible by total_model_size", argv) == []
+    team = ["--global-batch-size", "16", "--step-batch-size-schedule", "0:16"]
+    where = ("train.sh:38", "train.sh:38", "train.sh:39", "train.sh:39")
+    flags = ["--step-batch-size-schedule", "--global-batch-size", "--lr"]
+    assert origins(flags, team, where) == [
+        "train.sh:39 --step-batch-size-schedule",
+        "train.sh:38 --global-batch-size",
+        "--lr (ftqual's)",
+    ]
+    assert origins(flags[:1], team, ()) == ["megatron_args[2] --step-batch-size-schedule"]
