@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.report.at_scale import campaign_check
 from ftqual.report.timeline import Timeline, build_timeline, recovery_marks
 
 FIGSIZE = (12, 6)
@@ -240,8 +241,9 @@ def render_campaign(entry: dict, path: Path, scenario: str, verdict: str) -> Non
     note = "goodput not measured"
     if good["measured"] is not None:
         note = f"goodput measured {good['measured']:.1%}"
-    if good["projected"] is not None:
-        note += f", Young/Daly projected {good['projected']:.1%}"
+    check = campaign_check(good)  # the report's one goodput model on the campaign's own means
+    if check is not None:
+        note += f", goodput model {check.modelled:.1%}"
     ax.set_xlabel(f"seconds since the first fault ({note})")
     ax.set_title(
         f"Campaign — {scenario}: {verdict.upper()}  (seed {entry['seed']}, {entry['injected']} faults)",
