@@ -102,3 +102,69 @@ def test_a_scenario_asking_for_verify_integrity_on_a_tree_without_it_is_not_appl
     with_flag = fake_tree(tmp_path / "b", (0, 19, 1), {**our_options, "--verify-integrity": "flag"})
     proc, report = preflight(tmp_path / "b", with_flag, extra)
     assert check(report, "megatron_args")["status"] == "pass", check(report, "megatron_args")
+
+
+# ------------------------------------------------------------- Megatron's own validate_args, in the preflight
+
+TEAM_SCRIPT = """#!/bin/bash
+# Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh, its batch lines, fitted to one GPU
+TRAINING_ARGS=(
+    --micro-batch-size 1
+    --global-batch-size 16
+    --step-batch-size-schedule "0:16 2.4B:320"
+)
+torchrun --nproc_per_node 1 pretrain_gpt.py ${TRAINING_ARGS[@]}
+"""
+BOTH = "Cannot specify both --step-batch-size-schedule and --global-batch-size"
+
+
+def test_preflight_refuses_what_validate_args_refuses_in_one_line_and_nothing_launches(tmp_path, our_options):
+    """The team's script gives the example's own pair: the parser takes it, validate_args refuses it. The
+    preflight says so once for every scenario, naming the script's lines, and no scenario may launch."""
+    from ftqual.scenario.model import load
+    from ftqual.workflow.run_scenario import refusal
+
+    tree = fake_tree(tmp_path, (0, 18, 2), {**our_options, "--step-batch-size-schedule": "str"})
+    script = tmp_path / "train.sh"
+    script.write_text(TEAM_SCRIPT)
+    extra = (
+        f"megatron_args_file: {script}\nscenarios:\n  baseline:\n    fault: none\n  kill:\n    fault: kill\n"
+    )
+    proc, report = preflight(tmp_path, tree, extra)
+    c = check(report, "megatron_args")
+    assert c["status"] == "fail" and proc.returncode == 1, c
+    assert c["detail"] == (
+        f"Megatron-Core 0.18.2's validate_args refuses every scenario's arguments (2): ValueError: {BOTH}; "
+        f"written at {script}:6 --step-batch-size-schedule, {script}:5 --global-batch-size"
+    )
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAIL megatron_args")]
+    assert f"{script}:6" in line and "fix:" in line
+    assert report["not_applicable"] == {}
+    cfg = load(tmp_path / "config.yaml")
+    for name in ("baseline", "kill"):
+        assert refusal(cfg, name, tmp_path / "preflight.json", None).startswith("the preflight failed")
+
+    # negative control: the same script without the schedule passes validate_args
+    script.write_text(TEAM_SCRIPT.replace('    --step-batch-size-schedule "0:16 2.4B:320"\n', ""))
+    proc, report = preflight(tmp_path, tree, extra)
+    c = check(report, "megatron_args")
+    assert c["status"] == "pass" and "its validate_args too" in c["detail"], c
+
+
+REAL_TREE = os.environ.get("FTQUAL_MEGATRON_TREE", "")
+
+
+@pytest.mark.skipif(not REAL_TREE, reason="FTQUAL_MEGATRON_TREE (a real Megatron-LM checkout) is not set")
+def test_a_real_megatron_s_validate_args_refuses_its_own_example_s_pair(tmp_path):
+    """A real checkout (core_v0.18.2 and later): the arguments our launcher hands it, with the 175B
+    example's --step-batch-size-schedule beside --global-batch-size, refused on this machine, no GPU."""
+    from ftqual.preflight.megatron_args import parse_with_megatron
+
+    rc, args, err = dry_run_workload(tmp_path, Path(REAL_TREE))
+    assert rc == 0 and "--global-batch-size" in " ".join(args), err
+    schedule = ["--step-batch-size-schedule", "0:16 2.4B:320"]
+    refused, fine = parse_with_megatron(REAL_TREE, {"baseline": [*args, *schedule], "plain": args})
+    if fine.unvalidated:
+        pytest.skip(f"validate_args cannot run here: {fine.unvalidated}")
+    assert fine.ok is True, fine
+    assert refused.ok is False and refused.stage == "validate_args" and BOTH in refused.error, refused
