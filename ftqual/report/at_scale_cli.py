@@ -24,6 +24,9 @@ from ftqual.report.inputs import load_summary
 MAX_GPUS = 1_000_000
 MAX_DAYS = 3650
 TABLE_GPUS = (1024, 4096, 16384)
+# The cost rows whose key alone would mislead: the model's restart is detection to the first step after the
+# restore (t_recover), never ft_launcher's restart (detection to the new cycle) of the Faults table.
+COST_LABELS = {"restart": "recovery (detection → first step)", "lost_work": "lost work"}
 
 
 class ArgumentError(Exception):
@@ -297,7 +300,8 @@ def section_lines(doc: Mapping | None, problems: list[str] | None = None, checks
         )
     out += ["", "| cost | as configured | best interval |", "|---|---|---|"]
     for key in ("saves", "lost_work", "detection", "restart", "load", "node_replacement", "resubmission"):
-        out.append(f"| {key.replace('_', ' ')} | {pct(c['breakdown'][key])} | {pct(b['breakdown'][key])} |")
+        label = COST_LABELS.get(key, key.replace("_", " "))
+        out.append(f"| {label} | {pct(c['breakdown'][key])} | {pct(b['breakdown'][key])} |")
     out += ["", "What each knob buys:", "", "| knob | setting | goodput | gain |", "|---|---|---|---|"]
     out += [
         f"| {k['name']} | {k['setting']} | {pct(k['goodput'])} | {k['gain'] * 100:+.2f} pt |"

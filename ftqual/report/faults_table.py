@@ -137,7 +137,7 @@ def _held_cell(h: dict) -> str:
     return f"; {text}" if h["as_held"] else f"; **{text}**"
 
 
-# The three times, each defined once. The Goodput table's t_restart runs from detection to the first step, a
+# The three times, each defined once. The Goodput table's t_recover runs from detection to the first step, a
 # longer span than ft_launcher's restart (detection to the new cycle) shown here: the column says its span,
 # never "restart" alone.
 TIMES_DEFINED = (

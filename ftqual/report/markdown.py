@@ -571,7 +571,7 @@ def goodput_section(summary: dict) -> list[str]:
     out += [f"- {term}" for term in gp["terms"]]
     out += [
         "",
-        "| scenario | MTBF | τ (checkpoint interval) | t_detect | t_restart | t_lost | t_ckpt | goodput |",
+        "| scenario | MTBF | τ (checkpoint interval) | t_detect | t_recover | t_lost | t_ckpt | goodput |",
         "|---|---|---|---|---|---|---|---|",
     ]
     notes = []

@@ -3,11 +3,11 @@
 First-order checkpoint/restart model (Young 1974, Daly 2006). Over one mean time between failures M, a job
 checkpointing every tau seconds, each save blocking training for delta seconds, loses
 
-    t_detect + t_restart         once per failure (measured: fault -> detection -> first committed step)
+    t_detect + t_recover         once per failure (measured: fault -> detection -> first committed step)
     t_lost  = tau / 2            on average half a checkpoint interval of work is redone
     t_ckpt  = (M / tau) * delta  checkpoint saves that block training, M / tau of them per failure
 
-    goodput ~= 1 - (t_detect + t_restart + t_lost + t_ckpt) / M
+    goodput ~= 1 - (t_detect + t_recover + t_lost + t_ckpt) / M
 
 Young's interval tau* = sqrt(2 * delta * M) minimises t_lost + t_ckpt (they are equal there); we use it
 when no interval is given. First order means: at most one failure per interval, failures independent of
@@ -27,10 +27,11 @@ MTBF_SOURCE = (
 # Used when no save blocking time was measured and no interval was given (stated as an assumption).
 FALLBACK_INTERVAL_S = 1800.0
 
-FORMULA = "goodput ≈ 1 − (t_detect + t_restart + t_lost + t_ckpt) / MTBF"
+# t_recover, never "restart": the report's restart is ft_launcher's, detection to the new cycle (shorter).
+FORMULA = "goodput ≈ 1 − (t_detect + t_recover + t_lost + t_ckpt) / MTBF"
 FORMULA_TERMS = (
     "t_detect: fault to detection (measured)",
-    "t_restart: detection to first committed step after the restart: teardown, rendezvous, startup, "
+    "t_recover: detection to first committed step after the restart: teardown, rendezvous, startup, "
     "checkpoint load (measured)",
     "t_lost = τ/2: work redone after a failure, half a checkpoint interval τ on average",
     "t_ckpt = (MTBF/τ)·δ: time training is blocked by the MTBF/τ checkpoint saves between two failures "

@@ -335,3 +335,19 @@ def test_the_reports_prior_sets_each_scenarios_projection_and_a_bad_one_is_refus
     err = [line for line in capsys.readouterr().err.splitlines() if line]
     expected = "ftqual report: --prior must be one of llama3, rsc-1024, rsc-16k (got 'kokolis')"
     assert code == 2 and err == [expected]
+
+
+def test_restart_means_one_thing_across_the_tables():
+    """The goodput model's once-per-failure cost runs from detection to the first step (t_recover); the
+    report's "restart" (the Faults table, the budgets) is ft_launcher's, detection to the new cycle: neither
+    goodput table calls the longer span "restart"."""
+    summary = json.loads(QUALIFIED_13B.read_text())
+    from ftqual.verification.campaign import goodput
+
+    md = render_markdown(summary)
+    header = next(line for line in md.splitlines() if line.startswith("| scenario | MTBF |"))
+    assert "| t_recover |" in header and "restart" not in header
+    assert "t_restart" not in goodput.FORMULA + " ".join(goodput.FORMULA_TERMS)
+    summary["at_scale"] = cli.section(summary, (4096, 30))
+    md = render_markdown(summary)
+    assert "| recovery (detection → first step) |" in md and "| restart |" not in md

@@ -1,7 +1,7 @@
 """A CPU run's report says what ran (ftqual.report.ran): no GPU memory, no GPU count and no Megatron rows for
 the smoke workload on CPU ranks; the recorded H100 report still shows them (the negative control). And the
 Faults table's times each have one name: its "detected → new cycle" is ft_launcher's restart, never the bare
-"restart" that the Goodput table's longer t_restart also goes by."""
+"restart" that the Goodput table's longer span (t_recover) once also went by."""
 
 from __future__ import annotations
 

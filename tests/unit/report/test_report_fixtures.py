@@ -81,7 +81,7 @@ def test_markdown_verdict_first_and_tables(report):
     assert "'step' section timeout 120 s + rank monitor check interval 5 s" in text
     assert "a difference confined to the first iterations after the restore" in text
     assert "iteration 7: 6.357241 vs 6.529403" in text
-    assert "goodput ≈ 1 − (t_detect + t_restart + t_lost + t_ckpt) / MTBF" in text
+    assert "goodput ≈ 1 − (t_detect + t_recover + t_lost + t_ckpt) / MTBF" in text
     # the failure prior of the whole product (Llama 3's by default), named where it is used
     assert "49.5 h @ 1,024 GPUs" in text and "3.09 h @ 16,384 GPUs" in text
     assert "failure prior **llama3**: Llama 3 405B pre-training" in text and "Kokolis et al." not in text
