@@ -21,7 +21,12 @@ specific first:
 - the rendezvous timed out;
 - a fault scenario ended without its injection (no checkpoint before the end);
 - the evidence is missing (no launcher.log: ft_launcher's log pipe never started).
-Anything else is "unknown", pointing at the last line that names an error. Each cause cites file:line.
+Anything else is "unknown", pointing at the error the logs end on. Each cause cites file:line.
+
+A cycle's error is the fault rank's own (fault_injected*.json names the rank), else the last error that is no
+peer's consequence, whichever rank logged last: a surviving rank's gloo/NCCL `Connection closed by peer`,
+`remote worker crashing`, a collective's watchdog or timeout (patterns.common.PEER_CONSEQUENCE) is never
+named as the cause, only said as a peer's consequence where nothing else is logged.
 """
 
 from __future__ import annotations
