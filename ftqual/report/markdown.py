@@ -705,18 +705,19 @@ def exit_codes_section(rows: object) -> list[str]:
     return ["## Exit codes", "", *exit_code_lines(rows), ""]
 
 
-def restart_agent_section(rows: object) -> list[str]:
+def restart_agent_section(rows: object, ran: Ran | None = None) -> list[str]:
     """NVRx's restart agent scored, where any scenario ran with it (an optional key)."""
     if not isinstance(rows, list) or not rows:
         return []
-    return ["## The restart agent's verdicts", "", *restart_agent_lines(rows), ""]
+    unit = ran.busy_seconds if ran else "GPU-s"
+    return ["## The restart agent's verdicts", "", *restart_agent_lines(rows, unit), ""]
 
 
-def recurring_section(rows: object) -> list[str]:
+def recurring_section(rows: object, ran: Ran | None = None) -> list[str]:
     """Faults that come back, where summary.json has them (an optional key: older summaries have none)."""
     if not isinstance(rows, list) or not rows:
         return []
-    return ["## Faults that come back", "", *recurring_lines(rows), ""]
+    return ["## Faults that come back", "", *recurring_lines(rows, ran.busy_seconds if ran else "GPU-s"), ""]
 
 
 def not_applicable_section(summary: dict) -> list[str]:
@@ -778,8 +779,8 @@ def render_markdown(summary: dict) -> str:
         *fault_table_section(summary.get("faults") or []),
         "",
         *exit_codes_section(summary.get("exit_codes")),
-        *recurring_section(summary.get("recurring")),
-        *restart_agent_section(summary.get("restart_agent")),
+        *recurring_section(summary.get("recurring"), what_ran(summary)),
+        *restart_agent_section(summary.get("restart_agent"), what_ran(summary)),
         *campaign_section(summary),
         "## Recovery latency against budgets",
         "",

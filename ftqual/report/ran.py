@@ -33,6 +33,11 @@ class Ran:
     def no_model(self) -> bool:
         return self.megatron is False
 
+    @property
+    def busy_seconds(self) -> str:
+        """The unit of world size x wall time: GPU-seconds where the ranks held GPUs, rank-seconds on CPU."""
+        return "rank-s" if self.no_gpu else "GPU-s"
+
 
 def _gpus_part(text: object) -> bool | None:
     if not isinstance(text, str):

@@ -76,10 +76,11 @@ def _cell(value: object) -> str:
     return "—" if value is None else str(value).replace("|", "\\|")
 
 
-def markdown_lines(rows: list[dict]) -> list[str]:
+def markdown_lines(rows: list[dict], unit: str = "GPU-s") -> list[str]:
+    """The table; `unit` is GPU-s, or rank-s where the ranks held no GPU (ftqual.report.ran)."""
     out = [
         "| scenario | fault | stopped by | exit | scheduler | cycles (bound) | without progress "
-        "| GPU-s burned | verdict |",
+        f"| {unit} burned | verdict |",
         "|---|---|---|---:|---|---|---:|---:|---|",
     ]
     for r in rows:
@@ -102,9 +103,9 @@ def markdown_lines(rows: list[dict]) -> list[str]:
     out += [
         "",
         "Bound: the configured no-progress cycles (`max_no_progress_cycles`, else NVRx's 3), or "
-        "`max_restarts` where lower, plus the first cycle. GPU-s burned: world size x the wall time from the "
-        "first failure to the end. A fault that comes back passes when the job stopped non-zero within the "
-        "bound; a curable control fails when it was stopped although each cycle made progress.",
+        f"`max_restarts` where lower, plus the first cycle. {unit} burned: world size x the wall time from "
+        "the first failure to the end. A fault that comes back passes when the job stopped non-zero within "
+        "the bound; a curable control fails when it was stopped although each cycle made progress.",
     ]
     return out
 

@@ -135,10 +135,11 @@ def build_restart_agent(inputs: list[ScenarioInput]) -> list[dict]:
     return rows
 
 
-def markdown_lines(rows: list[dict]) -> list[str]:
+def markdown_lines(rows: list[dict], unit: str = "GPU-s") -> list[str]:
+    """The scorecard; `unit` is GPU-s, or rank-s where the ranks held no GPU (ftqual.report.ran)."""
     out = [
         "| scenario | fault | mode | right | right STOP | right RESTART | wrong STOP | wrong RESTART | "
-        "UNKNOWN | no verdict | cost of the wrong ones (GPU-s) | cost of the UNKNOWNs (GPU-s) |",
+        f"UNKNOWN | no verdict | cost of the wrong ones ({unit}) | cost of the UNKNOWNs ({unit}) |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:

@@ -122,3 +122,16 @@ def test_the_faults_table_names_each_time_once(cpu_report):
     assert "restart" not in cells and "detected → new cycle" in cells
     assert "| 0.84 s | 2.35 s | 6.19 s |" in faults  # the verifier's restart_s, under its span's name
     assert "detected → new cycle: detection to the start of the replacement cycle" in faults
+
+
+def test_world_time_is_gpu_seconds_on_gpus_and_rank_seconds_on_cpu():
+    """The cost of a loop and of the restart agent's wrong verdicts: GPU-s where the ranks held GPUs,
+    rank-s where they did not (the smoke workload)."""
+    summary = json.loads((TESTS / "data/megatron-h100-recurring-1gpu/results/summary.json").read_text())
+    gpu = render_markdown(summary)
+    assert "| GPU-s burned |" in _section(gpu, "Faults that come back")
+    assert "(GPU-s) |" in _section(gpu, "The restart agent's verdicts")
+    summary["resolved"]["workload"] = "smoke"
+    cpu = render_markdown(summary)
+    loops, agent = _section(cpu, "Faults that come back"), _section(cpu, "The restart agent's verdicts")
+    assert "| rank-s burned |" in loops and "(rank-s) |" in agent and "GPU-s" not in loops + agent
