@@ -1,9 +1,12 @@
-"""Constants that several stages must agree on, in one place.
+"""The fault registry, and nothing else: FAULT_KINDS, one `Fault` per kind, from which every fault table is
+derived, and the functions that ask it.
 
-The walkthrough's GPT (its shape decides which TP/PP a run may use), the checkpoint tracker's name and the
-fault registry (FAULT_KINDS: one `Fault` per kind, from which every fault table is derived). The code that
-runs inside every training rank (ftqual.rank, standard library only) imports it as its one module of the
-package, so it must import nothing outside the standard library (tests/unit/rank/test_boundary.py holds both).
+The code that runs inside every training rank (ftqual.rank, standard library only) imports it as its one
+module of the package, so it must import nothing outside the standard library
+(tests/unit/rank/test_boundary.py
+holds both). What several stages share beside the registry lives with its users: the rank's ids (damage kinds,
+save phases) in ftqual.rank.ids, the tracker's name in ftqual.rank.tracker, the model's shape in
+ftqual.scenario.job, the exit codes' meanings in ftqual.verification.evidence.endings.
 """
 
 from __future__ import annotations
@@ -23,6 +26,23 @@ RECOVERY_CHECKS = (
 BASELINE_CHECKS = ("uninterrupted_completion",)
 FAMILIES = ("none", "rank", "node", "storage", "recurring", "campaign")
 DETECTIONS = ("exit", "timeout", "node")
+# What a fault needs of each stage beyond its family's common path, named here (data: the rank stays
+# standard-library only) and resolved to code by the stage's own table. The launcher's (ftqual.launch.
+# preparations): a size-capped filesystem mounted as the checkpoint directory, or a workload that writes its
+# async saves from a writer process (so there is one to stop). The rank's (ftqual.rank.faults.PREPARATIONS):
+# before the marker is claimed, the node's ft_launcher stopped and its processes listed, the checkpoint
+# filesystem filled, or the save's writer processes found; each has its record (the marker's key), its undo
+# (the marker was taken: the fault is not made) and its step right before the action.
+LAUNCHER_PREPARATIONS = ("capped_fs", "writer_process")
+RANK_PREPARATIONS = ("freeze_node", "fill_filesystem", "find_writers")
+# When a fault's injection may be armed (the wrapper's --fault-timing, ftqual.rank.ids.TIMINGS): once a
+# checkpoint completed, at the end of a checkpointing section with a save in flight, or at a phase of a save
+# seen on disk (ftqual.rank.ids.SAVE_PHASES, written out here: the registry imports nothing of ours).
+AFTER_CHECKPOINT = ("checkpoint",)
+WRITING_PHASES = ("save_shards_partial", "save_shards_complete")  # a writer holds the save's shards open
+ANY_TIMING = ("checkpoint", "in_save", "save_staged", *WRITING_PHASES, "save_finalized")
+# Where a recurring fault comes back after its first injection (ftqual.rank.recurring.TRIGGERS).
+RECURS_AT = ("first_step", "setup")
 
 
 @dataclass(frozen=True)
@@ -53,12 +73,35 @@ class Fault:
     catalog: bool = False
     ends_at_once: bool = False  # a signal the rank does not handle ends it at once: no stack to dump
     checks: tuple[str, ...] = ()
+    # What each stage does for it, resolved by the stage's table (see LAUNCHER_PREPARATIONS above):
+    act: str | None = None  # the rank's action (ftqual.rank.faults.ACTIONS); None: nothing to inject
+    rank_prepares: str | None = None  # RANK_PREPARATIONS: made before the marker, recorded in it, undone
+    launcher_prepares: str | None = None  # LAUNCHER_PREPARATIONS
+    timings: tuple[str, ...] = AFTER_CHECKPOINT  # the --fault-timing values it takes
+    damages_checkpoint: bool = False  # it may leave a broken checkpoint (checkpoint_damage): it dies at once
+    recurs_at: str | None = None  # a recurring fault's later cycles (RECURS_AT)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or (self.detection is not None and self.detection not in DETECTIONS):
             raise ValueError(f"fault {self.name}: family {self.family!r}, detection {self.detection!r}")
         if bool(self.exit_codes) != (self.detection == "exit"):
             raise ValueError(f"fault {self.name}: exit codes go with detection 'exit' and only with it")
+        if (self.act is not None) != (self.injected and self.family != "campaign"):
+            raise ValueError(f"fault {self.name}: every fault a rank injects has its act, and only those")
+        if self.rank_prepares not in (None, *RANK_PREPARATIONS) or self.launcher_prepares not in (
+            None,
+            *LAUNCHER_PREPARATIONS,
+        ):
+            raise ValueError(
+                f"fault {self.name}: preparations {self.rank_prepares!r}, {self.launcher_prepares!r}"
+            )
+        if not set(self.timings) <= set(ANY_TIMING) or not self.timings:
+            raise ValueError(f"fault {self.name}: timings {self.timings!r} must be among {ANY_TIMING}")
+        if (self.recurs_at is not None) != (self.family == "recurring") or self.recurs_at not in (
+            None,
+            *RECURS_AT,
+        ):
+            raise ValueError(f"fault {self.name}: a recurring fault, and only one, says where it recurs")
 
     @property
     def injected(self) -> bool:
@@ -91,8 +134,8 @@ class Fault:
         return (self.detection, "timeout") if self.unwinds else (self.detection,)
 
 
-def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: bool) -> Fault:
-    return Fault(name, "rank", action, detection, exit_codes, **more)
+def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: object) -> Fault:
+    return Fault(name, "rank", action, detection, exit_codes, **more)  # type: ignore[arg-type]
 
 
 # Every fault kind, in the order the schema, the launcher and the report list them: the walkthrough's three,
@@ -109,16 +152,24 @@ def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: bool
 # checkpoint K (K+1, before the next save, so no progress is ever kept); a batch whose loss is NaN at K+1,
 # which the job's own NaN check must raise on (Megatron's --check-for-nan-in-loss-and-grad, on by default: a
 # RuntimeError, exit 1, with its rerun state machine's validate_results mode exit 16 or 17); a rank that dies
-# in setup on every start after the first fault (a device that fails at initialisation). Adding a fault: its
-# entry here, its injection (ftqual.rank), the schema's fault enum (config/schema.yaml;
-# tests/unit/test_fault_registry.py holds it equal to FAULTS, and a rank fault's campaign kinds to
-# RANK_FAULTS) and its test.
+# in setup on every start after the first fault (a device that fails at initialisation). Adding a fault:
+# docs/architecture.md, "Adding a fault" (its entry here, its action in ftqual.rank.faults, its tests).
 FAULT_KINDS: dict[str, Fault] = {
     f.name: f
     for f in (
         Fault("none", "none", "no fault"),
-        _rank("kill", "SIGKILL", "exit", -9, 137, ends_at_once=True),
-        _rank("hang", "SIGSTOP", "timeout"),
+        _rank(
+            "kill",
+            "SIGKILL",
+            "exit",
+            -9,
+            137,
+            ends_at_once=True,
+            act="sigkill",
+            timings=ANY_TIMING,
+            damages_checkpoint=True,
+        ),
+        _rank("hang", "SIGSTOP", "timeout", act="sigstop"),
         Fault(
             "node_loss",
             "node",
@@ -126,17 +177,32 @@ FAULT_KINDS: dict[str, Fault] = {
             "node",
             ends_at_once=True,
             checks=("node_loss_outcome",),
+            act="sigkill",
+            rank_prepares="freeze_node",
         ),
         _rank(
-            "segfault", "a segmentation fault (SIGSEGV)", "exit", -11, 139, catalog=True, ends_at_once=True
+            "segfault",
+            "a segmentation fault (SIGSEGV)",
+            "exit",
+            -11,
+            139,
+            catalog=True,
+            ends_at_once=True,
+            act="segfault",
         ),
-        _rank("abort", "os.abort() (SIGABRT)", "exit", -6, 134, catalog=True, ends_at_once=True),
+        _rank("abort", "os.abort() (SIGABRT)", "exit", -6, 134, catalog=True, ends_at_once=True, act="abort"),
         _rank(
-            "exception", "an exception raised in the training thread", "exit", 1, unwinds=True, catalog=True
+            "exception",
+            "an exception raised in the training thread",
+            "exit",
+            1,
+            unwinds=True,
+            catalog=True,
+            act="exception",
         ),
-        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True, ends_at_once=True),
-        _rank("sigint", "SIGINT", "exit", -2, 130, 1, catalog=True, unwinds=True),
-        _rank("gil_lock", "a thread that holds the GIL forever", "timeout", catalog=True),
+        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True, ends_at_once=True, act="sigterm"),
+        _rank("sigint", "SIGINT", "exit", -2, 130, 1, catalog=True, unwinds=True, act="sigint"),
+        _rank("gil_lock", "a thread that holds the GIL forever", "timeout", catalog=True, act="gil_lock"),
         _rank(
             "gpu_error",
             "an illegal device access (the CUDA context dies)",
@@ -146,19 +212,34 @@ FAULT_KINDS: dict[str, Fault] = {
             134,
             catalog=True,
             gpu_only=True,
+            act="gpu_error",
         ),
-        _rank("gpu_hang", "a GPU kernel that never ends", "timeout", catalog=True, gpu_only=True),
+        _rank(
+            "gpu_hang",
+            "a GPU kernel that never ends",
+            "timeout",
+            catalog=True,
+            gpu_only=True,
+            act="gpu_sleep",
+        ),
         Fault(
             "disk_full",
             "storage",
             "the checkpoint filesystem filled to less than half a checkpoint",
             checks=("storage_fault_outcome",),
+            act="nothing_more",
+            rank_prepares="fill_filesystem",
+            launcher_prepares="capped_fs",
         ),
         Fault(
             "writer_stall",
             "storage",
             "SIGSTOP of the process writing a save's shards",
             checks=("storage_fault_outcome",),
+            act="stop_writers",
+            rank_prepares="find_writers",
+            launcher_prepares="writer_process",
+            timings=WRITING_PHASES,
         ),
         Fault(
             "recurring_exception",
@@ -169,6 +250,8 @@ FAULT_KINDS: dict[str, Fault] = {
             (1,),
             unwinds=True,
             checks=("recurring_fault_outcome",),
+            act="exception",
+            recurs_at="first_step",
         ),
         Fault(
             "nan_loss",
@@ -179,6 +262,8 @@ FAULT_KINDS: dict[str, Fault] = {
             (1, 16, 17),
             unwinds=True,
             checks=("recurring_fault_outcome",),
+            act="poisoned_batch",
+            recurs_at="first_step",
         ),
         Fault(
             "setup_crash",
@@ -189,6 +274,8 @@ FAULT_KINDS: dict[str, Fault] = {
             (1,),
             unwinds=True,
             checks=("recurring_fault_outcome",),
+            act="device_failure",
+            recurs_at="setup",
         ),
         Fault(
             "campaign",
@@ -215,6 +302,13 @@ def family_of(name: object) -> str | None:
 def faults_where(test: Callable[[Fault], bool]) -> tuple[str, ...]:
     """The names of the faults `test` holds for, in the registry's order."""
     return tuple(f.name for f in FAULT_KINDS.values() if test(f))
+
+
+def launcher_prepares(name: object) -> str | None:
+    """What the launcher prepares for the fault of that name (LAUNCHER_PREPARATIONS), None for nothing or a
+    name the registry does not know."""
+    kind = fault(name)
+    return kind.launcher_prepares if kind is not None else None
 
 
 def is_fault(name: object, test: Callable[[Fault], bool]) -> bool:
@@ -265,116 +359,3 @@ def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: 
         f"{name}{separator}{fault} is GPU-only: the smoke workload runs on CPU and has no CUDA context to "
         "break; use the megatron workload on GPUs"
     )
-
-
-TRACKER_NAME = "latest_checkpointed_iteration.txt"
-
-# What the fault rank does to the checkpoint it just completed, right before it kills itself, so that the
-# replacement meets a broken checkpoint (config/checkpoint_faults.yaml): the tracker overwritten with NUL
-# bytes (a write cut short: not a number), the directory the tracker names moved aside (renamed, never
-# deleted), the tracker moved aside, the largest shard file of that checkpoint cut to half its size, or
-# bytes inside its largest tensor inverted.
-CHECKPOINT_DAMAGES = (
-    "tracker_not_a_number",
-    "tracker_missing_iteration",
-    "tracker_removed",
-    "shard_truncated",
-    "shard_corrupted",
-)
-# The damages that break the named iteration's own files: the tracker must still name it when they are made
-# (else no replacement meets them), and a replacement that loads that iteration loads a broken checkpoint.
-DAMAGES_TO_FILES = ("tracker_missing_iteration", "shard_truncated", "shard_corrupted")
-DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
-# disk_full's file on the checkpoint filesystem (hidden: never taken for a checkpoint), and the share of the
-# completed checkpoint's bytes it leaves free: the next save starts and runs out of space midway.
-FILLER_NAME = ".ftqual-filler"
-FILLER_HEADROOM = 0.5
-
-# Kills at a phase of a save, seen on disk by the fault rank's poller while a save S newer than the tracker is
-# under way (kill only): the save begun and no shard file yet (the state being staged to host memory), some
-# shard files (`*.distcp`) without the global `.metadata`, shard files whose sizes stopped changing still
-# without `.metadata` (every shard written), `.metadata` written while the tracker still names an older
-# iteration (finalised, not yet tracked). `in_save` is the older timing: at the end of a checkpointing
-# section with a save in flight.
-SAVE_PHASES = ("save_staged", "save_shards_partial", "save_shards_complete", "save_finalized")
-IN_SAVE_TIMINGS = ("in_save", *SAVE_PHASES)
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A GPT's shape as Megatron builds it; the defaults are the walkthrough's tiny GPT. PP must divide its
-    layers, TP its attention heads and its query groups (ftqual.scenario.job reads a shape from the
-    arguments and estimates its parameters, checkpoint and memory)."""
-
-    num_layers: int = 4
-    hidden_size: int = 512
-    num_attention_heads: int = 8
-    seq_length: int = 256
-    vocab_size: int = 1024
-    num_query_groups: int | None = None  # None: as many as heads (no GQA)
-    ffn_hidden_size: int | None = None  # None: 4 x hidden
-    max_position_embeddings: int | None = None  # None: seq_length
-    swiglu: bool = False
-    untied_embeddings: bool = False
-    position_embedding: str = "learned_absolute"  # or rope (no position table)
-    normalization: str = "LayerNorm"  # or RMSNorm (no bias)
-    bias_linear: bool = True
-
-    def parallelism_problem(self, tp: int, pp: int) -> str | None:
-        """Why this TP/PP cannot split the model, or None."""
-        if pp < 1 or self.num_layers % pp:
-            return f"PP={pp} must divide the model's {self.num_layers} layers"
-        if tp < 1 or self.num_attention_heads % tp:
-            return f"TP={tp} must divide the model's {self.num_attention_heads} attention heads"
-        groups = self.num_query_groups
-        if groups is not None and groups % tp:
-            return f"TP={tp} must divide the model's {groups} query groups"
-        return None
-
-
-MODEL = ModelShape()
-
-# NVRx's rank monitor checks the section and out-of-section timeouts this often (FaultToleranceConfig.
-# workload_check_interval, 0.7.0's default, which the launcher leaves alone): a live fault is detected at most
-# this long after its timeout has passed.
-RANK_MONITOR_INTERVAL_S = 5.0
-
-# What a final exit code means to a scheduler (the report's exit-code table, ftqual.report.exit_codes):
-# code -> (meaning, requeue). ft_launcher's own codes (0, 1, 93) and the ranks' deaths by signal (torch's
-# elastic agent prints -N; a shell between makes it 128+N). An exit 0 that did not reach the last iteration
-# is a silent end (ftqual.verification.evidence.endings), whatever this table says of 0.
-EXIT_MEANINGS: dict[int, tuple[str, str]] = {
-    0: ("finished", "no"),
-    1: ("restarts exhausted (ft_launcher) or an uncaught error (a rank)", "yes, after looking"),
-    93: ("NVRx no-progress stop: cycles without progress", "no: a loop"),
-    # Megatron-LM's rerun state machine (megatron/core/rerun_state_machine.py, with
-    # --check-for-nan-in-loss-and-grad): 16 asks to resume from the same checkpoint on another GPU, to tell a
-    # faulty GPU from a bad batch; on the same GPU it exits 16 again, so a restart in place loops.
-    16: (
-        "Megatron's rerun state machine: resume on another GPU to tell a faulty GPU from a bad batch",
-        "on another GPU",
-    ),
-    17: (
-        "Megatron's result validation failed (its rerun state machine's diagnosis is in the log)",
-        "after looking",
-    ),
-    -9: ("killed (SIGKILL)", "yes"),
-    137: ("killed (SIGKILL)", "yes"),
-    -6: ("aborted (SIGABRT)", "yes, after looking"),
-    134: ("aborted (SIGABRT)", "yes, after looking"),
-    -11: ("segmentation fault (SIGSEGV)", "yes, after looking"),
-    139: ("segmentation fault (SIGSEGV)", "yes, after looking"),
-    -15: ("terminated (SIGTERM)", "yes"),
-    143: ("terminated (SIGTERM)", "yes"),
-}
-SILENT_END_MEANING = (
-    "silent end: exit 0 before the last iteration",
-    "no: investigate, training did not finish",
-)
-
-
-def exit_meaning(code: int | None) -> tuple[str, str]:
-    """(meaning, requeue) of a final exit code; an unlisted code is Megatron's or the workload's own."""
-    if code is None:
-        return ("not recorded", "unknown")
-    return EXIT_MEANINGS.get(code, (f"exit {code}: the workload's own code", "after looking"))

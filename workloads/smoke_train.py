@@ -68,9 +68,8 @@ try:  # import ftqual: installed, or from the checkout the worker put on the pat
 except ImportError:  # `python workloads/smoke_train.py` in a checkout that is not installed
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 # the names the rank's wrapper and the verifier read on disk, never written again here
-from ftqual.contract import TRACKER_NAME  # noqa: E402
 from ftqual.rank.save_phases import MEGATRON_METADATA  # noqa: E402
-from ftqual.rank.tracker import iteration_dir_name  # noqa: E402
+from ftqual.rank.tracker import TRACKER_NAME, iteration_dir_name  # noqa: E402
 
 PARALLEL_TAG = "[ t 1/1, gtp_remat 1/1, p 1/1 ]"
 # Megatron core_v0.19's dist_checkpointing/validation.py: the integrity manifest and how it is hashed

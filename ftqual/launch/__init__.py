@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
+from ftqual.contract import launcher_prepares
 from ftqual.launch import capped_storage, command, compat, logport, procs, run, runstate, settings
 from ftqual.stack import resolve as stack
 
@@ -80,7 +81,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             file=sys.stderr,
         )
         return 2
-    if s.fault == "disk_full" and not s.dry_run and (problem := capped_storage.cannot_mount()):
+    capped = launcher_prepares(s.fault) == "capped_fs"  # the run's checkpoints on a size-capped filesystem
+    if capped and not s.dry_run and (problem := capped_storage.cannot_mount()):
         print(f"ftqual launch: {problem}", file=sys.stderr)
         return 2
     try:

@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftqual.contract import FILLER_NAME
+from ftqual.rank.storage import FILLER_NAME
 
 IMAGE_NAME = "checkpoints.ext4"
 COMMAND_TIMEOUT_S = 120

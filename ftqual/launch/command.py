@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftqual.contract import launcher_prepares
 from ftqual.launch import restart_agent
 from ftqual.launch.compat import Adaptation, Compat
 from ftqual.launch.settings import Settings
@@ -203,8 +204,12 @@ def smoke_args(s: Settings, stack: StackChoice) -> list[str]:
         f"--save-interval={s.save_interval}",
         "--ckpt-format=torch_dist",
         *(["--async-save"] if s.async_save else []),
-        # writer_stall stops a writer process: the smoke workload writes from one only when asked
-        *(["--smoke-writer-process"] if s.async_save and s.fault == "writer_stall" else []),
+        # a fault that stops a writer process needs one: the smoke workload writes from one only when asked
+        *(
+            ["--smoke-writer-process"]
+            if s.async_save and launcher_prepares(s.fault) == "writer_process"
+            else []
+        ),
         *(["--verify-integrity"] if s.verify_integrity else []),
         *eval_args(s),
         "--log-interval=1",

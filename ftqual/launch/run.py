@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ftqual.contract import family_of
+from ftqual.contract import family_of, launcher_prepares
 from ftqual.jsonfile import write_json_atomic as write_json_atomic  # re-exported
 from ftqual.launch import (
     capped_storage,
@@ -382,7 +382,7 @@ def _launch(
     record["scheduler_kill_wait_s"] = stop_grace.slurm_kill_wait_s(env)
     budget_s = stop_grace.wait_budget_s(s.term_timeout, SHUTDOWN_MARGIN_S, record["scheduler_kill_wait_s"])
     mount = None
-    if s.fault == "disk_full":
+    if launcher_prepares(s.fault) == "capped_fs":
         try:
             mount = capped_storage.mount_capped(s.checkpoint_dir, s.run_dir, s.storage_cap_mb)
         except capped_storage.StorageError as exc:

@@ -14,8 +14,8 @@ import math
 import re
 from collections.abc import Mapping
 
-from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS
-from ftqual.rank.ids import TIMINGS
+from ftqual.contract import FAULTS
+from ftqual.rank.ids import CHECKPOINT_DAMAGES, TIMINGS
 
 SCHEMA = "ftqual.run/v1"
 # The counts and the least value each can take (absent: unknown, judged by the checks that need it).

@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ftqual.contract import FAULTS, TRACKER_NAME, family_of, gpu_only_problem, is_fault
+from ftqual.contract import FAULTS, family_of, gpu_only_problem, is_fault
+from ftqual.rank.tracker import TRACKER_NAME
 from ftqual.scenario import campaign_setup, constraints, fields
 from ftqual.scenario import job as jobshape
 from ftqual.scenario.campaign_plan import CampaignPlan, PlanError

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ftqual.contract import FAULT_ACTIONS, MODEL, ModelShape, family_of
+from ftqual.contract import FAULT_ACTIONS, family_of, is_fault
 from ftqual.preflight import applicability
 from ftqual.preflight.check_base import FAIL, PASS, SKIP, WARN, CheckResult, Context, gib
 from ftqual.scenario import job as jobshape
+from ftqual.scenario.job import MODEL, ModelShape
 from ftqual.scenario.model import Scenario, WorkflowConfig
 
 HANG_PLACEMENTS = ("step", "immediate")
@@ -351,7 +352,7 @@ def check_scenario(s: Scenario, cfg: WorkflowConfig) -> CheckResult:
         "node_loss": f"SIGKILL the node of rank {s.rank} (its ft_launcher and every process below it)",
     }.get(s.fault) or f"{FAULT_ACTIONS.get(s.fault, s.fault)} to rank {s.rank}"
     detail = f"{what}, {s.train_iters} iterations, checkpoint every {s.save_interval}"
-    if s.fault == "hang":
+    if is_fault(s.fault, lambda f: f.lives_on and not f.catalog):  # the walkthrough's hang
         detail += f"; {hang_budget(s)}"
     return CheckResult(cid, PASS, detail)
 

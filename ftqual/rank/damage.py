@@ -24,9 +24,13 @@ import re
 import struct
 from pathlib import Path
 
-from ftqual.contract import DAMAGE_SUFFIX, DAMAGES_TO_FILES
 from ftqual.rank.markers import fsync_path, log, utc_now
 from ftqual.rank.tracker import iteration_dir_name, poll_tracker, tracker_text
+
+# The damages that break the named iteration's own files: the tracker must still name it when they are made
+# (else no replacement meets them), and a replacement that loads that iteration loads a broken checkpoint.
+DAMAGES_TO_FILES = ("tracker_missing_iteration", "shard_truncated", "shard_corrupted")
+DAMAGE_SUFFIX = ".ftqual-moved"  # what a moved-aside tracker or directory is renamed to (its name + this)
 
 # shard_corrupted: a sector's worth and more of bytes inverted, so a float of the model or the optimizer
 # changes wherever the middle of the shard falls; the XOR is its own undo

@@ -1,7 +1,10 @@
-"""The faults a rank injects into itself, and `ACTIONS`: a fault's name to its action.
+"""The faults a rank injects into itself: the dispatch tables that resolve a registry entry's names to code.
 
-The faults a rank injects into itself, and the dispatch table (ACTIONS: fault name -> action) that
-Injector.action looks each up in."""
+A fault's entry (ftqual.contract.FAULT_KINDS) names what the rank does for it; this module holds the code:
+ACTIONS (the entry's `act` -> the call that injects it, which Injector.action looks up) and PREPARATIONS (the
+entry's `rank_prepares` -> what is made before the marker is claimed, recorded in the marker, undone when the
+marker was taken, and done right before the action). The Injector asks the entry through these tables, never
+the fault's name."""
 
 from __future__ import annotations
 
@@ -10,13 +13,19 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from ftqual.contract import GPU_ONLY_FAULTS
+from ftqual.contract import FAULT_KINDS
 from ftqual.rank import recurring
+from ftqual.rank.damage import DamageError
 from ftqual.rank.leftovers import read_launcher_record
 from ftqual.rank.markers import log
 from ftqual.rank.procfs import descendants_of, is_alive, is_ancestor, parent_pids
+from ftqual.rank.storage import FILLER_NAME, fill_filesystem, writers_of
+from ftqual.rank.tracker import iteration_dir_name
 
 
 class InjectedFault(Exception):
@@ -87,27 +96,14 @@ def gpu_present() -> bool:
 # it), prepared before the marker is claimed; or None, with the reason logged, when it cannot be injected
 # here.
 
-SIGNALS = {
-    "kill": signal.SIGKILL,
-    "hang": signal.SIGSTOP,
-    "node_loss": signal.SIGKILL,
-    "sigterm": signal.SIGTERM,
-    "sigint": signal.SIGINT,
-}
-
 
 def on_training_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def by_signal(injector) -> tuple[str, object]:
-    pid, sig = os.getpid(), SIGNALS[injector.fault]
-    method = f"os.kill(own pid, {sig.name})"
-    if injector.fault == "node_loss":
-        method = (
-            "SIGSTOP of the node's ft_launcher, then SIGKILL of every process below it, of it, and " + method
-        )
-    return method, lambda: injector.kill(pid, sig)
+def by_signal(injector, sig: signal.Signals) -> tuple[str, object]:
+    pid = os.getpid()
+    return f"os.kill(own pid, {sig.name})", lambda: injector.kill(pid, sig)
 
 
 def by_segfault(injector) -> tuple[str, object]:
@@ -189,45 +185,159 @@ def by_stopping_writers(injector) -> tuple[str, object]:
     ]
 
 
-def on_the_gpu(injector) -> tuple[str, object] | None:
-    fault = injector.fault
+def nvrx_on_the_gpu(injector):
+    """NVRx's injector module, None (logged) when this process has no CUDA device or cannot import it."""
     if not gpu_present():
-        log(f"fault {fault} needs a CUDA device and this process sees none; not injecting")
+        log(f"fault {injector.fault} needs a CUDA device and this process sees none; not injecting")
         return None
-    nvrx = nvrx_injector()
+    return nvrx_injector()
+
+
+def by_gpu_error(injector) -> tuple[str, object] | None:
+    nvrx = nvrx_on_the_gpu(injector)
     if nvrx is None:
         return None
-    if fault == "gpu_error":
-        method = "NVRx inject_fault.raise_gpu_error: an out-of-bounds index on the device"
-        return method, lambda: nvrx.raise_gpu_error(0.0, None)
+    method = "NVRx inject_fault.raise_gpu_error: an out-of-bounds index on the device"
+    return method, lambda: nvrx.raise_gpu_error(0.0, None)
+
+
+def by_gpu_sleep(injector) -> tuple[str, object] | None:
+    nvrx = nvrx_on_the_gpu(injector)
+    if nvrx is None:
+        return None
     torch = sys.modules["torch"]
     device = torch.cuda.current_device()
     method = "NVRx inject_fault.gpu_sleep: torch.cuda._sleep(1 << 62) on the current stream"
     return method, lambda: nvrx.gpu_sleep(0.0, device, None)
 
 
-ACTIONS = {
-    **dict.fromkeys(SIGNALS, by_signal),
+# A fault entry's `act` -> its action. `sigkill` alone may be made by the freeze helper instead (FREEZABLE):
+# a save-phase kill from outside the stopped rank (ftqual.rank.freeze).
+ACTIONS: dict[str, Callable] = {
+    "sigkill": partial(by_signal, sig=signal.SIGKILL),
+    "sigstop": partial(by_signal, sig=signal.SIGSTOP),
+    "sigterm": partial(by_signal, sig=signal.SIGTERM),
+    "sigint": partial(by_signal, sig=signal.SIGINT),
     "segfault": by_segfault,
     "abort": by_abort,
     "exception": by_exception,
-    "recurring_exception": by_exception,
-    "nan_loss": by_poisoned_batch,
-    "setup_crash": by_device_failure,
+    "poisoned_batch": by_poisoned_batch,
+    "device_failure": by_device_failure,
     "gil_lock": by_gil_lock,
-    "disk_full": by_filler,
-    "writer_stall": by_stopping_writers,
-    **dict.fromkeys(GPU_ONLY_FAULTS, on_the_gpu),
+    "nothing_more": by_filler,
+    "stop_writers": by_stopping_writers,
+    "gpu_error": by_gpu_error,
+    "gpu_sleep": by_gpu_sleep,
 }
+FREEZABLE = ("sigkill",)
+
+
+def act_of(fault: str) -> str | None:
+    """The registry entry's `act` of `fault`, None for a name it does not know or a fault with none."""
+    kind = FAULT_KINDS.get(fault)
+    return kind.act if kind is not None else None
+
+
+def freezable(fault: str) -> bool:
+    """Whether a save-phase injection of `fault` may be made by the freeze helper (FREEZABLE)."""
+    return act_of(fault) in FREEZABLE
 
 
 def action(injector) -> tuple[str, object] | None:
-    """The action of `injector.fault` (ACTIONS), prepared; None, logged, for a fault without one."""
-    act = ACTIONS.get(injector.fault)
+    """The action of `injector.fault` (its entry's act, in ACTIONS), prepared, its method prefixed by its
+    preparation's (PREPARATIONS); None, logged, for a fault without one."""
+    act = ACTIONS.get(act_of(injector.fault) or "")
     if act is None:
         log(f"no way to inject fault {injector.fault!r}; not injecting")
         return None
-    return act(injector)
+    prepared = act(injector)
+    prep = preparation_of(injector.fault)
+    if prepared is None or prep is None or not prep.method_prefix:
+        return prepared
+    return prep.method_prefix + prepared[0], prepared[1]
+
+
+# --- what a fault needs before its action: the dispatch table of an entry's `rank_prepares` ----------------
+
+
+def _nothing(injector, made: dict) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What the rank makes for a fault before its marker is claimed. `make(injector)`: the record (the
+    marker's `key`), or None with the reason logged (a fault not made must not pass as one met: not injected).
+    `undo(injector, record)`: the marker was taken by another process, so the fault is not made. `before_act(
+    injector, record)`: right before the action. `look(injector, iteration)`: at a save-phase poll, what the
+    injection needs to be armed (an empty list: not yet, look again)."""
+
+    key: str
+    make: Callable[..., dict | None]
+    undo: Callable[..., None] = _nothing
+    before_act: Callable[..., None] = _nothing
+    method_prefix: str = ""
+    look: Callable[..., list] | None = None
+
+
+def _freeze_node(injector) -> dict | None:
+    return injector.freeze_node()
+
+
+def _thaw_launcher(injector, node: dict) -> None:
+    injector._signal(node["launcher_pid"], signal.SIGCONT)
+
+
+def _kill_node(injector, node: dict) -> None:
+    # The node goes at once, as a lost node does: every process below its ft_launcher (workers, their
+    # children, rank monitors), then ft_launcher itself, then this rank.
+    for pid in node["processes"]:
+        injector._signal(pid, signal.SIGKILL)
+    injector._signal(node["launcher_pid"], signal.SIGKILL)
+
+
+def _fill(injector) -> dict | None:
+    if injector.marker.exists():
+        log(f"marker {injector.marker} already exists; not filling the filesystem, not injecting")
+        return None
+    try:
+        return fill_filesystem(injector.tracker.parent, injector.armed_at)
+    except (DamageError, OSError) as exc:
+        log(f"{injector.fault} after iteration {injector.armed_at} cannot be made: {exc}; not injecting")
+        return None
+
+
+def _remove_filler(injector, made: dict) -> None:
+    (injector.tracker.parent / FILLER_NAME).unlink(missing_ok=True)  # ours: the fault is not made
+
+
+def _writers_found(injector) -> dict | None:
+    return {"kind": injector.fault, "iteration": injector.save_iteration, "writers": injector.writers}
+
+
+def _look_for_writers(injector, iteration: int) -> list:
+    return writers_of(injector.tracker.parent / iteration_dir_name(iteration))
+
+
+PREPARATIONS: dict[str, Preparation] = {
+    "freeze_node": Preparation(
+        "node",
+        _freeze_node,
+        undo=_thaw_launcher,
+        before_act=_kill_node,
+        method_prefix=(
+            "SIGSTOP of the node's ft_launcher, then SIGKILL of every process below it, of it, and "
+        ),
+    ),
+    "fill_filesystem": Preparation("storage", _fill, undo=_remove_filler),
+    "find_writers": Preparation("storage", _writers_found, look=_look_for_writers),
+}
+
+
+def preparation_of(fault: str) -> Preparation | None:
+    """The registry entry's preparation of `fault` (PREPARATIONS), None for one that needs none."""
+    kind = FAULT_KINDS.get(fault)
+    return PREPARATIONS[kind.rank_prepares] if kind is not None and kind.rank_prepares else None
 
 
 def freeze_node(host: str, pid_dir: Path | None, send) -> dict | None:

@@ -17,12 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from ftqual.contract import TRACKER_NAME
 from ftqual.rank.ids import INJECT_PREFIX
 from ftqual.rank.markers import claim_marker, utc_now
 from ftqual.rank.procfs import last_cpu, module_env, threads_stopped
 from ftqual.rank.save_phases import DCP_METADATA, PHASE_POLL_SECONDS, SaveOnDisk, look_at_save, phase_reached
-from ftqual.rank.tracker import iteration_dir_name, poll_tracker
+from ftqual.rank.tracker import TRACKER_NAME, iteration_dir_name, poll_tracker
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the folder that holds ftqual/: the helper's path
 

@@ -31,16 +31,14 @@ import sys
 import threading
 from pathlib import Path
 
-from ftqual.contract import FILLER_NAME, IN_SAVE_TIMINGS, SAVE_PHASES, STORAGE_FAULTS
 from ftqual.rank import faults, recurring
-from ftqual.rank.damage import DamageError, make_damage
+from ftqual.rank.damage import make_damage
 from ftqual.rank.freeze import WATCHED_PHASE, FreezeHelper
-from ftqual.rank.ids import INJECT_PREFIX, MARKER_SCHEMA
+from ftqual.rank.ids import IN_SAVE_TIMINGS, INJECT_PREFIX, MARKER_SCHEMA, SAVE_PHASES
 from ftqual.rank.markers import claim_marker, log, utc_now
 from ftqual.rank.save_phases import PHASE_POLL_SECONDS, PhaseWatch, SaveOnDisk
 from ftqual.rank.sections import SectionWatch, SentinelLink
-from ftqual.rank.storage import fill_filesystem, writers_of
-from ftqual.rank.tracker import iteration_dir_name, newest_checkpoint_iteration, poll_tracker
+from ftqual.rank.tracker import newest_checkpoint_iteration, poll_tracker
 
 SECTION_OF_PLACEMENT = {"step": "step", "checkpointing": "checkpointing"}
 
@@ -76,6 +74,8 @@ class Injector:
         trigger: str | None = None,
     ) -> None:
         self.fault = fault
+        # what the fault's registry entry has the rank make before its action (faults.PREPARATIONS)
+        self.preparation = faults.preparation_of(fault)
         self.trigger = trigger  # a recurring fault's (ftqual.rank.recurring.TRIGGERS), None for any other
         self.steps_seen = 0  # `step` sections started in this process (nan_loss's poison lasts one)
         self.poison: recurring.Poison | None = None
@@ -85,7 +85,7 @@ class Injector:
         self.damage = damage  # a CHECKPOINT_DAMAGES kind made to the triggering checkpoint before the fault
         self.arm_iteration = arm_iteration  # a campaign's: armed once the tracker reaches it, not before
         self.plan_index = plan_index  # a campaign's entry this injection follows
-        self.pid_dir = pid_dir  # node_loss: where pids/<host>.launcher.json is
+        self.pid_dir = pid_dir  # freeze_node: where pids/<host>.launcher.json is
         self.timing = timing
         if timing in IN_SAVE_TIMINGS:
             # in_save needs the section hooks (without them it never fires); a save phase is seen on disk
@@ -107,7 +107,7 @@ class Injector:
         self.armed_at: int | None = None  # the tracker value that triggered us
         self.save_iteration: int | None = None  # in_save and save phases: the iteration of the save in flight
         self.on_disk: dict | None = None  # a save phase: what iter_S held at the poll that saw the phase
-        self.writers: list[dict] = []  # writer_stall: the processes writing iter_S at the poll that saw them
+        self.writers: list[dict] = []  # find_writers: the processes writing iter_S at the poll that saw them
         self.finished = False  # injected, gave up, or the workload ended
         self.claimed = False  # this process created the marker
         self.stop = threading.Event()
@@ -166,39 +166,28 @@ class Injector:
         if prepared is None:
             return False
         record["method"], act = prepared
-        node = None
-        if self.fault == "node_loss":
-            node = self.freeze_node()
-            if node is None:
+        prep, made = self.preparation, None
+        if prep is not None:  # before the marker: a fault not made must not pass as one met
+            made = prep.make(self)
+            if made is None:
                 return False
-            record["node"] = node
+            record[prep.key] = made
         if self.damage is not None:
             damage = self.make_damage()
             if damage is None:
                 return False  # never claimed: the wrapper's exit 3 says the fault never came
             record["damage"] = damage
-        if self.fault in STORAGE_FAULTS:
-            storage = self.make_storage_fault()
-            if storage is None:
-                return False
-            record["storage"] = storage
         if not claim_marker(self.marker, record):
             log(f"marker {self.marker} already exists; not injecting")
-            if node is not None:
-                self._signal(node["launcher_pid"], signal.SIGCONT)
-            if self.fault == "disk_full":
-                (self.tracker.parent / FILLER_NAME).unlink(missing_ok=True)  # ours: the fault is not made
+            if prep is not None and made is not None:
+                prep.undo(self, made)
             return False
         self.claimed = True
         print(f"{INJECT_PREFIX} {json.dumps(record)}", file=sys.stderr, flush=True)
         if self.sentinel is not None:  # before the fault: a stopped rank tells nobody anything
             self.sentinel.send({"event": "injected", "fault": self.fault})
-        if node is not None:
-            # The node goes at once, as a lost node does: every process below its ft_launcher (workers,
-            # their children, rank monitors), then ft_launcher itself, then this rank.
-            for pid in node["processes"]:
-                self._signal(pid, signal.SIGKILL)
-            self._signal(node["launcher_pid"], signal.SIGKILL)
+        if prep is not None and made is not None:
+            prep.before_act(self, made)
         act()
         return True
 
@@ -206,20 +195,6 @@ class Injector:
         """Damage the checkpoint whose tracker armed this injection (--checkpoint-damage): its record, or None
         with the reason logged (ftqual.rank.damage.make_damage)."""
         return make_damage(self.marker, self.damage, self.tracker, self.armed_at)
-
-    def make_storage_fault(self) -> dict | None:
-        """disk_full: the filler made now; writer_stall: the writers found by the poll. Its record (the
-        marker's `storage`), or None with the reason logged: a fault not made must not pass as one met."""
-        if self.fault == "writer_stall":
-            return {"kind": "writer_stall", "iteration": self.save_iteration, "writers": self.writers}
-        if self.marker.exists():
-            log(f"marker {self.marker} already exists; not filling the filesystem, not injecting")
-            return None
-        try:
-            return fill_filesystem(self.tracker.parent, self.armed_at)
-        except (DamageError, OSError) as exc:
-            log(f"disk_full after iteration {self.armed_at} cannot be made: {exc}; not injecting")
-            return None
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
         try:
@@ -335,8 +310,8 @@ class Injector:
         if seen is None:
             return False
         writers = []
-        if self.fault == "writer_stall":
-            writers = writers_of(self.tracker.parent / iteration_dir_name(seen[0]))
+        if self.preparation is not None and self.preparation.look is not None:
+            writers = self.preparation.look(self, seen[0])
             if not writers:
                 return False  # the rank writes itself, or its writer holds no file now: look again
         with self.lock:
@@ -407,7 +382,7 @@ class Injector:
         PHASE_POLL_SECONDS); in_save and placement setup need none."""
         if self.timing in SAVE_PHASES:
             target = self.poll_phases
-            if self.fault == "kill" and self.freeze_helper:
+            if faults.freezable(self.fault) and self.freeze_helper:
                 try:
                     self.helper = FreezeHelper()
                 except OSError as exc:  # the kill is then made by this rank itself, as for other timings

@@ -12,8 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.contract import CHECKPOINT_DAMAGES
-from ftqual.rank.ids import LOG_PREFIX
+from ftqual.rank.ids import CHECKPOINT_DAMAGES, LOG_PREFIX
 
 
 def log(message: str) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 
-from ftqual.contract import RECURRING_FAULTS
+from ftqual.contract import FAULT_KINDS, RECURRING_FAULTS
 
 CHECKPOINT, FIRST_STEP, SETUP = "checkpoint", "first_step", "setup"
 TRIGGERS = (CHECKPOINT, FIRST_STEP, SETUP)
@@ -46,7 +46,8 @@ def trigger(fault: str, made: int, baseline: int) -> str:
     markers earlier cycles claimed (`made`) and the tracker's value at the cycle's start (`baseline`)."""
     if made == 0 or baseline < 1:
         return CHECKPOINT  # the first fault follows a checkpoint of this run; so does one with none to resume
-    return SETUP if fault == "setup_crash" else FIRST_STEP
+    # where the registry's entry says it comes back: the first step, or setup (RECURS_AT)
+    return SETUP if FAULT_KINDS[fault].recurs_at == SETUP else FIRST_STEP
 
 
 class InjectedDeviceFailure(RuntimeError):

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from ftqual.contract import SAVE_PHASES
+from ftqual.rank.ids import SAVE_PHASES
 from ftqual.rank.tracker import iteration_dir_name, newest_checkpoint_iteration
 
 # A save phase is seen by polling the disk: a tiny model's save on a GPU lasts tenths of a second, its

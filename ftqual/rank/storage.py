@@ -15,11 +15,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ftqual.contract import FILLER_HEADROOM, FILLER_NAME
 from ftqual.rank.damage import DamageError
 from ftqual.rank.markers import fsync_path, utc_now
 from ftqual.rank.procfs import command_of, descendants_of, open_files_under, parent_pids
 from ftqual.rank.tracker import iteration_dir_name
+
+# disk_full's file on the checkpoint filesystem (hidden: never taken for a checkpoint), and the share of the
+# completed checkpoint's bytes it leaves free: the next save starts and runs out of space midway.
+FILLER_NAME = ".ftqual-filler"
+FILLER_HEADROOM = 0.5
 
 
 def tree_bytes(path: Path) -> int:

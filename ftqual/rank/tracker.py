@@ -9,6 +9,8 @@ import os
 import re
 from pathlib import Path
 
+TRACKER_NAME = "latest_checkpointed_iteration.txt"
+
 TRACKER_RECORD_CHARS = 40  # a damage record keeps this much of the tracker's text, escaped
 
 

@@ -43,28 +43,23 @@ import socket
 import sys
 from pathlib import Path
 
-from ftqual.contract import (
-    CHECKPOINT_DAMAGES,
-    FAULTS,
-    GPU_ONLY_FAULTS,
-    IN_SAVE_TIMINGS,
-    SAVE_PHASES,
-    TRACKER_NAME,
-)
+from ftqual.contract import FAULT_KINDS, FAULTS, GPU_ONLY_FAULTS, faults_where, is_fault
 from ftqual.rank import recurring
 from ftqual.rank.ids import (
     CAMPAIGN_PLAN_SCHEMA,
+    CHECKPOINT_DAMAGES,
     EXIT_BAD_PLAN,
     EXIT_BAD_TRACKER,
     EXIT_FAULT_NEVER_INJECTED,
     PLACEMENTS,
+    SAVE_PHASES,
     TIMINGS,
 )
 from ftqual.rank.injector import Injector
 from ftqual.rank.leftovers import write_leftovers, write_pid_record
 from ftqual.rank.markers import count_markers, log, marker_damage, marker_path
 from ftqual.rank.sections import SectionWatch, install_section_hooks, start_sentinel
-from ftqual.rank.tracker import TrackerError, read_tracker_baseline
+from ftqual.rank.tracker import TRACKER_NAME, TrackerError, read_tracker_baseline
 
 SMOKE_ENTRYPOINT = "smoke_train.py"
 # Where each trigger of a recurring fault lands, as the injector's placements say it.
@@ -134,17 +129,19 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     args = parser.parse_args(own)
     if args.megatron_path is not None:
         args.entrypoint = args.megatron_path / "pretrain_gpt.py"
-    if args.fault == "campaign" and args.campaign_plan is None:
-        parser.error("--fault campaign needs --campaign-plan")
-    if args.fault not in ("none", "campaign") and args.fault_rank is None:
+    kind = FAULT_KINDS[args.fault]  # one of the choices: the registry's
+    if kind.family == "campaign" and args.campaign_plan is None:
+        parser.error(f"--fault {args.fault} needs --campaign-plan")
+    if kind.has_rank and args.fault_rank is None:
         parser.error(f"--fault-rank is required with --fault {args.fault}")
-    stall = args.fault == "writer_stall" and args.fault_timing in SAVE_PHASES
-    if args.fault_timing in IN_SAVE_TIMINGS and args.fault not in ("kill", "none") and not stall:
-        parser.error(f"--fault-timing {args.fault_timing} needs --fault kill")
-    if args.fault == "writer_stall" and args.fault_timing not in SAVE_PHASES:
-        parser.error("--fault writer_stall needs a save phase as --fault-timing")
-    if args.checkpoint_damage != "none" and args.fault != "kill":
-        parser.error("--checkpoint-damage needs --fault kill")
+    if kind.injected and args.fault_timing not in kind.timings:  # the timings its entry takes
+        if "checkpoint" in kind.timings:
+            takers = faults_where(lambda f: args.fault_timing in f.timings)
+            parser.error(f"--fault-timing {args.fault_timing} needs --fault {' or '.join(takers)}")
+        parser.error(f"--fault {args.fault} needs --fault-timing {' or '.join(kind.timings)}")
+    if args.checkpoint_damage != "none" and not kind.damages_checkpoint:
+        takers = faults_where(lambda f: f.damages_checkpoint)
+        parser.error(f"--checkpoint-damage needs --fault {' or '.join(takers)}")
     if args.checkpoint_damage != "none" and args.fault_timing != "checkpoint":
         parser.error("--checkpoint-damage needs --fault-timing checkpoint")
     if args.fault in GPU_ONLY_FAULTS and args.entrypoint.name == SMOKE_ENTRYPOINT:
@@ -209,7 +206,7 @@ def main(argv: list[str]) -> int:
         sentinel = start_sentinel(args.dump_dir, args.dump_tool, args.dump_timeouts, host, cycle, rank)
     injector = None
     fault, fault_rank, placement, entry = args.fault, args.fault_rank, args.hang_placement, None
-    if fault == "campaign":
+    if FAULT_KINDS[fault].family == "campaign":  # this cycle's fault is its plan's
         try:
             planned = read_campaign_plan(args.campaign_plan)
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -220,7 +217,7 @@ def main(argv: list[str]) -> int:
         entry = planned[made] if made < len(planned) else None
         if entry is not None:  # this cycle's fault is the plan's next entry
             fault, fault_rank, placement = entry["fault"], entry["rank"], entry["placement"]
-    fault_here = fault != "none" and rank == fault_rank
+    fault_here = is_fault(fault, lambda f: f.injected) and rank == fault_rank
     made = count_markers(args.fault_marker) if fault_here else 0
     if fault_here and not recurring.injects_now(fault, made, args.injections):
         log(

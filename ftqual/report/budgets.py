@@ -9,13 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ftqual.contract import (
-    CATALOG_FAULTS,
-    LIVE_FAULTS,
-    RANK_MONITOR_INTERVAL_S,
-    UNWINDING_FAULTS,
-    detection_path,
-)
+from ftqual.contract import CATALOG_FAULTS, LIVE_FAULTS, UNWINDING_FAULTS, detection_path, is_fault
+from ftqual.verification.evidence.sections import RANK_MONITOR_INTERVAL_S
 
 MONITOR_INTERVAL_S = 0.3  # ft_launcher polls its workers' exit status this often
 KILL_MARGIN_S = 0.7  # ours: signal delivery, reaping, logging
@@ -92,7 +87,8 @@ def detection_budget(
         )
     if catalog and path == "timeout" and by == "exit":
         by = ""  # a live fault's exit is not its detection path: the largest timeout bounds it
-    if by == "exit" or (not by and fault == "kill"):
+    # undetected: a rank fault that ends its rank (the catalog's returned above: the walkthrough's kill)
+    if by == "exit" or (not by and is_fault(fault, lambda f: f.family == "rank" and f.detection == "exit")):
         return (
             monitor + KILL_MARGIN_S,
             f"launcher monitor interval {monitor:g} s + {KILL_MARGIN_S:g} s margin",

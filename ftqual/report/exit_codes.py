@@ -9,8 +9,8 @@ summary.json's `exit_codes` (pure) and its summary.md section."""
 
 from __future__ import annotations
 
-from ftqual.contract import SILENT_END_MEANING, exit_meaning
 from ftqual.report.inputs import ScenarioInput
+from ftqual.verification.evidence.endings import SILENT_END_MEANING, exit_meaning
 from ftqual.verification.verdict import SCENARIO_OUTCOME_CHECKS
 
 

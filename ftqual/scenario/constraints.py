@@ -24,7 +24,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftqual.contract import IN_SAVE_TIMINGS, MODEL, STORAGE_FAULTS, ModelShape, family_of
+from ftqual.contract import (
+    FAULT_ACTIONS,
+    STORAGE_FAULTS,
+    family_of,
+    faults_where,
+    is_fault,
+    launcher_prepares,
+)
+from ftqual.contract import fault as fault_kind
+from ftqual.rank.ids import IN_SAVE_TIMINGS
+from ftqual.scenario.job import MODEL, ModelShape
 
 
 @dataclass(frozen=True)
@@ -102,13 +112,19 @@ def injections_do_not_fit(
     )
 
 
+def _faults_said(v: Vocabulary, names: tuple[str, ...]) -> str:
+    return " or ".join(v.said("fault", name) for name in names)
+
+
 def in_save_needs_kill(v: Vocabulary, fault: str, fault_timing: str) -> str | None:
-    if fault_timing not in IN_SAVE_TIMINGS or fault == "kill":
+    """A timing during a save is taken by the faults whose registry entry lists it (`timings`): the kill."""
+    if fault_timing not in IN_SAVE_TIMINGS or is_fault(fault, lambda f: fault_timing in f.timings):
         return None
     if fault in STORAGE_FAULTS:
         return None  # storage_problem says which timing each takes
+    takers = faults_where(lambda f: fault_timing in f.timings and f.family != "storage")
     return (
-        f"{v.said('fault_timing', fault_timing)} needs {v.said('fault', 'kill')} (got {v.got(fault)}): "
+        f"{v.said('fault_timing', fault_timing)} needs {_faults_said(v, takers)} (got {v.got(fault)}): "
         "a hang during a save is not this scenario"
     )
 
@@ -124,17 +140,15 @@ def recurring_problem(v: Vocabulary, fault: str, injections: int) -> str | None:
     )
 
 
-# The phases in which a writer holds a save's shard files open (storage_problem).
-WRITER_STALL_TIMINGS = ("save_shards_partial", "save_shards_complete")
-
-
 def storage_problem(
     v: Vocabulary, fault: str, fault_timing: str, injections: int, nnodes: int, async_save: bool
 ) -> str | None:
-    """A storage fault (contract.STORAGE_FAULTS) is one injection on a single node: disk_full fills the
-    node's own size-capped mount once a checkpoint completed; writer_stall stops the process writing a save's
-    shards, which an asynchronous save has (a synchronous one writes from the training thread)."""
-    if fault not in STORAGE_FAULTS:
+    """A storage fault (contract.STORAGE_FAULTS) is one injection on a single node, at the timings its
+    registry entry takes: disk_full fills the node's own size-capped mount once a checkpoint completed;
+    writer_stall stops the process writing a save's shards, which an asynchronous save has (a synchronous one
+    writes from the training thread: a fault whose launcher prepares a writer process needs async_save)."""
+    kind = fault_kind(fault)
+    if kind is None or fault not in STORAGE_FAULTS:
         return None
     said = v.said("fault", fault)
     if injections != 1 or nnodes != 1:
@@ -142,15 +156,10 @@ def storage_problem(
             f"{said} needs {v.said('injections', 1)} and {v.said('nnodes', 1)} (got {v.got(injections)}, "
             f"{v.got(nnodes)}): the filesystem it breaks is one node's and stays broken"
         )
-    if fault == "disk_full" and fault_timing != "checkpoint":
-        return (
-            f"{said} needs {v.said('fault_timing', 'checkpoint')} (got {v.got(fault_timing)}): the disk "
-            "fills once a checkpoint completed, and the next save runs out of space"
-        )
-    if fault == "writer_stall" and fault_timing not in WRITER_STALL_TIMINGS:
-        wanted = " or ".join(v.said("fault_timing", t) for t in WRITER_STALL_TIMINGS)
-        return f"{said} needs {wanted} (got {v.got(fault_timing)}): the writer is stopped while it writes"
-    if fault == "writer_stall" and not async_save:
+    if fault_timing not in kind.timings:
+        wanted = " or ".join(v.said("fault_timing", t) for t in kind.timings)
+        return f"{said} needs {wanted} (got {v.got(fault_timing)}): {FAULT_ACTIONS[fault]}"
+    if launcher_prepares(fault) == "writer_process" and not async_save:
         return (
             f"{said} needs {v.said('async_save', 'true')}: a synchronous save writes from the training "
             "thread, with no writer process to stop"
@@ -166,9 +175,9 @@ def damage_problem(
     if checkpoint_damage == "none":
         return None
     said = v.said("checkpoint_damage", checkpoint_damage)
-    if fault != "kill":
-        kill = v.said("fault", "kill")
-        return f"{said} needs {kill} (got {v.got(fault)}): the rank that breaks it dies at once"
+    if not is_fault(fault, lambda f: f.damages_checkpoint):
+        takers = _faults_said(v, faults_where(lambda f: f.damages_checkpoint))
+        return f"{said} needs {takers} (got {v.got(fault)}): the rank that breaks it dies at once"
     if fault_timing != "checkpoint" or injections != 1:
         return (
             f"{said} needs {v.said('fault_timing', 'checkpoint')} and {v.said('injections', 1)} "

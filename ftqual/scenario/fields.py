@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from ftqual.contract import CHECKPOINT_DAMAGES, FAULTS
-from ftqual.rank.ids import PLACEMENTS, TIMINGS
+from ftqual.contract import FAULTS
+from ftqual.rank.ids import CHECKPOINT_DAMAGES, PLACEMENTS, TIMINGS
 from ftqual.scenario import campaign_setup
 from ftqual.scenario import job as jobshape
 from ftqual.stack import resolve as stack

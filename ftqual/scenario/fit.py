@@ -7,7 +7,8 @@ campaign by the plan the launcher will draw from the baseline's workload (ftqual
 
 from __future__ import annotations
 
-from ftqual.contract import IN_SAVE_TIMINGS, family_of
+from ftqual.contract import family_of
+from ftqual.rank.ids import IN_SAVE_TIMINGS
 from ftqual.scenario import campaign_setup
 from ftqual.scenario.campaign_plan import PlanError
 from ftqual.scenario.sizing import Baseline, sizing_problem

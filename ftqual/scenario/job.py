@@ -24,8 +24,42 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ftqual.contract import MODEL, ModelShape
 from ftqual.scenario import launch_script, team_args
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A GPT's shape as Megatron builds it; the defaults are the walkthrough's tiny GPT. PP must divide its
+    layers, TP its attention heads and its query groups (ftqual.scenario.job reads a shape from the
+    arguments and estimates its parameters, checkpoint and memory)."""
+
+    num_layers: int = 4
+    hidden_size: int = 512
+    num_attention_heads: int = 8
+    seq_length: int = 256
+    vocab_size: int = 1024
+    num_query_groups: int | None = None  # None: as many as heads (no GQA)
+    ffn_hidden_size: int | None = None  # None: 4 x hidden
+    max_position_embeddings: int | None = None  # None: seq_length
+    swiglu: bool = False
+    untied_embeddings: bool = False
+    position_embedding: str = "learned_absolute"  # or rope (no position table)
+    normalization: str = "LayerNorm"  # or RMSNorm (no bias)
+    bias_linear: bool = True
+
+    def parallelism_problem(self, tp: int, pp: int) -> str | None:
+        """Why this TP/PP cannot split the model, or None."""
+        if pp < 1 or self.num_layers % pp:
+            return f"PP={pp} must divide the model's {self.num_layers} layers"
+        if tp < 1 or self.num_attention_heads % tp:
+            return f"TP={tp} must divide the model's {self.num_attention_heads} attention heads"
+        groups = self.num_query_groups
+        if groups is not None and groups % tp:
+            return f"TP={tp} must divide the model's {groups} query groups"
+        return None
+
+
+MODEL = ModelShape()
 
 
 class JobError(ValueError):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ftqual.contract import IN_SAVE_TIMINGS
+from ftqual.rank.ids import IN_SAVE_TIMINGS
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ftqual.contract import INJECTED_FAULTS
+from ftqual.contract import INJECTED_FAULTS, family_of
 from ftqual.verification.checks.recurring import recurring_fault_outcome
 from ftqual.verification.checks.run_plan import run_plan_from
 from ftqual.verification.evidence import endings, safeio
@@ -188,7 +188,7 @@ def root_cause(
         return stop.to_json()
     fault = run.get("fault") or (run.get("settings") or {}).get("fault")
     if launcher_exit in (0, None) and (
-        fault in (None, "none") or (Path(run_dir) / "fault_injected.json").exists()
+        fault is None or family_of(fault) == "none" or (Path(run_dir) / "fault_injected.json").exists()
     ):
         return None
     return classify(Path(run_dir), run, launcher_exit, snapshot).to_json()

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftqual.contract import LIVE_FAULTS, TRACKER_NAME
+from ftqual.contract import LIVE_FAULTS
+from ftqual.rank.tracker import TRACKER_NAME
 from ftqual.verification.evidence import safeio
 from ftqual.verification.evidence.patterns import launcher as launcher_lines
 from ftqual.verification.evidence.patterns import train as train_lines

@@ -45,12 +45,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from ftqual.contract import TRACKER_NAME, is_fault
+from ftqual.contract import is_fault
 from ftqual.jsonfile import write_json_atomic
 from ftqual.launch import checkpoint_record, gpu_turn, logport, procs
 from ftqual.launch.runstate import read_tracker
 from ftqual.launch.settings import SettingsError
 from ftqual.preflight import report_schema as preflight_schema
+from ftqual.rank.tracker import TRACKER_NAME
 from ftqual.report import scope as timeouts_scope
 from ftqual.scenario import model as scenarios
 from ftqual.stack.identity import probe_machine

@@ -1,6 +1,7 @@
-"""ftqual.contract is the one source of the tracker name, the fault kinds and the model's shape: the launcher
-and the rank's package (ftqual.rank, standard library only besides the contract) import it, and so does the
-smoke workload."""
+"""ftqual.contract is the fault registry and nothing else: the launcher and the rank's package (ftqual.rank,
+standard library only besides the contract) take the fault kinds from it. The names it used to hold live with
+their users, each written once: the tracker's name in ftqual.rank.tracker (the rank, the launcher and the
+smoke workload import it), the model's shape in ftqual.scenario.job."""
 
 from __future__ import annotations
 
@@ -10,13 +11,65 @@ import pytest
 
 from ftqual import contract
 from ftqual.launch import command, settings
-from ftqual.rank import worker
+from ftqual.rank import tracker, worker
+from ftqual.scenario.job import MODEL
 
 
 def test_the_rank_takes_its_names_from_the_contract():
     """The rank's modules import the contract's names, never writing them again."""
     assert worker.FAULTS is contract.FAULTS and worker.GPU_ONLY_FAULTS is contract.GPU_ONLY_FAULTS
-    assert worker.TRACKER_NAME is contract.TRACKER_NAME
+    assert worker.TRACKER_NAME is tracker.TRACKER_NAME
+
+
+def test_the_contract_holds_the_fault_registry_and_nothing_else():
+    """Every name ftqual.contract defines is the registry's: its record, the tables derived from it (one
+    value per fault kind, or the kinds a test holds for), the functions that ask it, the check ids the
+    required checks come from. A constant of another kind lives with its users."""
+    asking = {
+        "fault",
+        "family_of",
+        "faults_where",
+        "is_fault",
+        "detection_path",
+        "detection_paths",
+        "launcher_prepares",
+    }
+    records = {"Fault", "FAULT_KINDS", "FAMILIES", "DETECTIONS", "RECOVERY_CHECKS", "BASELINE_CHECKS"}
+    # the vocabularies of the entry's fields, which the stages' tables resolve
+    records |= {
+        "LAUNCHER_PREPARATIONS",
+        "RANK_PREPARATIONS",
+        "AFTER_CHECKPOINT",
+        "WRITING_PHASES",
+        "ANY_TIMING",
+    }
+    records |= {"RECURS_AT"}
+    own = {
+        name
+        for name, value in vars(contract).items()
+        if not name.startswith("_")
+        and not isinstance(value, type(contract))
+        and getattr(value, "__module__", "ftqual.contract") == "ftqual.contract"
+        and name != "annotations"
+    }
+    kinds = set(contract.FAULT_KINDS)
+    for name in own - asking - records:
+        value = getattr(contract, name)
+        per_kind = isinstance(value, dict) and set(value) <= kinds
+        of_kinds = isinstance(value, tuple) and set(value) <= kinds
+        assert per_kind or of_kinds or name in {"gpu_only_problem", "UNWIND_MARGIN_S"}, name
+    for gone in (
+        "ModelShape",
+        "MODEL",
+        "EXIT_MEANINGS",
+        "exit_meaning",
+        "TRACKER_NAME",
+        "SAVE_PHASES",
+        "CHECKPOINT_DAMAGES",
+        "FILLER_NAME",
+        "RANK_MONITOR_INTERVAL_S",
+    ):
+        assert not hasattr(contract, gone), gone
 
 
 @pytest.mark.parametrize("fault", contract.FAULTS)
@@ -41,9 +94,9 @@ def test_worker_refuses_other_fault_kinds():
         worker.parse_args(argv)
 
 
-def test_smoke_workload_takes_the_tracker_name_from_the_contract(repo_root):
-    """smoke_train.py (it imports torch, so it is read, not imported) imports the name from the contract,
-    never writing it again."""
+def test_smoke_workload_takes_the_tracker_name_from_the_rank(repo_root):
+    """smoke_train.py (it imports torch, so it is read, not imported) imports the name from the rank's
+    ftqual.rank.tracker, never writing it again."""
     tree = ast.parse((repo_root / "workloads" / "smoke_train.py").read_text())
     imported = {
         (node.module, alias.name)
@@ -51,7 +104,7 @@ def test_smoke_workload_takes_the_tracker_name_from_the_contract(repo_root):
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    assert ("ftqual.contract", "TRACKER_NAME") in imported
+    assert ("ftqual.rank.tracker", "TRACKER_NAME") in imported
     assigned = {
         target.id
         for node in tree.body
@@ -63,8 +116,8 @@ def test_smoke_workload_takes_the_tracker_name_from_the_contract(repo_root):
 
 
 def test_launcher_uses_the_contract():
-    assert settings.TRACKER_NAME == contract.TRACKER_NAME and settings.FAULTS == contract.FAULTS
-    m = contract.MODEL
+    assert settings.TRACKER_NAME == tracker.TRACKER_NAME and settings.FAULTS == contract.FAULTS
+    m = MODEL
     assert command.model_args() == [
         f"--vocab-size={m.vocab_size}",
         f"--num-layers={m.num_layers}",
@@ -85,7 +138,7 @@ def test_launcher_uses_the_contract():
     ],
 )
 def test_parallelism_problem(tp, pp, problem):
-    assert contract.MODEL.parallelism_problem(tp, pp) == problem
+    assert MODEL.parallelism_problem(tp, pp) == problem
 
 
 def test_an_unwinding_fault_is_detected_by_its_exit_or_the_open_sections_timeout():

@@ -20,7 +20,7 @@ the damaged one where the damage broke its files, never none while one existed),
 
 from __future__ import annotations
 
-from ftqual.contract import DAMAGES_TO_FILES
+from ftqual.rank.damage import DAMAGES_TO_FILES
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import endings

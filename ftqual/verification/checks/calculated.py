@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ftqual.contract import RANK_MONITOR_INTERVAL_S
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.checks.section_times import CANNOT_TELL
-from ftqual.verification.evidence.sections import RunSections, run_sections
+from ftqual.verification.evidence.sections import RANK_MONITOR_INTERVAL_S, RunSections, run_sections
 from ftqual.verification.evidence.snapshot import RunSnapshot
 from ftqual.verification.evidence.train_log import FtInit
 

@@ -8,12 +8,13 @@ a run under them proves that bound only through this check (and a healthy run th
 
 from __future__ import annotations
 
-from ftqual.contract import LIVE_FAULTS, RANK_MONITOR_INTERVAL_S
+from ftqual.contract import LIVE_FAULTS
 from ftqual.verification.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.in_force import in_force, injection_line
 from ftqual.verification.evidence.run_meta import FaultMarker
+from ftqual.verification.evidence.sections import RANK_MONITOR_INTERVAL_S
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 DETECTED_WITHIN_TIMEOUT = "detected_within_timeout"

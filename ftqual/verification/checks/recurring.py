@@ -30,10 +30,10 @@ stopped after a cycle without progress, it is the recovery checks' to judge (pas
 
 from __future__ import annotations
 
-from ftqual.contract import exit_meaning
 from ftqual.verification.checks.result import CheckResult, Findings, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.evidence import endings
+from ftqual.verification.evidence.endings import exit_meaning
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 RECURRING_OUTCOME = "recurring_fault_outcome"

@@ -5,7 +5,7 @@ checkpoint directory (initial_checkpoint_iteration K > 0)."""
 
 from __future__ import annotations
 
-from ftqual.contract import IN_SAVE_TIMINGS, SAVE_PHASES
+from ftqual.rank.ids import IN_SAVE_TIMINGS, SAVE_PHASES
 from ftqual.verification.checks import result as checks
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import CheckResult, Findings, Scoped

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ftqual.contract import DAMAGE_SUFFIX
 from ftqual.launch import checkpoint_record as recorded
 from ftqual.launch.payloads import listed_files, read_manifest
+from ftqual.rank.damage import DAMAGE_SUFFIX
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import inside, open_regular
 

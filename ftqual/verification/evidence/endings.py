@@ -31,6 +31,47 @@ from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.patterns import launcher as launcher_patterns
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
+# What a final exit code means to a scheduler (the report's exit-code table, ftqual.report.exit_codes):
+# code -> (meaning, requeue). ft_launcher's own codes (0, 1, 93) and the ranks' deaths by signal (torch's
+# elastic agent prints -N; a shell between makes it 128+N). An exit 0 that did not reach the last iteration
+# is a silent end (ftqual.verification.evidence.endings), whatever this table says of 0.
+EXIT_MEANINGS: dict[int, tuple[str, str]] = {
+    0: ("finished", "no"),
+    1: ("restarts exhausted (ft_launcher) or an uncaught error (a rank)", "yes, after looking"),
+    93: ("NVRx no-progress stop: cycles without progress", "no: a loop"),
+    # Megatron-LM's rerun state machine (megatron/core/rerun_state_machine.py, with
+    # --check-for-nan-in-loss-and-grad): 16 asks to resume from the same checkpoint on another GPU, to tell a
+    # faulty GPU from a bad batch; on the same GPU it exits 16 again, so a restart in place loops.
+    16: (
+        "Megatron's rerun state machine: resume on another GPU to tell a faulty GPU from a bad batch",
+        "on another GPU",
+    ),
+    17: (
+        "Megatron's result validation failed (its rerun state machine's diagnosis is in the log)",
+        "after looking",
+    ),
+    -9: ("killed (SIGKILL)", "yes"),
+    137: ("killed (SIGKILL)", "yes"),
+    -6: ("aborted (SIGABRT)", "yes, after looking"),
+    134: ("aborted (SIGABRT)", "yes, after looking"),
+    -11: ("segmentation fault (SIGSEGV)", "yes, after looking"),
+    139: ("segmentation fault (SIGSEGV)", "yes, after looking"),
+    -15: ("terminated (SIGTERM)", "yes"),
+    143: ("terminated (SIGTERM)", "yes"),
+}
+SILENT_END_MEANING = (
+    "silent end: exit 0 before the last iteration",
+    "no: investigate, training did not finish",
+)
+
+
+def exit_meaning(code: int | None) -> tuple[str, str]:
+    """(meaning, requeue) of a final exit code; an unlisted code is Megatron's or the workload's own."""
+    if code is None:
+        return ("not recorded", "unknown")
+    return EXIT_MEANINGS.get(code, (f"exit {code}: the workload's own code", "after looking"))
+
+
 NO_PROGRESS_EXIT = 93  # NVRx's progress tracker stops a job after cycles without progress
 RESTARTS_EXHAUSTED_EXIT = 1  # ft_launcher out of --max-restarts
 # Who stopped a job (JobStop.by): NVRx's progress tracker, ft_launcher's --max-restarts, NVRx's restart agent

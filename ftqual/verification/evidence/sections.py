@@ -60,6 +60,11 @@ from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.snapshot import RunSnapshot
 from ftqual.verification.evidence.train_log import SETUP_SECTION_OPENED, SaveEvent, TrainLog
 
+# NVRx's rank monitor checks the section and out-of-section timeouts this often (FaultToleranceConfig.
+# workload_check_interval, 0.7.0's default, which the launcher leaves alone): a live fault is detected at most
+# this long after its timeout has passed.
+RANK_MONITOR_INTERVAL_S = 5.0
+
 SECTIONS = ("setup", "step", "checkpointing", "out_of_section")
 WORKER_START = "worker_start_started"
 P95 = 95.0

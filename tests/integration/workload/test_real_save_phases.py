@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from ftqual.contract import SAVE_PHASES
 from ftqual.rank.freeze import (
     TRIGGER_HELPER_POLL,
     TRIGGER_INOTIFY,
@@ -19,6 +18,7 @@ from ftqual.rank.freeze import (
     WAKEUP_OFF_RANK_CPU,
     WAKEUP_REALTIME,
 )
+from ftqual.rank.ids import SAVE_PHASES
 from tests.integration.workload.test_smoke_workload import smoke_env
 
 SHARD = "__0_0.distcp"

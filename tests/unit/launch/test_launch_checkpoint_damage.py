@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ftqual.contract import CHECKPOINT_DAMAGES
 from ftqual.launch import command, run, run_schema, settings
+from ftqual.rank.ids import CHECKPOINT_DAMAGES
 from ftqual.stack import resolve as stack
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ftqual.contract import SAVE_PHASES
 from ftqual.launch import command, run, settings
+from ftqual.rank.ids import SAVE_PHASES
 from ftqual.stack import resolve as stack
 
 ASYNC_FLAGS = {"--async-save", "--use-persistent-ckpt-worker"}

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ftqual.contract import FILLER_NAME
 from ftqual.launch import capped_storage, command
 from ftqual.rank.damage import DamageError
 from ftqual.rank.injector import Injector
-from ftqual.rank.storage import fill_filesystem, writers_of
+from ftqual.rank.storage import FILLER_NAME, fill_filesystem, writers_of
 from ftqual.rank.worker import parse_args
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -234,7 +233,7 @@ def _injector(ckpt, fault, kills):
 def test_disk_full_fills_then_claims_and_never_signals(ckpt, monkeypatch):
     monkeypatch.setattr("ftqual.rank.storage.filesystem_record", _free(10_000))
     monkeypatch.setattr(
-        "ftqual.rank.injector.fill_filesystem", partial(fill_filesystem, is_mount=lambda path: True)
+        "ftqual.rank.faults.fill_filesystem", partial(fill_filesystem, is_mount=lambda path: True)
     )
     kills = []
     injector = _injector(ckpt, "disk_full", kills)
@@ -295,4 +294,7 @@ def test_the_wrapper_takes_writer_stall_only_at_a_save_phase(capsys):
     assert args.fault == "writer_stall"
     with pytest.raises(SystemExit):
         parse_args([*BASE, "--fault", "writer_stall"])
-    assert "--fault writer_stall needs a save phase" in capsys.readouterr().err
+    wanted = "--fault writer_stall needs --fault-timing save_shards_partial or save_shards_complete"
+    assert wanted in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # no writer holds the shards open yet: the entry's timings say so
+        parse_args([*BASE, "--fault", "writer_stall", "--fault-timing", "save_staged"])

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from ftqual.contract import MODEL
 from ftqual.preflight import checks as C
 from ftqual.preflight import checks_host as H
 from ftqual.preflight import checks_megatron as M
 from ftqual.preflight import checks_stack as S
 from ftqual.preflight.nvrx_args import ParseResult
 from ftqual.preflight.probes import LauncherArgs, PortFacts
+from ftqual.scenario.job import MODEL
 from ftqual.scenario.model import ConfigError
 from tests.support.preflight import GIB, H200_STACK, good_facts, good_tools
 

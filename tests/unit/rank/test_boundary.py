@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ftqual import contract
-from ftqual.rank import faults
+from ftqual.rank import faults, ids, recurring
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "ftqual" / "rank"
@@ -72,6 +72,20 @@ def test_the_package_imports_in_an_interpreter_without_site_packages():
 
 def test_every_fault_the_rank_injects_has_an_action():
     """The registry's faults a rank injects (every injected kind but a campaign, whose faults are its plan's)
-    are the dispatch table's, no more, no fewer."""
-    injected = {f.name for f in contract.FAULT_KINDS.values() if f.injected and f.family != "campaign"}
-    assert injected == set(faults.ACTIONS)
+    name an action of the dispatch table, and a preparation of its table where they need one; the tables hold
+    nothing no entry names."""
+    injected = [f for f in contract.FAULT_KINDS.values() if f.injected and f.family != "campaign"]
+    assert {f.act for f in injected} == set(faults.ACTIONS)
+    assert (
+        {f.rank_prepares for f in injected} - {None}
+        == set(faults.PREPARATIONS)
+        == set(contract.RANK_PREPARATIONS)
+    )
+    assert set(faults.FREEZABLE) <= set(faults.ACTIONS)
+    assert recurring.TRIGGERS[1:] == contract.RECURS_AT
+
+
+def test_every_timing_an_entry_takes_is_the_wrappers():
+    """The registry writes the timings out (it imports nothing of ours): each is one the wrapper takes."""
+    assert set(contract.ANY_TIMING) == set(ids.TIMINGS)
+    assert set(contract.WRITING_PHASES) <= set(ids.SAVE_PHASES)

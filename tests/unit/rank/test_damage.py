@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from ftqual import contract
+from ftqual.rank import damage as damage_module
+from ftqual.rank import ids
 from ftqual.rank.damage import DAMAGE_FUNCTIONS, DamageError, damage_checkpoint, damage_tracker_not_a_number
 from ftqual.rank.ids import EXIT_BAD_TRACKER, EXIT_FAULT_NEVER_INJECTED
 from ftqual.rank.injector import Injector
@@ -58,9 +59,9 @@ def without_at(record):
     return {k: v for k, v in record.items() if k != "at"}
 
 
-def test_the_kinds_are_the_contracts():
-    assert tuple(DAMAGE_FUNCTIONS) == contract.CHECKPOINT_DAMAGES
-    assert contract.DAMAGE_SUFFIX == ".ftqual-moved"
+def test_the_kinds_are_the_shared_ids():
+    assert tuple(DAMAGE_FUNCTIONS) == ids.CHECKPOINT_DAMAGES
+    assert damage_module.DAMAGE_SUFFIX == ".ftqual-moved"
 
 
 # --- each damage -----------------------------------------------------------------------------------------

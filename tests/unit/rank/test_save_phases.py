@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from ftqual.contract import SAVE_PHASES
 from ftqual.rank.freeze import (
     TRIGGER_HELPER_POLL,
     TRIGGER_INOTIFY,
@@ -25,7 +24,7 @@ from ftqual.rank.freeze import (
     metadata_written,
     wait_for_metadata,
 )
-from ftqual.rank.ids import MARKER_SCHEMA, TIMINGS
+from ftqual.rank.ids import MARKER_SCHEMA, SAVE_PHASES, TIMINGS
 from ftqual.rank.injector import Injector
 from ftqual.rank.save_phases import PHASE_POLL_SECONDS, STABLE_POLLS, PhaseWatch, look_at_save
 from ftqual.rank.worker import parse_args

@@ -3,10 +3,10 @@ scheduler; an exit 0 before the last iteration is a silent end, never 'finished'
 
 from __future__ import annotations
 
-from ftqual.contract import EXIT_MEANINGS, exit_meaning
 from ftqual.report.exit_codes import build_exit_codes, markdown_lines
 from ftqual.report.inputs import ScenarioInput
 from ftqual.report.markdown import exit_codes_section
+from ftqual.verification.evidence.endings import EXIT_MEANINGS, exit_meaning
 
 
 def _item(name: str, **metrics) -> ScenarioInput:

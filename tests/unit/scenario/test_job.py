@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from ftqual.contract import MODEL
 from ftqual.scenario import job as J
+from ftqual.scenario.job import MODEL
 from ftqual.scenario.model import ConfigError, resolve
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from ftqual.contract import CHECKPOINT_DAMAGES
+from ftqual.rank.ids import CHECKPOINT_DAMAGES
 from ftqual.scenario import config_problems
 from ftqual.scenario import model as scenarios
 from ftqual.scenario.model import ConfigError, resolve

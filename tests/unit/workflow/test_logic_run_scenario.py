@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ftqual.contract import TRACKER_NAME
+from ftqual.rank.tracker import TRACKER_NAME
 from ftqual.scenario import model as scenarios
 from ftqual.workflow import run_scenario as rs
 from ftqual.workflow.attempts import attempt_key
