@@ -2,7 +2,7 @@
 
 The exit-code table: for every scenario, the launcher's and the ranks' final exit codes (verify
 reports' metrics `launcher_exit_code`, `rank_exit_codes`, `silent_end`: ftqual.verification.metrics) and what
-each means for a scheduler (ftqual.contract.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
+each means for a scheduler (evidence.endings.EXIT_MEANINGS); an exit 0 that did not reach the last iteration
 is a silent end, and one after a restart from scratch, or after a replacement loaded a damaged or incomplete
 checkpoint or saves failed unseen (a scenario's outcome check, its `values.outcome`), says so.
 summary.json's `exit_codes` (pure) and its summary.md section."""

@@ -7,7 +7,7 @@ environment
 
 The rules, and why:
 - the fault rank lies inside the world (NNODES*GPUS_PER_NODE ranks);
-- the world divides by TP*PP (and the job's model takes TP and PP: ftqual.scenario.job, contract.MODEL's
+- the world divides by TP*PP (and the job's model takes TP and PP: ftqual.scenario.job, its MODEL's
   tiny GPT by default);
 - every injection needs a checkpoint of its own before the last iteration;
 - an in-save fault is a kill (a hang during a save is another scenario);

@@ -399,7 +399,7 @@ class RunSettings:
     hang_placement: str = setting(choice("NVRX_HANG_PLACEMENT", "step", HANG_PLACEMENTS, RUN, **ALWAYS))
     # faults in one run, one per cycle, each after a new checkpoint completed
     injections: int = setting(integer("NVRX_INJECTIONS", "1", 1, MAX_INJECTIONS, SCENARIO), 1)
-    # checkpoint | in_save (SIGKILL while an async save is in flight) | a save phase (contract.SAVE_PHASES)
+    # checkpoint | in_save (SIGKILL while an async save is in flight) | a save phase (rank.ids.SAVE_PHASES)
     fault_timing: str = setting(
         choice("NVRX_FAULT_TIMING", "checkpoint", FAULT_TIMINGS, SCENARIO), "checkpoint"
     )

@@ -66,7 +66,7 @@ class JobError(ValueError):
     """The job's arguments cannot be used; the message is one line saying what and how to fix it."""
 
 
-# The walkthrough's GPT (contract.MODEL), in the order today's command carries it.
+# The walkthrough's GPT (MODEL above), in the order today's command carries it.
 TINY = (
     f"--vocab-size={MODEL.vocab_size}",
     f"--num-layers={MODEL.num_layers}",

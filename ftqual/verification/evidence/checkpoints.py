@@ -44,7 +44,7 @@ from ftqual.verification.evidence.safeio import inside, open_regular
 TRACKER = "latest_checkpointed_iteration.txt"
 FT_STATE = "ft_state.json"
 _ITER_DIR = re.compile(r"^iter_(\d{7,})$")
-# A folder a checkpoint_damage moved aside (contract.DAMAGE_SUFFIX): the checkpoint that completed, kept as
+# A folder a checkpoint_damage moved aside (rank.damage.DAMAGE_SUFFIX): the checkpoint that completed, kept as
 # evidence under another name, so that Megatron no longer finds it.
 _MOVED_DIR = re.compile(r"^iter_(\d{7,})" + re.escape(DAMAGE_SUFFIX) + "$")
 _PAYLOAD_SUFFIXES = (".distcp", ".pt")

@@ -1,4 +1,4 @@
-"""workloads/megatron_gpt_worker.py: kills timed to a phase of a checkpoint save (contract.SAVE_PHASES), seen
+"""workloads/megatron_gpt_worker.py: kills timed to a phase of a checkpoint save (rank.ids.SAVE_PHASES), seen
 on disk by the fault rank's poller; the phase predicate on built trees, the injector on a fake tree, and the
 wrapper around the smoke workload killed in each phase of a real sync and async torch_dist save."""
 
