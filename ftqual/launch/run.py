@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,18 +33,17 @@ from ftqual.launch import (
     logport,
     procs,
     restart_agent,
-    run_schema,
     runstate,
     stop_grace,
 )
 from ftqual.launch.checkpoint_record import record_at_end
 from ftqual.launch.command import LaunchPlan
+from ftqual.launch.run_schema import RunRecord, iso_z
 from ftqual.launch.settings import Settings, SettingsError
 from ftqual.scenario import campaign_plan
 from ftqual.scenario import job as jobshape
 from ftqual.stack.resolve import StackChoice
 
-RUN_SCHEMA = run_schema.SCHEMA
 # Kept in the workers' environment whatever the caller set: NVLink multicast (NVLS) must stay off on the
 # lent machines, and timestamps are only comparable in one zone.
 CHILD_ENV = {
@@ -62,7 +62,7 @@ SERVER_WATCH_S = 120
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso_z(datetime.now(UTC)) or ""
 
 
 free_port = logport.free_port  # kept for callers of the earlier name
@@ -118,69 +118,64 @@ def job_record(s: Settings, stack: StackChoice) -> dict[str, Any]:
 
 def run_record(
     s: Settings, plan: LaunchPlan, stack: StackChoice, env: dict[str, str], host: str
-) -> dict[str, Any]:
-    """run.json as written before the launch: the contract keys first, then our extensions."""
-    return {
-        "schema": RUN_SCHEMA,
-        "run_id": s.run_id,
-        "scenario": s.scenario,
-        "fault": s.fault,
-        "fault_rank": s.fault_rank,
-        "world_size": s.world_size,
-        "train_iters": s.train_iters,
-        "save_interval": s.save_interval,
-        "checkpoint_dir": "checkpoints" if s.checkpoint_dir_is_default else str(s.checkpoint_dir),
-        "max_restarts": s.max_restarts,
-        "timeouts": s.timeouts_record(),
-        "started_at": utc_now(),
-        "finished_at": None,
-        "exit_code": None,
-        "workload": s.workload,
-        "hang_placement": s.hang_placement if family_of(s.fault) != "none" else None,
-        "global_batch_size": s.global_batch_size,
-        "batch": s.batch_record(),
-        "evaluation": s.evaluation_record(),
-        "tz_offset_s": tz_offset_s(env),
-        "command": plan.argv,
-        "nnodes": s.nnodes,
-        "gpus_per_node": s.gpus_per_node,
-        "tp": s.tp,
-        "pp": s.pp,
-        "megatron_flags": plan.megatron_flags,
-        "adaptations": [a.to_json() for a in plan.adaptations],
-        "dist_optimizer": stack.dist_optimizer,
-        "transformer_impl": stack.transformer_impl if s.workload == "megatron" else None,
-        "log_server_port": plan.log_server_port,
-        "stack_dump_tool": plan.dump_tool,
-        "term_timeout": s.term_timeout,
-        "workers_stop_timeout": s.workers_stop_timeout,
-        "extra_args": list(s.extra_args),
-        "host": host,
-        "interrupted_by": None,
-        "launcher_error": None,
-        "settings_fingerprint": s.settings_fingerprint,
-        "injections": s.injections,
-        "fault_timing": s.fault_timing,
-        "checkpoint_damage": s.checkpoint_damage,
-        "async_save": s.async_save,
-        "verify_integrity": s.verify_integrity,
-        "checkpoint_load": s.checkpoint_load,
-        "initial_checkpoint_iteration": initial_checkpoint_iteration(s),
-        "join_timeout": s.join_timeout,
-        "max_no_progress_cycles": s.max_no_progress_cycles,
-        "restart_agent": s.restart_agent,
-        "spare_nodes": s.spare_nodes,
-        "timeouts_source": s.timeouts_source,
-        "timeouts_from": s.timeouts_from_record(),
-        "calc_ft_timeouts": s.calc_ft_timeouts,
-        "campaign": campaign_record(s),
-        "job": {
+) -> RunRecord:
+    """run.json as written before the launch (ftqual.launch.run_schema.RunRecord)."""
+    return RunRecord(
+        run_id=s.run_id,
+        scenario=s.scenario,
+        fault=s.fault,
+        fault_rank=s.fault_rank,
+        world_size=s.world_size,
+        train_iters=s.train_iters,
+        save_interval=s.save_interval,
+        checkpoint_dir="checkpoints" if s.checkpoint_dir_is_default else str(s.checkpoint_dir),
+        max_restarts=s.max_restarts,
+        timeouts=s.timeouts_record(),
+        started_at=datetime.now(UTC),
+        workload=s.workload,
+        hang_placement=s.hang_placement if family_of(s.fault) != "none" else None,
+        global_batch_size=s.global_batch_size,
+        batch=s.batch_record(),
+        evaluation=s.evaluation_record(),
+        tz_offset_s=tz_offset_s(env),
+        command=plan.argv,
+        nnodes=s.nnodes,
+        gpus_per_node=s.gpus_per_node,
+        tp=s.tp,
+        pp=s.pp,
+        megatron_flags=plan.megatron_flags,
+        adaptations=[a.to_json() for a in plan.adaptations],
+        dist_optimizer=stack.dist_optimizer,
+        transformer_impl=stack.transformer_impl if s.workload == "megatron" else None,
+        log_server_port=plan.log_server_port,
+        stack_dump_tool=plan.dump_tool,
+        term_timeout=s.term_timeout,
+        workers_stop_timeout=s.workers_stop_timeout,
+        extra_args=list(s.extra_args),
+        host=host,
+        settings_fingerprint=s.settings_fingerprint,
+        injections=s.injections,
+        fault_timing=s.fault_timing,
+        checkpoint_damage=s.checkpoint_damage,
+        async_save=s.async_save,
+        verify_integrity=s.verify_integrity,
+        checkpoint_load=s.checkpoint_load,
+        initial_checkpoint_iteration=initial_checkpoint_iteration(s),
+        join_timeout=s.join_timeout,
+        max_no_progress_cycles=s.max_no_progress_cycles,
+        restart_agent=s.restart_agent,
+        spare_nodes=s.spare_nodes,
+        timeouts_source=s.timeouts_source,
+        timeouts_from=s.timeouts_from_record(),
+        calc_ft_timeouts=s.calc_ft_timeouts,
+        campaign=campaign_record(s),
+        job={
             **job_record(s, stack),
             "batch": s.batch_record(),
             "evaluation": s.evaluation_record(),
             "replaced": list(plan.replaced),
         },
-    }
+    )
 
 
 def campaign_record(s: Settings) -> dict | None:
@@ -377,10 +372,10 @@ def _launch(
     env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
     env.update(restart_agent.agent_env(s.restart_agent, env, s.run_id))
     run_json = s.run_dir / "run.json"
-    record = run_record(s, plan, stack, env, host)
-    # Read before anything starts: at the stop there is no time to ask the controller.
-    record["scheduler_kill_wait_s"] = stop_grace.slurm_kill_wait_s(env)
-    budget_s = stop_grace.wait_budget_s(s.term_timeout, SHUTDOWN_MARGIN_S, record["scheduler_kill_wait_s"])
+    # The kill wait is read before anything starts: at the stop there is no time to ask the controller.
+    kill_wait_s = stop_grace.slurm_kill_wait_s(env)
+    record = replace(run_record(s, plan, stack, env, host), scheduler_kill_wait_s=kill_wait_s)
+    budget_s = stop_grace.wait_budget_s(s.term_timeout, SHUTDOWN_MARGIN_S, kill_wait_s)
     mount = None
     if launcher_prepares(s.fault) == "capped_fs":
         try:
@@ -388,13 +383,13 @@ def _launch(
         except capped_storage.StorageError as exc:
             print(f"ftqual launch: {exc}", file=sys.stderr)
             return 2
-        record["storage"] = mount.record()
+        record = replace(record, storage=mount.record())
     writes_run_json = s.node_rank == 0
     if writes_run_json and s.campaign is not None:
         campaign_plan.write(s.campaign, s.run_dir)  # before the launch: the run is judged against it
     restart_agent.prepare(s.restart_agent, s.run_dir)  # every node's launcher reads its key file
     if writes_run_json:
-        write_json_atomic(run_json, record)
+        write_json_atomic(run_json, record.to_json())
         (s.run_dir / "command.txt").write_text(plan.shell + "\n")
     sys.stdout.flush()
 
@@ -406,7 +401,8 @@ def _launch(
     def stop_recorder() -> None:
         # On record at once: a scheduler's SIGKILL may take us before the run's end is written.
         if writes_run_json and signals.first is not None:
-            write_json_atomic(run_json, record | {"interrupted_by": signal.Signals(signals.first).name})
+            stopped = replace(record, interrupted_by=signal.Signals(signals.first).name)
+            write_json_atomic(run_json, stopped.to_json())
 
     try:
         try:
@@ -425,7 +421,7 @@ def _launch(
         report = cleanup.kill_run(s.run_dir, host, run_id=s.run_id)
         if rc is None:
             rc = proc.wait()
-        write_node_record(s, host, proc.pid, record["started_at"], rc)
+        write_node_record(s, host, proc.pid, iso_z(record.started_at) or "", rc)
         if report.killed:
             pids = ", ".join(str(item["pid"]) for item in report.killed)
             print(
@@ -436,20 +432,21 @@ def _launch(
         signals.restore()
         if mount is not None:
             staging = s.checkpoint_dir.with_name(s.checkpoint_dir.name + ".ftqual-copy")
-            record["storage"] = capped_storage.unmount_keeping(mount, staging)
-            if "problem" in record["storage"]:
-                print(f"ftqual launch: {record['storage']['problem']}", file=sys.stderr)
+            kept = capped_storage.unmount_keeping(mount, staging)
+            record = replace(record, storage=kept)
+            if "problem" in kept:
+                print(f"ftqual launch: {kept['problem']}", file=sys.stderr)
 
     problem = watch.problem or (logport.logs_problem(s.run_dir) if ours else None)
     code = _finish(record, run_json, writes_run_json, rc, signals, problem)
     if writes_run_json:
         # After run.json's end is on record: a stopped run's job must end before the scheduler's kill.
-        record_at_end(s.run_dir, record["checkpoint_dir"], stopped=signals.first is not None)
+        record_at_end(s.run_dir, record.checkpoint_dir, stopped=signals.first is not None)
     return code
 
 
 def _finish(
-    record: dict[str, Any],
+    record: RunRecord,
     run_json: Path,
     writes_run_json: bool,
     rc: int,
@@ -457,14 +454,17 @@ def _finish(
     problem: str | None,
 ) -> int:
     if problem is not None:
-        print(f"ftqual launch: run {record['run_id']} failed: {problem}", file=sys.stderr)
+        print(f"ftqual launch: run {record.run_id} failed: {problem}", file=sys.stderr)
     if writes_run_json:
-        record["exit_code"] = rc
-        record["finished_at"] = utc_now()
-        record["launcher_error"] = problem
-        if signals.first is not None:
-            record["interrupted_by"] = signal.Signals(signals.first).name
-        write_json_atomic(run_json, record)
+        stopped_by = signal.Signals(signals.first).name if signals.first is not None else None
+        end = replace(
+            record,
+            exit_code=rc,
+            finished_at=datetime.now(UTC),
+            launcher_error=problem,
+            interrupted_by=stopped_by,
+        )
+        write_json_atomic(run_json, end.to_json())
     if problem is not None and rc == 0:
         return EXIT_LOGS_LOST
     return rc if rc >= 0 else 128 - rc

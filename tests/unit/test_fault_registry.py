@@ -14,6 +14,7 @@ import yaml
 
 from ftqual import contract
 from ftqual.contract import FAULT_KINDS, RECOVERY_CHECKS, Fault
+from ftqual.launch.run_schema import RunRecord
 from ftqual.verification import schema as verify_schema
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
@@ -116,7 +117,7 @@ def test_the_verifiers_required_checks_are_the_registrys():
 
 def test_a_run_plans_kind_comes_from_the_registry():
     def plan(fault: str) -> RunPlan:
-        return RunPlan(fault, None, 10, 5, 2, None, 3)
+        return RunPlan(RunRecord(fault=fault, train_iters=10, save_interval=5, world_size=2, max_restarts=3))
 
     assert [name for name in contract.FAULTS if plan(name).node_loss] == ["node_loss"]
     assert [name for name in contract.FAULTS if not plan(name).faulty] == ["none"]

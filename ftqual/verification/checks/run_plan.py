@@ -1,42 +1,54 @@
-"""`RunPlan`: what a run was asked to do, from run.json, and the tolerances.
+"""`RunPlan`: what a run was asked to do (its run.json record) and what the verifier derives from it.
 
-What a run was asked to do (its plan), from run.json, and the tolerances from the command line. Not the
-scenario's expected outcome (ftqual.verification.expectation.ExpectedOutcome)."""
+The plan holds the run's `RunRecord` (ftqual.launch.run_schema) as read, never a copy of its fields: a
+run.json key read through the plan (`plan.fault`) is the record's. Beside it, only what the verifier adds:
+the tolerances from the command line and the properties derived from the record. Not the scenario's
+expected outcome (ftqual.verification.expectation.ExpectedOutcome)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
 from ftqual.contract import family_of
-from ftqual.verification.evidence.run_meta import RunMeta
+from ftqual.launch.run_schema import RunRecord
 
 DEFAULT_REPLAY_TOLERANCE = 1e-3
 DEFAULT_BASELINE_TOLERANCE = 2e-2
 DEFAULT_JOIN_TIMEOUT_S = 600  # NVRx 0.7's rendezvous join_timeout when --rdzv-conf does not set one
 # NVRx 0.7.0's --ft-max-no-progress-cycles default (ftqual leaves it unless run.json says otherwise)
 NVRX_NO_PROGRESS_CYCLES = 3
+_KEYS = frozenset(RunRecord.keys())
+# run.json's keys the verify report's plan repeats (`as_dict`), in the report's order
+REPORTED_KEYS = ("fault", "fault_rank", "train_iters", "save_interval", "world_size", "global_batch_size",
+                 "max_restarts", "timeouts")  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RunPlan:
-    fault: str
-    fault_rank: int | None
-    train_iters: int | None
-    save_interval: int | None
-    world_size: int | None
-    global_batch_size: int | None
-    max_restarts: int | None
-    timeouts: dict[str, float] = field(default_factory=dict)
+    run: RunRecord  # run.json, as the verifier read it
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE
-    injections: int = 1  # run.json's `injections` (1 when absent); a baseline injects none
-    join_timeout: int | None = None  # run.json's (None: NVRx's default)
-    spare_nodes: int = 0  # run.json's: standbys NVRx promotes when a node is lost
-    timeouts_from: dict[str, float] | None = None  # run.json's: the configured set a recommendation came from
-    calc_ft_timeouts: bool = (
-        False  # run.json's: NVRx calculated the timeouts; `timeouts` are the initial ones
-    )
-    max_no_progress_cycles: int | None = None  # run.json's (None: NVRx's default, 3)
+
+    def __init__(
+        self,
+        run: RunRecord,
+        replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
+        baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
+        **changes: Any,
+    ) -> None:
+        """`changes`: run.json keys given other values, so that `dataclasses.replace(plan, injections=1)`
+        is the plan of the record so changed (a TypeError for a name that is no key)."""
+        object.__setattr__(self, "run", dataclasses.replace(run, **changes) if changes else run)
+        object.__setattr__(self, "replay_tolerance", replay_tolerance)
+        object.__setattr__(self, "baseline_tolerance", baseline_tolerance)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names the plan itself lacks: run.json's keys, read from the one record (not copied).
+        if name in _KEYS:
+            return getattr(self.run, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def node_loss(self) -> bool:
@@ -85,15 +97,9 @@ class RunPlan:
         return 1 + self.injections if self.faulty and not self.job_ends else 1
 
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "fault": self.fault,
-            "fault_rank": self.fault_rank,
-            "train_iters": self.train_iters,
-            "save_interval": self.save_interval,
-            "world_size": self.world_size,
-            "global_batch_size": self.global_batch_size,
-            "max_restarts": self.max_restarts,
-            "timeouts": dict(self.timeouts),
+        out: dict[str, object] = {key: getattr(self.run, key) for key in REPORTED_KEYS}
+        out["timeouts"] = dict(self.timeouts)
+        out |= {
             "cycles": self.expected_cycles,
             "injections": self.injections if self.faulty else 0,
             "exit_code": 0,
@@ -119,25 +125,9 @@ class RunPlan:
 
 
 def run_plan_from(
-    meta: RunMeta,
+    meta: RunRecord,
     replay_tolerance: float = DEFAULT_REPLAY_TOLERANCE,
     baseline_tolerance: float = DEFAULT_BASELINE_TOLERANCE,
 ) -> RunPlan:
-    return RunPlan(
-        fault=meta.fault,
-        fault_rank=meta.fault_rank,
-        train_iters=meta.train_iters,
-        save_interval=meta.save_interval,
-        world_size=meta.world_size,
-        global_batch_size=meta.global_batch_size,
-        max_restarts=meta.max_restarts,
-        timeouts=dict(meta.timeouts),
-        replay_tolerance=replay_tolerance,
-        baseline_tolerance=baseline_tolerance,
-        injections=meta.injections,
-        join_timeout=meta.join_timeout,
-        spare_nodes=meta.spare_nodes,
-        timeouts_from=meta.timeouts_from,
-        calc_ft_timeouts=meta.calc_ft_timeouts,
-        max_no_progress_cycles=meta.max_no_progress_cycles,
-    )
+    """The plan of a run read into `meta`: the record itself, and the tolerances."""
+    return RunPlan(meta, replay_tolerance, baseline_tolerance)

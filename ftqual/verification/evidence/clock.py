@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from ftqual.launch import run_schema
+
 _NAIVE_FORMATS = ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S")
 # The shapes of _NAIVE_FORMATS as their timestamps are usually written (ASCII digits, fixed widths, one
 # space): parse_local reads these directly, anything else through strptime.
@@ -72,31 +74,9 @@ class Clock:
         return {"tz_offset_s": self.tz_offset_s, "assumed_utc": self.assumed, "note": self.describe()}
 
 
-def parse_utc(text: str) -> datetime | None:
-    """ISO-8601 UTC (`2026-11-29T14:19:09.744182Z`, `+00:00`, or `... UTC`) -> aware datetime; None if bad."""
-    if not isinstance(text, str) or not text.strip():
-        return None
-    text = text.strip()
-    if text.endswith(" UTC"):
-        text = text[:-4] + "+00:00"
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    if len(text) > 64:  # an ISO time is about 32 characters
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.astimezone(UTC)
-    except (ValueError, OverflowError):
-        return None
-
-
-def iso_z(moment: datetime | None) -> str | None:
-    """An aware datetime as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (None stays None)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+# run.json's time format, stated once with the record (the markers and cycle_infos write it too)
+parse_utc = run_schema.parse_utc
+iso_z = run_schema.iso_z
 
 
 def seconds(start: datetime | None, end: datetime | None) -> float | None:

@@ -1,20 +1,22 @@
 """run.json (ftqual.run/v1) and the injection markers (ftqual.fault/v1): what was asked, and what was done.
 
-The markers: `fault_injected.json` (the first injection) and `fault_injected.<k>.json` for k = 2..N, read in
-order of k. run.json's keys of the extended scenarios (`injections`, `fault_timing`, `checkpoint_load`,
-`initial_checkpoint_iteration`) default to 1, "checkpoint", true and 0 when absent; `leftovers_recorded`
-says whether run.json was written by a launcher that samples leftovers (it names `injections`).
+run.json is read once into `RunMeta`: the launcher's `RunRecord` (ftqual.launch.run_schema, where each key,
+its rule and its default for an absent key are stated once) plus which keys the file named, from which
+`leftovers_recorded` and `dumps_recorded` follow. The markers: `fault_injected.json` (the first injection)
+and `fault_injected.<k>.json` for k = 2..N, read in order of k.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import ClassVar
 
 from ftqual.launch import run_schema
+from ftqual.launch.run_schema import RunRecord, RunRecordError
 from ftqual.verification.evidence.clock import parse_utc
 from ftqual.verification.evidence.model import Ref, SourceStatus, missing
 from ftqual.verification.evidence.safeio import MAX_JSON_BYTES, load_json_object
@@ -23,22 +25,16 @@ RUN_JSON = "run.json"
 MARKER_JSON = "fault_injected.json"
 MARKER_K = re.compile(r"fault_injected\.([1-9][0-9]{0,5})\.json")
 MAX_MARKERS = run_schema.MAX_INJECTIONS
-FAULT_TIMINGS = run_schema.FAULT_TIMINGS
-TIMEOUT_KEYS = run_schema.TIMEOUT_KEYS
-MAX_TZ_OFFSET_S = run_schema.MAX_TZ_OFFSET_S
 # run.json keys that shape the loss trajectory: a baseline is a reference only when these agree.
 TRAJECTORY_KEYS = (
     "workload",
     "world_size",
     "train_iters",
     "global_batch_size",
-    "micro_batch_size",
     "tp",
     "pp",
     "dist_optimizer",
     "transformer_impl",
-    "seed",
-    "lr",
 )
 
 
@@ -46,58 +42,31 @@ class RunMetaError(Exception):
     """run.json is missing or unusable: the verifier cannot even say what was expected (exit 2)."""
 
 
-@dataclass(frozen=True)
-class RunMeta:
-    run_id: str
-    scenario: str
-    fault: str
-    fault_rank: int | None
-    world_size: int | None
-    train_iters: int | None
-    save_interval: int | None
-    checkpoint_dir: str
-    max_restarts: int | None
-    timeouts: dict[str, float] = field(default_factory=dict)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    exit_code: int | None = None
-    global_batch_size: int | None = None
-    tz_offset_s: float | None = None
-    workload: str | None = None
-    nnodes: int | None = None
-    gpus_per_node: int | None = None
-    settings: dict[str, object] = field(default_factory=dict)  # TRAJECTORY_KEYS present in run.json
-    ref: Ref = Ref(RUN_JSON)
-    injections: int = 1  # faults the run injects, one per cycle
-    fault_timing: str = "checkpoint"  # "checkpoint" | "in_save" | a save phase (contract.SAVE_PHASES)
-    checkpoint_load: bool = True  # False: launched without --load (the no_resume negative control)
-    initial_checkpoint_iteration: int = 0  # the tracker found in the checkpoint dir before launch
-    leftovers_recorded: bool = False  # run.json names `injections`: its launcher samples leftovers
-    # run.json names `stack_dump_tool`: its ranks had sentinels that dump their stacks (None: no py-spy)
-    dumps_recorded: bool = False
-    dump_tool: str | None = None
-    host: str | None = None
-    join_timeout: int | None = None  # --rdzv-conf join_timeout; None: NVRx's default (DEFAULT_JOIN_TIMEOUT_S)
-    spare_nodes: int = 0  # standby nodes beyond nnodes (ft_launcher --nnodes=N:N+S)
-    interrupted_by: str | None = None  # the signal that stopped our launcher from outside (run_schema)
-    # run.json's timeouts_from: the configured timeouts `timeouts` were recommended from (None: configured)
-    timeouts_from: dict[str, float] | None = None
-    calc_ft_timeouts: bool = False  # run.json's: NVRx calculated the timeouts (`timeouts` the initial ones)
-    # run.json's `job`: the job shape that ran (model preset, digest, estimates); carried to verify.json
-    job: dict | None = None
-    # run.json's `checkpoint_damage`: what the fault rank broke in its checkpoint before dying ("none")
-    checkpoint_damage: str = "none"
-    # run.json's `verify_integrity`: the workload ran with Megatron's --verify-integrity (absent: it did not)
-    verify_integrity: bool = False
-    # run.json's `storage` (fault disk_full): the capped filesystem the launcher mounted and what its unmount
-    # kept ({"filesystem", "cap_bytes", "copied_files", "image_removed", "problem"}); None: none mounted
-    storage: dict | None = None
-    # run.json's `batch` ({world_size, data_parallel_size, micro_batch_size, global_batch_size,
-    # accumulation_steps}) and `evaluation` ({interval, iters}); None in a run.json written before them
-    batch: dict | None = None
-    evaluation: dict | None = None
-    # run.json's `max_no_progress_cycles`: ft_launcher's --ft-max-no-progress-cycles (None: NVRx's default)
-    max_no_progress_cycles: int | None = None
+@dataclass(frozen=True, kw_only=True)
+class RunMeta(RunRecord):
+    """run.json as the verifier reads it: the record, and the keys the file named (older files lack some)."""
+
+    named: frozenset[str] = frozenset()
+    ref: ClassVar[Ref] = Ref(RUN_JSON)
+
+    @property
+    def leftovers_recorded(self) -> bool:
+        """run.json names `injections`: it was written by a launcher that samples leftovers."""
+        return "injections" in self.named
+
+    @property
+    def dumps_recorded(self) -> bool:
+        """run.json names `stack_dump_tool`: its ranks had sentinels that dump their stacks."""
+        return "stack_dump_tool" in self.named
+
+    @property
+    def dump_tool(self) -> str | None:
+        return self.stack_dump_tool
+
+    @property
+    def settings(self) -> dict[str, object]:
+        """The TRAJECTORY_KEYS the file gave a value."""
+        return {key: value for key in TRAJECTORY_KEYS if (value := getattr(self, key)) is not None}
 
 
 @dataclass(frozen=True)
@@ -141,23 +110,11 @@ class FaultMarker:
     storage: dict | None = None
 
 
-RUN_SCHEMA = run_schema.SCHEMA
-COUNTS = run_schema.COUNTS
-_int = run_schema.as_int
-_finite = run_schema.as_finite
-_short = run_schema.short
+_int = run_schema.as_int  # the markers' integers are read as run.json's
 
 
 def _load_json(path: Path, run_dir: Path) -> dict:
     return load_json_object(path, run_dir, limit=MAX_JSON_BYTES)
-
-
-def _settings(data: dict) -> dict[str, object]:
-    return {
-        key: data[key]
-        for key in TRAJECTORY_KEYS
-        if key in data and isinstance(data[key], str | int | float | bool) and data[key] is not None
-    }
 
 
 def read_run_meta(run_dir: Path) -> RunMeta:
@@ -169,59 +126,10 @@ def read_run_meta(run_dir: Path) -> RunMeta:
         data = _load_json(path, run_dir)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunMetaError(f"{path}: unreadable run.json ({exc})") from exc
-    bad = run_schema.problem(data)
-    if bad:
-        raise RunMetaError(f"{path}: {bad}")
-    fault = data["fault"]
-    raw_timeouts = data.get("timeouts") if isinstance(data.get("timeouts"), dict) else {}
-    timeouts = {key: v for key, value in raw_timeouts.items() if (v := _finite(value)) is not None}
-    tz = _finite(data.get("tz_offset_s"))
-    injections, timing, load, initial = run_schema.extensions(data)
-    return RunMeta(
-        run_id=str(data.get("run_id") or run_dir.name),
-        scenario=str(data.get("scenario") or fault),
-        fault=fault,
-        fault_rank=_int(data.get("fault_rank")),
-        world_size=_int(data.get("world_size")),
-        train_iters=_int(data.get("train_iters")),
-        save_interval=_int(data.get("save_interval")),
-        checkpoint_dir=str(data.get("checkpoint_dir") or "checkpoints"),
-        max_restarts=_int(data.get("max_restarts")),
-        timeouts=timeouts,
-        started_at=parse_utc(data.get("started_at") or ""),
-        finished_at=parse_utc(data.get("finished_at") or ""),
-        exit_code=_int(data.get("exit_code")),
-        global_batch_size=_int(data.get("global_batch_size")),
-        tz_offset_s=tz,
-        workload=data.get("workload") if isinstance(data.get("workload"), str) else None,
-        nnodes=_int(data.get("nnodes")),
-        gpus_per_node=_int(data.get("gpus_per_node")),
-        settings=_settings(data),
-        injections=injections,
-        fault_timing=timing,
-        checkpoint_load=load,
-        initial_checkpoint_iteration=initial,
-        leftovers_recorded="injections" in data,
-        dumps_recorded="stack_dump_tool" in data,
-        dump_tool=data.get("stack_dump_tool") if isinstance(data.get("stack_dump_tool"), str) else None,
-        host=data.get("host") if isinstance(data.get("host"), str) else None,
-        join_timeout=_int(data.get("join_timeout")),
-        spare_nodes=_int(data.get("spare_nodes")) or 0,
-        interrupted_by=data.get("interrupted_by"),
-        calc_ft_timeouts=data.get("calc_ft_timeouts") is True,
-        job=dict(data["job"]) if isinstance(data.get("job"), dict) else None,
-        checkpoint_damage=str(data.get("checkpoint_damage") or "none"),
-        verify_integrity=data.get("verify_integrity") is True,
-        storage=dict(data["storage"]) if isinstance(data.get("storage"), dict) else None,
-        batch=dict(data["batch"]) if isinstance(data.get("batch"), dict) else None,
-        evaluation=dict(data["evaluation"]) if isinstance(data.get("evaluation"), dict) else None,
-        max_no_progress_cycles=_int(data.get("max_no_progress_cycles")),
-        timeouts_from=(
-            {k: float(v) for k, v in data["timeouts_from"].items()}
-            if isinstance(data.get("timeouts_from"), dict)
-            else None
-        ),
-    )
+    try:
+        return RunMeta.from_json(data, run_id=run_dir.name, named=frozenset(data))
+    except RunRecordError as exc:
+        raise RunMetaError(f"{path}: {exc}") from exc
 
 
 def _marker(data: dict, rel: str, number: int) -> FaultMarker:

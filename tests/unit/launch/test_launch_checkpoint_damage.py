@@ -34,7 +34,7 @@ def test_each_damage_reaches_the_wrapper_and_run_json(damage, base_env, run_laun
     assert args[args.index("--checkpoint-damage") + 1] == damage
     s = settings.load_settings(env, pid=1)
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
-    record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+    record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()
     assert record["checkpoint_damage"] == damage
     assert run_schema.problem({**record, "checkpoint_damage": "half"}) is not None
 

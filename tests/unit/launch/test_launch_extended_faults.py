@@ -184,7 +184,7 @@ def test_resumed_run_needs_a_save_point_per_injection(
 def record_for(env: dict[str, str]) -> dict:
     s = settings.load_settings(env, pid=1)
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
-    return run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+    return run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()
 
 
 def test_run_record_defaults(base_env):

@@ -134,7 +134,7 @@ def test_run_record_has_contract_and_extension_keys(env):
     s = settings.load_settings(env, ["--extra"], pid=1)
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
     plan = command.build_plan(s, choice, 1234, "ft_launcher")
-    record = run.run_record(s, plan, choice, run.child_env({}), "h")
+    record = run.run_record(s, plan, choice, run.child_env({}), "h").to_json()
     assert list(record)[: len(CONTRACT_KEYS)] == CONTRACT_KEYS
     assert all(key in record for key in EXTENSION_KEYS)
     assert record["schema"] == "ftqual.run/v1"
@@ -157,7 +157,7 @@ def test_baseline_record_has_no_fault_rank_and_custom_checkpoint_dir(env, tmp_pa
         pid=1,
     )
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
-    record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+    record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()
     assert (record["fault_rank"], record["scenario"], record["hang_placement"]) == (None, "baseline", None)
     assert record["checkpoint_dir"] == str(tmp_path / "c")
 
@@ -174,7 +174,7 @@ def test_settings_fingerprint_is_recorded(env):
     for given, recorded in [(None, None), ("0123456789abcdef", "0123456789abcdef")]:
         extra = {"NVRX_SETTINGS_FINGERPRINT": given} if given else {}
         s = settings.load_settings({**env, **extra}, pid=1)
-        record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+        record = run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()
         assert record["settings_fingerprint"] == recorded and record["launcher_error"] is None
 
 

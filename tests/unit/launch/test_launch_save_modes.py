@@ -35,7 +35,7 @@ def test_run_json_records_the_save_mode(base_env):
         s = settings.load_settings({**base_env, "NVRX_ASYNC_SAVE": value}, pid=1)
         choice = stack.resolve("local", "off", stack.Probe(False, False, False))
         assert (
-            run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")["async_save"]
+            run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()["async_save"]
             is recorded
         )
 
@@ -54,7 +54,7 @@ def test_run_json_records_verify_integrity(base_env):
         s = settings.load_settings({**base_env, "NVRX_VERIFY_INTEGRITY": value}, pid=1)
         choice = stack.resolve("local", "off", stack.Probe(False, False, False))
         plan = command.build_plan(s, choice, 1, "x")
-        assert run.run_record(s, plan, choice, {}, "h")["verify_integrity"] is recorded
+        assert run.run_record(s, plan, choice, {}, "h").to_json()["verify_integrity"] is recorded
 
 
 @pytest.mark.parametrize("phase", SAVE_PHASES)

@@ -24,7 +24,7 @@ VAR = "NVRX_RESTART_AGENT"
 def record_for(env: dict[str, str]) -> dict:
     s = settings.load_settings(env, pid=1)
     choice = stack.resolve("local", "off", stack.Probe(False, False, False))
-    return run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h")
+    return run.run_record(s, command.build_plan(s, choice, 1, "x"), choice, {}, "h").to_json()
 
 
 def test_the_variable_is_part_of_the_launchers_interface():

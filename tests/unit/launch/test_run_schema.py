@@ -49,10 +49,36 @@ def test_a_broken_field_is_named(edit, field):
 
 def test_absent_extensions_take_their_defaults():
     assert run_schema.problem(GOOD) is None
-    assert run_schema.extensions(GOOD) == (1, "checkpoint", True, 0)
-    assert run_schema.extensions({**GOOD, "injections": "2", "checkpoint_load": None}) == (
-        2,
-        "checkpoint",
-        True,
-        0,
+    record = run_schema.RunRecord.from_json(GOOD)
+    said = (
+        record.injections,
+        record.fault_timing,
+        record.checkpoint_load,
+        record.initial_checkpoint_iteration,
     )
+    assert said == (1, "checkpoint", True, 0)
+    record = run_schema.RunRecord.from_json({**GOOD, "injections": "2", "checkpoint_load": None})
+    assert (record.injections, record.checkpoint_load) == (2, True)
+
+
+def test_every_broken_field_is_said_at_once_and_the_reader_refuses_with_the_first():
+    broken = {**GOOD, "save_interval": -5, "fault": "meteor", "injections": 0}
+    said = run_schema.problems(broken)
+    assert [line.split(" ")[0] for line in said] == ["'fault'", "'save_interval'", "'injections'"]
+    with pytest.raises(run_schema.RunRecordError, match="^'fault'"):
+        run_schema.RunRecord.from_json(broken)
+
+
+def test_a_written_record_reads_back_as_itself():
+    """The launcher's record through the file and the reader: every key the same value (run_id and
+    scenario as written, times to the microsecond)."""
+    given = {**GOOD, "started_at": "2026-11-29T14:18:36.123456Z", "timeouts": {"setup": 900}, "injections": 2}
+    written = run_schema.RunRecord.from_json(given)
+    again = run_schema.RunRecord.from_json(json.loads(json.dumps(written.to_json())))
+    assert again == written
+    assert written.to_json()["started_at"] == "2026-11-29T14:18:36.123456Z"
+
+
+def test_a_key_of_only_some_runs_is_left_out_while_unset():
+    assert "storage" not in run_schema.RunRecord().to_json()
+    assert run_schema.RunRecord(storage={"cap_bytes": 1}).to_json()["storage"] == {"cap_bytes": 1}

@@ -172,7 +172,7 @@ def test_old_version_records_the_adaptation_in_run_json(tmp_path, our_options):
     s = settings.load_settings(env, [], pid=os.getpid())
     choice = stack.resolve(s.transformer_impl, s.dist_optimizer, stack.probe())
     plan = command.build_plan(s, choice, 40000, "ft_launcher", launch.megatron_compat(s))
-    record = run.run_record(s, plan, choice, {}, "h")
+    record = run.run_record(s, plan, choice, {}, "h").to_json()
     assert [a["flag"] for a in record["adaptations"]] == [compat.WARMUP_FLAG]
     assert json.loads(json.dumps(record))["adaptations"][0]["action"] == "omitted"
 
