@@ -32,6 +32,7 @@ from ftqual.stack import identity as stackid
 from ftqual.verification import schema as verify_schema
 from ftqual.verification import verdict as verdict_mod
 from ftqual.verification.campaign import goodput as goodput_mod
+from ftqual.verification.checks import CHECKS
 from ftqual.verification.expectation import ExpectedOutcome
 
 SCHEMA = "ftqual.summary/v1"
@@ -40,55 +41,12 @@ NOT_APPLICABLE = verdict_mod.NOT_APPLICABLE  # a scenario's verdict only, never 
 STATUSES = ("pass", "fail", "inconclusive", "skip")
 SEVERITY = {"pass": 0, "skip": 0, "inconclusive": 1, "fail": 2}
 
-# One line per check id: what a pass means. Ids the verifier adds later fall back to their own detail.
+# One line per check id: what a pass means, as each check declares it (ftqual.verification.checks.CHECKS), and
+# the lines of ids no check declares: a check older reports carry, the overall verdict's row. Ids the verifier
+# adds later fall back to their own detail.
 CHECK_LEGEND = {
-    "checkpoint_before_failure": "a checkpoint completed (async save finalized, tracker written) before"
-    " the fault was injected, at the iteration the injection marker records",
-    "failure_detected_and_restarted": "ft_launcher recorded the failed cycle (exit code, or the section"
-    " timeout naming the stopped rank) and started replacement workers in a new cycle",
-    "resumed_from_checkpoint": "the replacement loaded a completed checkpoint at iteration K ≥ 1 with"
-    " optimizer state, not a fresh start from iteration 0",
-    "progress_after_resume": "optimizer steps were committed past K, a later checkpoint completed, and the "
-    "final iteration was reached",
-    "clean_finish": "ft_launcher exited 0 after exactly the requested injections (one unless the scenario"
-    " sets more), with no no-progress stop (exit 93)",
-    "uninterrupted_completion": "the baseline reached its final iteration in one cycle, exit 0, no injection",
-    "timeouts_not_exceeded": "no healthy section (setup, step, checkpointing, out of section) took as long"
-    " as its configured timeout in any cycle: the timeout would not have fired on a healthy run",
-    "detected_within_timeout": "the hang was detected within its section's timeout + the rank monitor's"
-    " check interval (the bound the timeouts promise)",
-    "fixed_timeouts_in_force": "the section timeouts Megatron reported in every cycle equal the configured"
-    " ones (no calculated timeouts loaded from ft_state.json)",
-    "replay_consistency": "every loss after the restore is finite and agrees with each source that covers"
-    " it (the first attempt's overlap, a baseline with the same settings); a difference confined to the"
-    " first iterations after the restore, with agreement after it, passes with a note",
-    "active_world_unchanged": "every cycle, the replacement included, ran on all ranks of the world and on"
-    " every node: no rank or node was lost or left out after the restart",
+    **{spec.id: spec.legend for spec in CHECKS},
     "loss_continuity": "the loss after the restore continues where it was, no jump or NaN",
-    "no_leftovers": "no process of a failed cycle was alive when the next cycle started, and (where"
-    " nvidia-smi could be asked) none held GPU memory, on every node",
-    "interrupted_save_discarded": "the save in flight at the kill was never finalized, and the replacement"
-    " restored the checkpoint completed before it",
-    "started_from_existing_checkpoint": "the run started from the copied checkpoint K, the fault came after"
-    " a newer one, and the recovery restored a checkpoint after K",
-    "campaign_plan_followed": "campaign_plan.json, written before the launch, planned K faults and the run"
-    " injected exactly those, in order (fault, rank, placement), each armed at or after its planned"
-    " checkpoint",
-    "cycles_do_not_accumulate": "over the campaign's cycles no restart, load or recovery time and no"
-    " leftover process or open descriptor grows (no last third entirely over the first third's median by the"
-    " trend rule), and /dev/shm would not be full within the horizon of faults at the rate the campaign"
-    " leaked it (a smaller leak is a finding)",
-    "node_loss_outcome": "a whole node's ft_launcher was killed; without a spare node every surviving node"
-    " ended, non-zero, once its rendezvous had waited join_timeout; with one, the standby was promoted and"
-    " training went on",
-    "checkpoint_break_outcome": "the replacement met the checkpoint the fault rank broke, and the job"
-    " recovered from a whole checkpoint or stopped non-zero within NVRx's bound: never a silent exit 0, a"
-    " restart from scratch, a loop or a load of the damaged files",
-    "storage_fault_outcome": "the checkpoint storage failed (a full filesystem, a stopped writer), the save"
-    " it broke never became the latest nor was loaded, and the job recovered or stopped non-zero within"
-    " NVRx's bound: never a silent exit 0 or saves lost under an exit 0",
-    "what_held_the_rank": "the stack dump of the faulted or timed-out rank, taken before it was stopped,"
-    " names the frame that held it (information: it does not gate the verdict)",
     "verdict": "the scenario's overall verdict: pass only if no check failed or was inconclusive",
 }
 

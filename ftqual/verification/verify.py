@@ -26,8 +26,8 @@ from ftqual.verification import verdict as verdict_mod
 from ftqual.verification.campaign.text import campaign_markdown
 from ftqual.verification.causes import root_cause
 from ftqual.verification.checkpoint_account import account
-from ftqual.verification.checks import run_checks, run_plan_from
-from ftqual.verification.checks.held import dumps_listing, held_metrics, what_held_the_rank
+from ftqual.verification.checks import CheckResult, run_checks, run_plan_from
+from ftqual.verification.checks.held import dumps_listing, held_metrics
 from ftqual.verification.checks.run_plan import DEFAULT_BASELINE_TOLERANCE, DEFAULT_REPLAY_TOLERANCE
 from ftqual.verification.evidence import RunMetaError, RunSnapshot, build_snapshot, restart_agent
 from ftqual.verification.evidence.clock import iso_z
@@ -71,24 +71,17 @@ def build_report(
     snap = build_snapshot(Path(run_dir))
     baseline = build_snapshot(Path(baseline_dir)) if baseline_dir is not None else None
     exp = run_plan_from(snap.meta, replay_tolerance, baseline_tolerance)
-    results = run_checks(snap, exp, baseline)
+    section = _campaign_section(snap)  # a campaign's cycles table and its accumulation check
+    # Every check, in its declared order (what_held_the_rank and the campaign's accumulation check included).
+    results = run_checks(snap, exp, baseline, None if section is None else lambda _: section)
     notes = [snap.clock.describe()] if snap.clock.assumed else []
     if baseline is not None and family_of(baseline.meta.fault) != "none":
         notes.append(
             f"baseline {baseline.meta.run_id} is a '{baseline.meta.fault}' run, not a no-fault baseline"
         )
-    campaign_report = None
-    if (
-        family_of(snap.meta.fault) == "campaign"
-    ):  # the cycles' table, goodput measured, the accumulation check
-        from ftqual.verification.campaign.cycles import campaign_section
-
-        campaign_report, accumulation = campaign_section(snap)
-        results.append(accumulation)
-    held: dict[str, object] = {}
-    if snap.meta.dumps_recorded:  # the ranks had sentinels: what held the rank, from their stack dumps
-        results.append(what_held_the_rank(snap))
-        held = held_metrics(snap)
+    campaign_report = section[0] if section is not None else None
+    # the ranks had sentinels: what held the rank, from their stack dumps
+    held: dict[str, object] = held_metrics(snap) if snap.meta.dumps_recorded else {}
     checks = [r.as_dict() for r in results]
     # The verdict and its one-line cause, composed once, where every other reader reads them
     # (ftqual.verification.verdict): from the run directory and, in the workflow, the attempt's record.
@@ -136,6 +129,15 @@ def build_report(
     # the log lines the non-passing checks cite, quoted here so that the report never reopens the logs
     report["excerpts"] = excerpts(snap.run_dir, report["checks"])
     return report
+
+
+def _campaign_section(snap: RunSnapshot) -> tuple[dict, CheckResult] | None:
+    """A campaign's cycles table (goodput measured) and its accumulation check; None for any other run."""
+    if family_of(snap.meta.fault) != "campaign":
+        return None
+    from ftqual.verification.campaign.cycles import campaign_section
+
+    return campaign_section(snap)
 
 
 def _run_record(snap: RunSnapshot) -> dict:

@@ -12,6 +12,7 @@ from ftqual.verification.checks.resume import (
     tracker_matches,
 )
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
@@ -115,3 +116,10 @@ def _all_saves(
             *(done[k].ref for k in wanted[:1]),
             done[wanted[-1]].ref,
         )
+
+
+SPEC = CheckSpec(
+    "uninterrupted_completion",
+    "the baseline reached its final iteration in one cycle, exit 0, no injection",
+    plain(uninterrupted_completion),
+)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from ftqual.rank.damage import DAMAGES_TO_FILES
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, Waiver, plain
 from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
@@ -30,14 +31,7 @@ CHECKPOINT_BREAK = "checkpoint_break_outcome"
 # NVRx 0.7.0's --ft-max-no-progress-cycles default (ftqual leaves it so): after this many consecutive cycles
 # without the tracker advancing, ft_launcher stops the job with exit 93.
 NVRX_NO_PROGRESS_CYCLES = 3
-# The checks a recovery would prove: a loud stop has none to prove (this check judges the ending).
-NOT_WHEN_STOPPED = (
-    "resumed_from_checkpoint",
-    "progress_after_resume",
-    "clean_finish",
-    "active_world_unchanged",
-    "replay_consistency",
-)
+# What the recovery checks say after a loud stop (their specs name this check in `waived_by`).
 STOPPED_LOUDLY = (
     "the job stopped non-zero on the broken checkpoint, so there is no recovery to verify "
     "(checkpoint_break_outcome judges the ending)"
@@ -176,3 +170,16 @@ def _ending(snap, kind, damaged, after, code, burned) -> tuple[str | None, str, 
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+SPEC = CheckSpec(
+    "checkpoint_break_outcome",
+    "the replacement met the checkpoint the fault rank broke, and the job recovered from a whole checkpoint"
+    " or stopped non-zero within NVRx's bound: never a silent exit 0, a restart from scratch, a loop or a"
+    " load of the damaged files",
+    plain(checkpoint_break_outcome),
+    # Only a damaged checkpoint's report carries it.
+    carried=lambda i: i.snap.meta.checkpoint_damage != "none" and not i.campaign,
+    # A loud stop (its pass) has no recovery to verify.
+    waives=Waiver(STOPPED_LOUDLY, lambda _, r: r.values.get("outcome") == "stopped_loudly"),
+)

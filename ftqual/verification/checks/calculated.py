@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.checks.section_times import CANNOT_TELL
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence.sections import RANK_MONITOR_INTERVAL_S, RunSections, run_sections
 from ftqual.verification.evidence.snapshot import RunSnapshot
 from ftqual.verification.evidence.train_log import FtInit
@@ -117,3 +118,13 @@ def calculated_timeouts(snap: RunSnapshot, exp: RunPlan, sections: RunSections |
             )
     f.values.update(cycles=cycles, final=final, sections=catches)
     return f.result()
+
+
+SPEC = CheckSpec(
+    "calculated_timeouts",
+    "the timeouts NVRx calculated (each cycle's start, every update, ft_state.json) are reported, none fired"
+    " with a value not in force, and the final ones stay above every healthy section's duration",
+    plain(calculated_timeouts),
+    # Only calculated-timeout runs carry it (a campaign's report keeps its own list).
+    carried=lambda i: i.exp.calc_ft_timeouts and not i.campaign,
+)

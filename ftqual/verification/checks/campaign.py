@@ -19,6 +19,7 @@ from ftqual.verification.checks.replay import replay_consistency
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive
 from ftqual.verification.checks.resume import progress_after_resume, resumed_from_checkpoint
 from ftqual.verification.checks.run_plan import RunPlan, run_plan_from
+from ftqual.verification.checks.spec import CheckInputs, CheckSpec, plain
 from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.run_meta import FaultMarker
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -151,3 +152,29 @@ def campaign_plan_followed(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     if not f.problems and not f.unknowns:
         f.fact(f"the {plan.count} faults of seed {plan.seed} were injected as planned, in order", ref)
     return f.result()
+
+
+def _accumulation(inputs: CheckInputs) -> CheckResult:
+    section = inputs.once("campaign_section", lambda: inputs.campaign_section(inputs.snap))  # type: ignore[misc]
+    return section[1]  # type: ignore[index]
+
+
+SPECS = (
+    CheckSpec(
+        PLAN_FOLLOWED,
+        "campaign_plan.json, written before the launch, planned K faults and the run injected exactly those,"
+        " in order (fault, rank, placement), each armed at or after its planned checkpoint",
+        plain(campaign_plan_followed),
+        carried=lambda i: i.campaign,
+    ),
+    CheckSpec(
+        "cycles_do_not_accumulate",
+        "over the campaign's cycles no restart, load or recovery time and no leftover process or open"
+        " descriptor grows (no last third entirely over the first third's median by the trend rule), and"
+        " /dev/shm would not be full within the horizon of faults at the rate the campaign leaked it (a"
+        " smaller leak is a finding)",
+        _accumulation,
+        # Judged by ftqual.verification.campaign.cycles, which the verifier hands in (a layer above).
+        carried=lambda i: i.campaign and i.campaign_section is not None,
+    ),
+)

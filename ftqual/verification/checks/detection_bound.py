@@ -8,9 +8,10 @@ a run under them proves that bound only through this check (and a healthy run th
 
 from __future__ import annotations
 
-from ftqual.contract import LIVE_FAULTS
+from ftqual.contract import LIVE_FAULTS, is_fault
 from ftqual.verification.checks.result import CheckResult, Findings, Scoped, inconclusive, per_injection, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.in_force import in_force, injection_line
 from ftqual.verification.evidence.run_meta import FaultMarker
@@ -105,3 +106,13 @@ def _bound(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: FaultM
         )
     else:
         f.fact(f"detected {took:.2f} s after the injection ({fired} fired), within {what}", found.ref)
+
+
+SPEC = CheckSpec(
+    "detected_within_timeout",
+    "the hang was detected within its section's timeout + the rank monitor's check interval (the bound the"
+    " timeouts promise)",
+    plain(detected_within_timeout),
+    # Only a live fault's report carries it: a hang's detection bound.
+    carried=lambda i: is_fault(i.exp.fault, lambda f: f.lives_on),
+)

@@ -18,6 +18,7 @@ from ftqual.verification.checks.result import (
     skip,
 )
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, first_failure_only, judged_per_fault
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.clock import iso_z
 from ftqual.verification.evidence.launcher_log import TimeoutFired, WorkerExit
@@ -674,3 +675,22 @@ def _cycle_records(snap: RunSnapshot, f: Findings | Scoped, marker: FaultMarker)
             f.problem(f"cycle {replacement} started before cycle {failed} ended", old.ref, new.ref)
     if new is not None and snap.train_log(replacement) is None:
         f.unknown(f"no logs/train_cycle{replacement}.log for the replacement cycle")
+
+
+SPECS = (
+    CheckSpec(
+        "checkpoint_before_failure",
+        "a checkpoint completed (async save finalized, tracker written) before the fault was injected, at the"
+        " iteration the injection marker records",
+        judged_per_fault("checkpoint_before_failure", first_failure_only(checkpoint_before_failure)),
+    ),
+    CheckSpec(
+        "failure_detected_and_restarted",
+        "ft_launcher recorded the failed cycle (exit code, or the section timeout naming the stopped rank)"
+        " and started replacement workers in a new cycle",
+        judged_per_fault(
+            "failure_detected_and_restarted", first_failure_only(failure_detected_and_restarted)
+        ),
+        waived_by=("node_loss_outcome",),
+    ),
+)

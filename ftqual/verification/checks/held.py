@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ftqual.contract import is_fault
 from ftqual.verification.checks.result import CheckResult
+from ftqual.verification.checks.spec import CheckSpec
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.dumps import StackDump, dump_problem, held_by, holder_of
 from ftqual.verification.evidence.model import Ref
@@ -156,3 +157,12 @@ def dumps_listing(snap: RunSnapshot) -> list[dict[str, object]]:
         }
         for d in snap.dumps.items
     ]
+
+
+SPEC = CheckSpec(
+    "what_held_the_rank",
+    "the stack dump of the faulted or timed-out rank, taken before it was stopped, names the frame that held"
+    " it (information: it does not gate the verdict)",
+    lambda i: what_held_the_rank(i.snap),
+    carried=lambda i: i.snap.meta.dumps_recorded,  # the ranks had sentinels
+)

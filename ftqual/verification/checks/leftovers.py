@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 NO_LEFTOVERS = "no_leftovers"
@@ -134,3 +135,12 @@ def _gpu_reclaims(snap: RunSnapshot, f: Findings) -> None:
             f"{slowest.waited_s:g} s of waiting (GPU {slowest.gpu})",
             slowest.ref,
         )
+
+
+SPEC = CheckSpec(
+    "no_leftovers",
+    "no process of a failed cycle was alive when the next cycle started, and (where nvidia-smi could be"
+    " asked) none held GPU memory, on every node",
+    plain(no_leftovers),
+    waived_by=("node_loss_outcome",),
+)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, Waiver, plain
 from ftqual.verification.checks.world import names
 from ftqual.verification.evidence.nodes import NodeRecord
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -25,25 +26,11 @@ LOSS_RECORDED_WITHIN_S = 30.0
 # After the rendezvous gave up: the survivors stopped their workers first (--workers-stop-timeout, 15 s by
 # default), the store host waits 3 s for the others to read the final state, our launcher cleans up.
 END_SLACK_S = 60.0
-# The checks a recovery would prove: without a spare node there is none to prove.
-NOT_WITHOUT_SPARE = (
-    "failure_detected_and_restarted",
-    "resumed_from_checkpoint",
-    "progress_after_resume",
-    "clean_finish",
-    "active_world_unchanged",
-    "no_leftovers",
-    "interrupted_save_discarded",
-    "replay_consistency",
-)
+# What the recovery checks say without a spare node (their specs name node_loss_outcome in `waived_by`).
 NO_RECOVERY = (
     "node_loss with no spare node: NVRx ends the job once the rendezvous cannot gather the nodes it needs, "
     "so there is no recovery to verify (node_loss_outcome judges the ending)"
 )
-
-
-def not_applicable(check_id: str) -> CheckResult:
-    return skip(check_id, NO_RECOVERY)
 
 
 def node_loss_outcome(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
@@ -264,3 +251,13 @@ def _ended(snap: RunSnapshot, f: Findings, survivors: list[str], exp: RunPlan) -
             record.ref,
         )
     f.values["ended_s"] = ended
+
+
+SPEC = CheckSpec(
+    NODE_LOSS_OUTCOME,
+    "a whole node's ft_launcher was killed; without a spare node every surviving node ended, non-zero, once"
+    " its rendezvous had waited join_timeout; with one, the standby was promoted and training went on",
+    plain(node_loss_outcome),
+    carried=lambda i: i.exp.node_loss,  # only node_loss reports carry it
+    waives=Waiver(NO_RECOVERY, lambda i, _: i.exp.job_ends),
+)

@@ -32,18 +32,14 @@ from __future__ import annotations
 
 from ftqual.verification.checks.result import CheckResult, Findings, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, Waiver, plain
 from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.endings import exit_meaning
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 RECURRING_OUTCOME = "recurring_fault_outcome"
-# The checks a stopped loop cannot prove (nothing resumes past the fault): this check judges the ending.
-NOT_WHEN_RECURRING = (
-    "resumed_from_checkpoint",
-    "progress_after_resume",
-    "clean_finish",
-    "replay_consistency",
-)
+# What the recovery checks say for a fault that comes back (their specs name this check in `waived_by`):
+# nothing resumes past it; this check judges the ending.
 RECURRING_STOPS = (
     "the fault comes back after every restart, so there is no recovery to verify "
     "(recurring_fault_outcome judges the stop)"
@@ -281,3 +277,16 @@ def _curable(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
         snap.meta.ref,
     )
     return f.result()
+
+
+SPEC = CheckSpec(
+    RECURRING_OUTCOME,
+    "a fault that comes back after every restart: the job stopped non-zero within the no-progress bound, who"
+    " stopped it and the GPU-seconds it burned named; a rank fault injected more than once (the curable"
+    " control): never stopped by NVRx while each cycle made progress",
+    plain(recurring_fault_outcome),
+    # Only such reports carry it (and a rank fault injected more than once: the curable control).
+    carried=lambda i: i.stop_role is not None,
+    # Nothing resumes past a fault that comes back after every restart: this check judges the stop.
+    waives=Waiver(RECURRING_STOPS, lambda i, _: i.stop_role == "loop"),
+)

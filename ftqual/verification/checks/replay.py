@@ -29,6 +29,7 @@ from ftqual.contract import family_of
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip, unready
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.checks.series import Mask, Series, Spans, Window, relative
+from ftqual.verification.checks.spec import CheckSpec, judged_per_fault
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.iterations import HAS_LOSS
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -536,3 +537,18 @@ def _not_comparable(snap: RunSnapshot, baseline: RunSnapshot) -> str:
     if not ours.keys() & theirs.keys():
         return "run.json records none of the settings that shape the losses in both runs"
     return ""
+
+
+SPEC = CheckSpec(
+    "replay_consistency",
+    "every loss after the restore is finite and agrees with each source that covers it (the first attempt's"
+    " overlap, a baseline with the same settings); a difference confined to the first iterations after the"
+    " restore, with agreement after it, passes with a note",
+    judged_per_fault("replay_consistency", lambda i: replay_consistency(i.snap, i.exp, i.baseline)),
+    waived_by=(
+        "node_loss_outcome",
+        "checkpoint_break_outcome",
+        "storage_fault_outcome",
+        "recurring_fault_outcome",
+    ),
+)

@@ -10,6 +10,7 @@ from ftqual.verification.checks import result as checks
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import CheckResult, Findings, Scoped
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.clock import iso_z
 from ftqual.verification.evidence.run_meta import FaultMarker
@@ -246,3 +247,18 @@ def _after_existing(snap: RunSnapshot, f: Findings, k: int) -> None:
         )
     else:
         f.fact(f"the recovery restored {restored.iteration}", restored.ref)
+
+
+DISCARDED_SPEC = CheckSpec(
+    "interrupted_save_discarded",
+    "the save in flight at the kill was never finalized, and the replacement restored the checkpoint"
+    " completed before it",
+    plain(interrupted_save_discarded),
+    waived_by=("node_loss_outcome",),
+)
+EXISTING_SPEC = CheckSpec(
+    "started_from_existing_checkpoint",
+    "the run started from the copied checkpoint K, the fault came after a newer one, and the recovery"
+    " restored a checkpoint after K",
+    plain(started_from_existing_checkpoint),
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence.in_force import in_force
 from ftqual.verification.evidence.sections import SECTIONS, Figure, RunSections, run_sections
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -98,3 +99,11 @@ def timeouts_not_exceeded(
             f.fact(f"{name} max {figure.seconds:.2f} s < {limit:g} s", *figure.evidence[-1:])
     f.values.update(values)
     return f.result()
+
+
+SPEC = CheckSpec(
+    "timeouts_not_exceeded",
+    "no healthy section (setup, step, checkpointing, out of section) took as long as its configured timeout"
+    " in any cycle: the timeout would not have fired on a healthy run",
+    plain(timeouts_not_exceeded),
+)

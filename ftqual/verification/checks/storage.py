@@ -20,16 +20,17 @@ from __future__ import annotations
 
 from ftqual.contract import STORAGE_FAULTS
 from ftqual.verification.checks.broken_checkpoint import MITIGATIONS as BROKEN_MITIGATIONS
-from ftqual.verification.checks.broken_checkpoint import NOT_WHEN_STOPPED, loud_stop_bound
+from ftqual.verification.checks.broken_checkpoint import loud_stop_bound
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, Waiver, plain
 from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.run_meta import FaultMarker
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
 STORAGE_OUTCOME = "storage_fault_outcome"
-# The checks a recovery would prove; the world's sameness stays: every replacement trains, cycle after cycle.
-NOT_WHEN_STORAGE_STOPPED = tuple(c for c in NOT_WHEN_STOPPED if c != "active_world_unchanged")
+# What the recovery checks say after a loud stop (their specs name this check in `waived_by`); the world's
+# sameness is still judged: every replacement trains, cycle after cycle.
 STORAGE_STOPPED = (
     "the job stopped non-zero on the failed storage, so there is no recovery to verify "
     "(storage_fault_outcome judges the ending)"
@@ -258,3 +259,15 @@ def _ending(snap, after, code, burned, failed, tracker) -> tuple[str | None, str
         f"stopped loudly: exit {code} after {len(after)} replacement cycle(s){cost}",
         (snap.meta.ref,),
     )
+
+
+SPEC = CheckSpec(
+    STORAGE_OUTCOME,
+    "the checkpoint storage failed (a full filesystem, a stopped writer), the save it broke never became the"
+    " latest nor was loaded, and the job recovered or stopped non-zero within NVRx's bound: never a silent"
+    " exit 0 or saves lost under an exit 0",
+    plain(storage_fault_outcome),
+    carried=lambda i: i.family == "storage",  # only a storage fault's report carries it
+    # A loud stop (a pass) has no recovery to verify either.
+    waives=Waiver(STORAGE_STOPPED, lambda _, r: r.values.get("outcome") == "stopped_loudly"),
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
@@ -81,3 +82,11 @@ def fixed_timeouts_in_force(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     else:
         f.fact(f"no ft_state.json in {snap.checkpoints.root}")
     return f.result()
+
+
+SPEC = CheckSpec(
+    "fixed_timeouts_in_force",
+    "the section timeouts Megatron reported in every cycle equal the configured ones (no calculated timeouts"
+    " loaded from ft_state.json)",
+    plain(fixed_timeouts_in_force),
+)

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
+from ftqual.verification.checks.spec import CheckSpec, plain
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.launcher_log import RendezvousJoin, TimeoutFired, WorkerExit
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -377,3 +378,13 @@ def active_world_unchanged(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
     _detected_on(snap, f)
     _restarted_and_resumed(snap, f, world, hosts)
     return f.result()
+
+
+SPEC = CheckSpec(
+    "active_world_unchanged",
+    "every cycle, the replacement included, ran on all ranks of the world and on every node: no rank or node"
+    " was lost or left out after the restart",
+    plain(active_world_unchanged),
+    # A stopped loop's and a failed storage's replacements still train: their ranks and nodes are judged.
+    waived_by=("node_loss_outcome", "checkpoint_break_outcome"),
+)

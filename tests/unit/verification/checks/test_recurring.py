@@ -13,6 +13,7 @@ progress: 5 -> 5"); NVRx's progress tracker stopped the job at the third (exit 9
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -21,7 +22,8 @@ import pytest
 
 from ftqual import contract
 from ftqual.launch import run_schema
-from ftqual.verification.checks.recurring import CURABLE_STOPPED, NOT_WHEN_RECURRING, RECURRING_OUTCOME
+from ftqual.verification.checks import waived_by
+from ftqual.verification.checks.recurring import CURABLE_STOPPED, RECURRING_OUTCOME
 from ftqual.verification.verify import build_report
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -43,8 +45,8 @@ def recurring_registry(monkeypatch):
     if "recurring" not in contract.FAMILIES:
         monkeypatch.setattr(contract, "FAMILIES", (*contract.FAMILIES, "recurring"))
     for name in RECURRING_KINDS:
-        kind = contract.Fault(
-            name, "recurring", "a fault that comes back", "exit", (1, -9, 137), checks=(RECURRING_OUTCOME,)
+        kind = dataclasses.replace(
+            contract.FAULT_KINDS[name], detection="exit", exit_codes=(1, -9, 137), checks=(RECURRING_OUTCOME,)
         )
         monkeypatch.setitem(contract.FAULT_KINDS, name, kind)
         monkeypatch.setitem(contract.REQUIRED_CHECKS, name, kind.required_checks)
@@ -112,8 +114,8 @@ def test_a_loop_the_progress_tracker_stopped_within_the_bound_passes(tmp_path, f
     )
     assert metrics["burned_gpu_s"] == 125.6
     # a stopped loop has no recovery to prove: those checks skip, saying why; the exit 93 is the design's
-    skipped = {c["id"]: c for c in report["checks"] if c["id"] in NOT_WHEN_RECURRING}
-    assert set(skipped) == set(NOT_WHEN_RECURRING)
+    skipped = {c["id"]: c for c in report["checks"] if c["id"] in waived_by(RECURRING_OUTCOME)}
+    assert set(skipped) == set(waived_by(RECURRING_OUTCOME))
     assert all(c["status"] == "skip" and "recurring_fault_outcome" in c["detail"] for c in skipped.values())
     assert not any(c["id"] == "launcher_exit" for c in report["checks"])
     assert report["expected"]["exit_code"] == "non-zero" and report["expected"]["bound_cycles"] == 4
