@@ -1,5 +1,6 @@
-"""Ask the Megatron-LM checkout itself whether it accepts each scenario's arguments: its parser, then its
-own argument validation.
+"""Ask the Megatron-LM checkout itself (its parser, then its validate_args) whether it accepts the arguments.
+
+Each scenario's arguments, the parser's and the validation's word.
 
 A flag the checkout does not know, or a pair of flags its validation refuses (`Cannot specify both
 --step-batch-size-schedule and --global-batch-size`, a world size the parallel sizes do not divide), otherwise

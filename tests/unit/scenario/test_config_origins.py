@@ -1,4 +1,4 @@
-"""A config mistake names where its value came from (issue 64): the config file that set it (the user's
+"""A config mistake names where its value came from: the config file that set it (the user's
 --configfile or config/config.yaml), --config on the command line, or the team's launch script's file:line;
 a problem every scenario shares is said once; a YAML syntax error is file:line:column; --config mappings
 are read as YAML; a bad scale is said in words with the schema's example."""
