@@ -1,5 +1,6 @@
-"""The fault registry, and nothing else: FAULT_KINDS, one `Fault` per kind, from which every fault table is
-derived, and the functions that ask it.
+"""The fault registry, and nothing else: FAULT_KINDS, one `Fault` per kind, and the functions that ask it.
+
+Every fault table is derived from it.
 
 The code that runs inside every training rank (ftqual.rank, standard library only) imports it as its one
 module of the package, so it must import nothing outside the standard library
@@ -45,6 +46,10 @@ ANY_TIMING = ("checkpoint", "in_save", "save_staged", *WRITING_PHASES, "save_fin
 RECURS_AT = ("first_step", "setup")
 
 
+# How the verifier judges a dying fault's exit (Fault.exit_judged_by).
+EXIT_JUDGEMENTS = ("exit_codes", "killed_pid")
+
+
 @dataclass(frozen=True)
 class Fault:
     """One fault kind, everything the stages must agree on about it. `family`: none (the baseline), rank
@@ -80,6 +85,11 @@ class Fault:
     timings: tuple[str, ...] = AFTER_CHECKPOINT  # the --fault-timing values it takes
     damages_checkpoint: bool = False  # it may leave a broken checkpoint (checkpoint_damage): it dies at once
     recurs_at: str | None = None  # a recurring fault's later cycles (RECURS_AT)
+    # The verifier's reading of it: "killed_pid": its death is judged by the killed pid's own exit (a peer may
+    # be listed first), else by one of its exit codes; `catchable`: a signal the workload may catch and end in
+    # order (Megatron's --exit-signal-handler), a path the check tells apart.
+    exit_judged_by: str = "exit_codes"
+    catchable: bool = False
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or (self.detection is not None and self.detection not in DETECTIONS):
@@ -94,6 +104,10 @@ class Fault:
         ):
             raise ValueError(
                 f"fault {self.name}: preparations {self.rank_prepares!r}, {self.launcher_prepares!r}"
+            )
+        if self.exit_judged_by not in EXIT_JUDGEMENTS:
+            raise ValueError(
+                f"fault {self.name}: exit_judged_by {self.exit_judged_by!r} not in {EXIT_JUDGEMENTS}"
             )
         if not set(self.timings) <= set(ANY_TIMING) or not self.timings:
             raise ValueError(f"fault {self.name}: timings {self.timings!r} must be among {ANY_TIMING}")
@@ -168,6 +182,7 @@ FAULT_KINDS: dict[str, Fault] = {
             act="sigkill",
             timings=ANY_TIMING,
             damages_checkpoint=True,
+            exit_judged_by="killed_pid",
         ),
         _rank("hang", "SIGSTOP", "timeout", act="sigstop"),
         Fault(
@@ -200,7 +215,17 @@ FAULT_KINDS: dict[str, Fault] = {
             catalog=True,
             act="exception",
         ),
-        _rank("sigterm", "SIGTERM", "exit", -15, 143, catalog=True, ends_at_once=True, act="sigterm"),
+        _rank(
+            "sigterm",
+            "SIGTERM",
+            "exit",
+            -15,
+            143,
+            catalog=True,
+            ends_at_once=True,
+            act="sigterm",
+            catchable=True,
+        ),
         _rank("sigint", "SIGINT", "exit", -2, 130, 1, catalog=True, unwinds=True, act="sigint"),
         _rank("gil_lock", "a thread that holds the GIL forever", "timeout", catalog=True, act="gil_lock"),
         _rank(

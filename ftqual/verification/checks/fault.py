@@ -227,7 +227,8 @@ def _detection(snap: RunSnapshot, exp: RunPlan, f: Findings | Scoped, marker: Fa
     injected_local = marker.local_rank if marker else None
     exits = derive.exits_after_injection(snap, marker)
     exit_ = exits[0] if exits else None
-    if exp.fault == "kill":
+    known = fault_kind(exp.fault)
+    if known is not None and known.exit_judged_by == "killed_pid":
         _kill_exit(snap, f, exits, injected_local, marker)
         return
     if family_of(exp.fault) == "storage":
@@ -439,7 +440,7 @@ def _exit_path(
     cycle = derive.fault_cycle(snap, marker)
     timeouts = [t for t in derive.qualifying_failures(snap, marker) if isinstance(t, TimeoutFired)]
     if not exits:
-        if fault == "sigterm" and _handled_sigterm(snap, f, marker, cycle):
+        if known is not None and known.catchable and _handled_sigterm(snap, f, marker, cycle):
             return
         if timeouts:
             first = timeouts[0]
@@ -506,7 +507,7 @@ def _exit_path(
     # An exception or SIGINT that unwound (a traceback after the injection) ends its rank by the rank's own
     # exit or by the open section's timeout, whichever comes first: both are its detection.
     cut = found is not None and found.cut_by_timeout and found.traceback is not None and bool(early)
-    if item.exit_code == -15 and fault != "sigterm" and snap.meta.interrupted_by:
+    if item.exit_code == -15 and -15 not in wanted and snap.meta.interrupted_by:
         # the launcher, stopped from outside, ends its workers with SIGTERM: that exit is the stop's
         f.unknown(
             f"worker local_rank {item.local_rank} exited with code -15 after the launcher was stopped by "

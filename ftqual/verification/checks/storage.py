@@ -19,6 +19,7 @@ begun), a restart from scratch, a replacement that loaded the incomplete S, rest
 from __future__ import annotations
 
 from ftqual.contract import STORAGE_FAULTS
+from ftqual.contract import fault as fault_kind
 from ftqual.verification.checks.broken_checkpoint import MITIGATIONS as BROKEN_MITIGATIONS
 from ftqual.verification.checks.broken_checkpoint import loud_stop_bound
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
@@ -77,7 +78,7 @@ def storage_fault_outcome(snap: RunSnapshot, exp: RunPlan) -> CheckResult:
             marker.ref,
         )
         return f.result()
-    if exp.fault == "disk_full":
+    if fault_kind(exp.fault).rank_prepares == "fill_filesystem":
         _filled(snap, f, marker, record)
     else:
         _stalled(f, marker, record)
