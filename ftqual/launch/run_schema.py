@@ -26,6 +26,7 @@ CHECKPOINT_DAMAGE_VALUES = ("none", *CHECKPOINT_DAMAGES)
 MAX_INJECTIONS = 1000  # one per cycle: max_restarts is a handful
 TIMEOUT_KEYS = ("setup", "step", "checkpointing", "out_of_section")
 TIMEOUTS_SOURCES = ("configured", "recommended")
+REPLAY_MODES = ("exact", "tolerance")  # the setting `replay` (config/schema.yaml)
 MAX_TZ_OFFSET_S = 26 * 3600  # UTC-12 .. UTC+14, with room: anything beyond is not a clock offset
 # `interrupted_by`: the signal that stopped our launcher from outside (a stopped workflow, a scheduler's time
 # limit, scancel), by name; null when nothing did.
@@ -360,6 +361,8 @@ class RunRecord:
     timeouts_from: dict[str, float] | None = _key(None, Key(_timeouts_from, _check_timeouts_from))
     # NVRx calculated the timeouts (`timeouts` are the initial ones)
     calc_ft_timeouts: bool = _key(False, Key(_true, _flag_check))
+    # exact: trained deterministically, the recovery judged bitwise (checks/exact.py); absent: tolerance
+    replay: str = _key("tolerance", Key(_or("tolerance"), _choice_check(lambda: REPLAY_MODES, "tolerance")))
     campaign: dict | None = _key(None, OBJ)  # {plan, seed, faults, mtti_iterations}
     job: dict | None = _key(None, OBJ)  # the job shape that ran: model preset, digest, estimates
     scheduler_kill_wait_s: float | None = _key(None, SECONDS)  # Slurm's KillWait, read at the start

@@ -16,6 +16,7 @@ from ftqual.verification.checks import (
     calculated,
     campaign,
     detection_bound,
+    exact,
     fault,
     held,
     leftovers,
@@ -48,6 +49,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     section_times.SPEC,
     saves.EXISTING_SPEC,
     replay.SPEC,
+    exact.SPEC,  # carried by replay-exact fault runs only
     # the scenarios' own outcome checks: only their scenarios' reports carry them
     node_loss.SPEC,
     broken_checkpoint.SPEC,

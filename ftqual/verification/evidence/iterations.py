@@ -268,6 +268,35 @@ class IterationTable:
         except OSError:
             return ""
 
+    def texts(self, above: int) -> Iterator[tuple[int, int, str]]:
+        """(iteration, line number, the line's text) of every row whose iteration is above `above`, in log
+        order; the log is opened once and each line read back by its offset (the exact replay's figures)."""
+        handle = None
+        try:
+            for start, data in self.chunks(low=above + 1):
+                for offset, rec in enumerate(data):
+                    if int(rec["iteration"]) <= above:
+                        continue
+                    index = start + offset
+                    text = self._texts.get(index)
+                    if text is None:
+                        if handle is None:
+                            handle = self._open()
+                        text = _line_at(handle, int(rec["offset"])) if handle and rec["offset"] >= 0 else ""
+                    yield int(rec["iteration"]), int(rec["line"]), text
+        finally:
+            if handle:
+                handle.close()
+
+    def _open(self):
+        """The log opened for reading back, or False where it cannot be (its rows then have no text)."""
+        if self.source is None:
+            return False
+        try:
+            return open_regular(self.source, *((self.root,) if self.root is not None else ()))
+        except OSError:
+            return False
+
     def __iter__(self) -> Iterator[IterationLine]:
         """Every row as an IterationLine (for small logs and tests: each one reads its line back)."""
         for start, data in self.chunks():

@@ -85,6 +85,22 @@ ITERATION_TIMESTAMP = re.compile(r"^\s*" + _TS + r" iteration")
 GLOBAL_BATCH = re.compile(r"global batch size:\s+(\d+)")
 LOSS = re.compile(r"lm loss: ([-+]?(?:[\d.]+(?:[Ee][-+]?\d+)?|nan|inf))", re.IGNORECASE)
 ELAPSED = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
+# Every per-iteration figure the line prints, as printed (the exact replay compares the text, not a number);
+# Megatron prints `num zeros` only with --log-num-zeros-in-grad:
+#   ... | learning rate: 6.000000E-05 | ... | lm loss: 1.046875E+01 | loss scale: 1.0 | grad norm: 5.123 |
+#   num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |
+FIGURES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (name, re.compile(r"\| " + label + r":\s*([^|\s]+) \|"))
+    for name, label in (
+        ("loss", "lm loss"),
+        ("grad norm", "grad norm"),
+        ("learning rate", "learning rate"),
+        ("loss scale", "loss scale"),
+        ("skipped iterations", "number of skipped iterations"),
+        ("nan iterations", "number of nan iterations"),
+        ("zeros in grads", "num zeros"),
+    )
+)
 # The live status's pace (iteration, of N, ms):
 #   1:  [2026-11-30 10:00:05] iteration        5/      20 | elapsed time per iteration (ms): 250.0 |
 ITERATION_PACE = re.compile(r"iteration\s+(\d+)/\s*(\d+) \|.*?elapsed time per iteration \(ms\): ([\d.]+)")
