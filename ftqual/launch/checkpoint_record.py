@@ -1,14 +1,18 @@
 """The run directory holds its checkpoint evidence: `<run>/checkpoint_record/`, written when a run ends.
 
 A run's checkpoints may live outside its run directory (config `checkpoint_dir`, a scratch filesystem that
-is purged). The verifier reads only the checkpoint directory's metadata, never a tensor: the tracker, each
-`iter_XXXXXXX` folder's listing (`.metadata`, `metadata.json`, how many payload files and their bytes) and
-`ft_state.json`. So when a run ends the launcher records exactly that into the run directory:
+is purged). The verifier reads the checkpoint directory's metadata: the tracker, each `iter_XXXXXXX` folder's
+listing (`.metadata`, `metadata.json`, how many payload files and their bytes) and `ft_state.json`; a tensor's
+content only through the digests below. So when a run ends the launcher records exactly that into the run
+directory:
 
 ```
 checkpoint_record/record.json       ftqual.checkpoint_record/v1: every entry below the checkpoint directory
 checkpoint_record/<path>            a copy of each small file (the tracker, `.metadata`, `metadata.json`,
                                     `common.pt`, `ft_state.json`, ...), at its path below the directory
+checkpoint_record/digests/          ftqual.checkpoint_digest/v1: per-tensor digests of every saved iteration
+                                    (ftqual.launch.checkpoint_digest; the one record of a tensor's content,
+                                    read by the check checkpoint_equal only)
 ```
 
 `record.json`: `checkpoint_dir` (as run.json names it), `recorded_at`, `existed` (false: there was no
@@ -43,6 +47,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ftqual.jsonfile import write_json_atomic
+from ftqual.launch.checkpoint_digest import DIGESTS_DIR, write_digests
 
 SCHEMA = "ftqual.checkpoint_record/v1"
 RECORD_DIR = "checkpoint_record"
@@ -235,12 +240,17 @@ class _Walk:
 
 
 def write(
-    run_dir: Path, configured: str, hash_bytes: int = HASH_BYTES, now: str | None = None
+    run_dir: Path,
+    configured: str,
+    hash_bytes: int = HASH_BYTES,
+    now: str | None = None,
+    digests: bool = True,
 ) -> Path | None:
     """Record the checkpoint directory run.json names (`configured`) into `run_dir/checkpoint_record/`.
 
     Returns the record's folder, or None when one exists already (never replaced). `hash_bytes`: the hash
-    cap (0: hash nothing, for a run stopped from outside whose job must end before the scheduler's kill).
+    cap (0: hash nothing, for a run stopped from outside whose job must end before the scheduler's kill;
+    nor digest). `digests`: also the per-tensor digests of every saved iteration (checkpoint_digest).
     OSError when the record cannot be written (the caller says so; the run's exit code stays)."""
     final = record_path(run_dir)
     if final.exists() or final.is_symlink():
@@ -268,6 +278,8 @@ def write(
         "entries": [entry.as_dict() for entry in walk.entries],
     }
     write_json_atomic(staging / MANIFEST, manifest)
+    if digests and existed and walk.problem is None and hash_bytes > 0:
+        write_digests(root, staging / DIGESTS_DIR)  # inside the staging folder: renamed with the record
     os.rename(staging, final)  # whole or not at all
     return final
 
