@@ -25,7 +25,7 @@ RECOVERY_CHECKS = (
     "clean_finish",
 )
 BASELINE_CHECKS = ("uninterrupted_completion",)
-FAMILIES = ("none", "rank", "node", "storage", "recurring", "campaign")
+FAMILIES = ("none", "rank", "node", "storage", "recurring", "exactness", "campaign")
 DETECTIONS = ("exit", "timeout", "node")
 # What a fault needs of each stage beyond its family's common path, named here (data: the rank stays
 # standard-library only) and resolved to code by the stage's own table. The launcher's (ftqual.launch.
@@ -44,6 +44,12 @@ WRITING_PHASES = ("save_shards_partial", "save_shards_complete")  # a writer hol
 ANY_TIMING = ("checkpoint", "in_save", "save_staged", *WRITING_PHASES, "save_finalized")
 # Where a recurring fault comes back after its first injection (ftqual.rank.recurring.TRIGGERS).
 RECURS_AT = ("first_step", "setup")
+# What an exactness fault does to the workload's save or restore (Fault.tampers; ftqual.rank.exactness.TAMPERS
+# resolves them, the workload calls its hooks): a save writes the previous save's state under the new
+# iteration's name; the restore loads the model's weights only, leaves the RNG as the fresh process seeded
+# it, or restarts the data at sample 0. Only the smoke workload calls the hooks (TAMPER_WORKLOADS).
+TAMPERS = ("stale_save", "weights_only", "fresh_rng", "data_from_start")
+TAMPER_WORKLOADS = ("smoke",)
 
 
 # How the verifier judges a dying fault's exit (Fault.exit_judged_by).
@@ -56,7 +62,10 @@ class Fault:
     (one rank of the job meets it), node (a whole node: its ft_launcher and every process below it), storage
     (the checkpoint storage fails, the rank lives on: ftqual.verification.checks.storage), recurring (one rank
     meets it again in every cycle, at the same iteration or in setup, so no restart cures it and the stack
-    must stop the job: never drawn into a campaign, ftqual.verification.checks.recurring), campaign (many
+    must stop the job: never drawn into a campaign, ftqual.verification.checks.recurring), exactness (one rank
+    is killed after a checkpoint, as kill is, and the save before it or the replacement's restore loses part
+    of the state: the job recovers and trains on from a wrong state, which only the checkpoint shows,
+    ftqual.verification.checks.checkpoint_equal; never drawn into a campaign), campaign (many
     faults of one run, drawn from the rank faults by ftqual.scenario.campaign_plan). `detection`: the path
     ft_launcher must detect it by: "exit" (the rank's death, with one of `exit_codes`: torch's elastic agent
     prints a death by signal N as -N, a shell between makes it 128+N), "timeout" (a live rank's section or
@@ -90,6 +99,7 @@ class Fault:
     # order (Megatron's --exit-signal-handler), a path the check tells apart.
     exit_judged_by: str = "exit_codes"
     catchable: bool = False
+    tampers: str | None = None  # an exactness fault's change to the save or the restore (TAMPERS)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or (self.detection is not None and self.detection not in DETECTIONS):
@@ -111,6 +121,8 @@ class Fault:
             )
         if not set(self.timings) <= set(ANY_TIMING) or not self.timings:
             raise ValueError(f"fault {self.name}: timings {self.timings!r} must be among {ANY_TIMING}")
+        if (self.tampers is not None) != (self.family == "exactness") or self.tampers not in (None, *TAMPERS):
+            raise ValueError(f"fault {self.name}: an exactness fault, and only one, says what it tampers")
         if (self.recurs_at is not None) != (self.family == "recurring") or self.recurs_at not in (
             None,
             *RECURS_AT,
@@ -152,9 +164,27 @@ def _rank(name: str, action: str, detection: str, *exit_codes: int, **more: obje
     return Fault(name, "rank", action, detection, exit_codes, **more)  # type: ignore[arg-type]
 
 
+def _exactness(name: str, action: str, tampers: str) -> Fault:
+    """A kill after a checkpoint whose save or restore `tampers` (TAMPERS): detected as kill is, judged by
+    the checkpoint the recovered run writes (checkpoint_equal)."""
+    return Fault(
+        name,
+        "exactness",
+        f"{action}; SIGKILL after that checkpoint",
+        "exit",
+        (-9, 137),
+        ends_at_once=True,
+        checks=("checkpoint_equal",),
+        act="sigkill",
+        exit_judged_by="killed_pid",
+        tampers=tampers,
+    )
+
+
 # Every fault kind, in the order the schema, the launcher and the report list them: the walkthrough's three,
 # the node loss, NVRx's fault catalog as one rank of a training job meets it, the storage faults
-# (config/checkpoint_faults.yaml), the recurring faults (config/recurring_faults.yaml), and the campaign.
+# (config/checkpoint_faults.yaml), the recurring faults (config/recurring_faults.yaml), the faults that break
+# exactness silently (config/exact_faults.yaml), and the campaign.
 # sigterm is the default action's death (a workload that handles SIGTERM itself is told apart by the check);
 # sigint is Python's KeyboardInterrupt, uncaught: Python re-raises SIGINT (-2) only when the exception ends
 # the interpreter's top-level code, and under ft_launcher on CPU the rank exits 1 after the traceback;
@@ -302,6 +332,26 @@ FAULT_KINDS: dict[str, Fault] = {
             act="device_failure",
             recurs_at="setup",
         ),
+        _exactness(
+            "stale_save",
+            "a save writes the previous save's state (bit for bit) under the new iteration's name",
+            "stale_save",
+        ),
+        _exactness(
+            "optimizer_not_restored",
+            "the replacement's restore loads the model's weights only",
+            "weights_only",
+        ),
+        _exactness(
+            "rng_not_restored",
+            "the replacement's restore leaves the RNG as seeded at start",
+            "fresh_rng",
+        ),
+        _exactness(
+            "data_position_lost",
+            "the replacement's restore restarts the data at sample 0",
+            "data_from_start",
+        ),
         Fault(
             "campaign",
             "campaign",
@@ -349,6 +399,7 @@ RANK_FAULTS = faults_where(lambda f: f.family == "rank")  # a campaign's kinds: 
 RECURRING_FAULTS = faults_where(lambda f: f.family == "recurring")
 STORAGE_FAULTS = faults_where(lambda f: f.family == "storage")
 GPU_ONLY_FAULTS = faults_where(lambda f: f.gpu_only)
+EXACTNESS_FAULTS = faults_where(lambda f: f.family == "exactness")
 LIVE_FAULTS = faults_where(lambda f: f.lives_on)
 EXIT_CODES: dict[str, tuple[int, ...]] = {f.name: f.exit_codes for f in FAULT_KINDS.values() if f.exit_codes}
 UNWINDING_FAULTS = faults_where(lambda f: f.unwinds)
@@ -378,6 +429,12 @@ def detection_paths(fault: str) -> tuple[str, ...]:
 def gpu_only_problem(fault: str, workload: str, name: str = "fault", separator: str = " ") -> str | None:
     """Why `fault` cannot run on `workload`, in one line (the setting said as `name``separator``fault`: the
     config's `fault gpu_error`, the environment's `NVRX_DEMO_FAULT=gpu_error`), or None."""
+    kind = FAULT_KINDS.get(fault)
+    if kind is not None and kind.tampers is not None and workload not in TAMPER_WORKLOADS:
+        return (
+            f"{name}{separator}{fault} acts through the save and restore hooks only the "
+            f"{' and '.join(TAMPER_WORKLOADS)} workload calls; the {workload} workload has none"
+        )
     if fault not in GPU_ONLY_FAULTS or workload != "smoke":
         return None
     return (

@@ -68,6 +68,7 @@ try:  # import ftqual: installed, or from the checkout the worker put on the pat
 except ImportError:  # `python workloads/smoke_train.py` in a checkout that is not installed
     sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 # the names the rank's wrapper and the verifier read on disk, never written again here
+from ftqual.rank import exactness  # noqa: E402  (the exactness faults' save and restore hooks)
 from ftqual.rank.save_phases import MEGATRON_METADATA  # noqa: E402
 from ftqual.rank.tracker import TRACKER_NAME, iteration_dir_name  # noqa: E402
 
@@ -487,11 +488,13 @@ def save_checkpoint(
     out.rank_0(
         f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {args.save} in torch_dist format"
     )
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    # stale_save (ftqual.rank.exactness) writes the previous iteration's model and optimizer under this name
+    model_sd, optim_sd = exactness.state_to_save(get_state_dict(model, optimizer), iteration)
     state = {
         "model": model_sd,
         "optimizer": optim_sd,
         "progress": torch.tensor([iteration, consumed], dtype=torch.int64),
+        "rng": torch.get_rng_state(),
     }
     payload.add_to(state)
     if args.async_save:
@@ -593,6 +596,14 @@ def verify_integrity_manifest(directory: Path, rank: int) -> None:
         raise CheckpointingException(found[0])
 
 
+def saves_rng(checkpoint: Path) -> bool:
+    """Whether the checkpoint holds the RNG's state (every save since the RNG was saved)."""
+    try:
+        return "rng" in dcp.FileSystemReader(str(checkpoint)).read_metadata().state_dict_metadata
+    except Exception:  # no readable metadata: the load itself says so
+        return False
+
+
 def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> tuple[int, int]:
     """(iteration, consumed samples) to continue from; (0, 0) for a fresh start."""
     if not args.load:
@@ -610,18 +621,24 @@ def load_checkpoint(args, model, optimizer, out: Printer, payload: Payload) -> t
     # there raises FileNotFoundError, uncaught (the rank exits non-zero), before any load.
     list(checkpoint_dir(args.load, iteration).iterdir())
     out.rank_0(f" loading distributed checkpoint from {args.load} at iteration {iteration}")
-    load_optim = not (args.no_load_optim or args.finetune)
+    # the exactness faults' restore hooks (ftqual.rank.exactness) say what a broken restore leaves out
+    load_optim = not (args.no_load_optim or args.finetune) and exactness.restores_optimizer()
     state = {"model": get_model_state_dict(model), "progress": torch.zeros(2, dtype=torch.int64)}
     if load_optim:
         state["optimizer"] = get_optimizer_state_dict(model, optimizer)
     if args.verify_integrity:
         verify_integrity_manifest(checkpoint_dir(args.load, iteration), out.rank)
     payload.load_into(state, checkpoint_dir(args.load, iteration))
+    if saves_rng(checkpoint_dir(args.load, iteration)) and exactness.restores_rng():
+        state["rng"] = torch.get_rng_state()  # a checkpoint written before the RNG was saved has none
     dcp.load(state, checkpoint_id=str(checkpoint_dir(args.load, iteration)))
     set_model_state_dict(model, state["model"])
     if load_optim:
         set_optimizer_state_dict(model, optimizer, state["optimizer"])
+    if "rng" in state:
+        torch.set_rng_state(state["rng"])
     iteration, consumed = (int(v) for v in state["progress"])
+    consumed = exactness.data_position(consumed)
     if args.finetune:
         iteration, consumed = 0, 0
     out.rank_0(f"  successfully loaded checkpoint from {args.load} {PARALLEL_TAG} at iteration {iteration}")
@@ -664,12 +681,17 @@ def check_loss(loss: torch.Tensor, iteration: int, rank: int) -> None:
             )
 
 
-def train_step(model, optimizer, iteration: int, args, rank: int, world: int) -> tuple[float, float]:
+def train_step(
+    model, optimizer, iteration: int, args, rank: int, world: int, first: int | None = None
+) -> tuple[float, float]:
     """One iteration: its micro-batches' gradients accumulated (each loss scaled by 1 / their count, as
     Megatron's schedule does), averaged over the ranks, one optimizer step; the loss is the mean over the
-    micro-batches and ranks (every sample holds as many tokens)."""
+    micro-batches and ranks (every sample holds as many tokens). `first`: the global sample the step's batch
+    starts at, the samples consumed so far (the data position a checkpoint restores); by default the
+    iteration's own, (iteration - 1) x G, which it equals unless a restore lost the position."""
     count = num_micro_batches(args, world)
-    first = (iteration - 1) * args.global_batch_size
+    first = (iteration - 1) * args.global_batch_size if first is None else first
+    torch.rand(())  # the step's draw from the RNG stream, as dropout's: the saved RNG state follows the steps
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros(())
     for micro in range(count):
@@ -881,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
             finalize_checkpoint(args, pending, ft, out, rank, io)
             pending = None
         ft.step_start()
-        loss, grad_norm = train_step(model, optimizer, iteration + 1, args, rank, world)
+        loss, grad_norm = train_step(model, optimizer, iteration + 1, args, rank, world, first=consumed)
+        exactness.after_step(lambda: get_state_dict(model, optimizer))  # stale_save keeps the last two
         if args.smoke_step_seconds > 0:
             time.sleep(args.smoke_step_seconds)  # a slower step, so an injected fault lands inside one
         ft.step_end()

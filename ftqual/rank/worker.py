@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 
 from ftqual.contract import FAULT_KINDS, FAULTS, GPU_ONLY_FAULTS, faults_where, is_fault
-from ftqual.rank import recurring
+from ftqual.rank import exactness, recurring
 from ftqual.rank.ids import (
     CAMPAIGN_PLAN_SCHEMA,
     CHECKPOINT_DAMAGES,
@@ -281,6 +281,11 @@ def main(argv: list[str]) -> int:
         )
         injector.start()
 
+    # An exactness fault changes the whole job's save or restore: armed in every rank's process, before the
+    # workload's first save (stale_save) or in the replacement after the injection (ftqual.rank.exactness).
+    tamper = exactness.tampers_of(args.fault)
+    if exactness.arms_now(tamper, count_markers(args.fault_marker)):
+        exactness.arm(tamper)
     status = run_entrypoint(args.entrypoint, workload_args)
     if injector is not None:
         injector.finish()

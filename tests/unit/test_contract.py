@@ -43,7 +43,7 @@ def test_the_contract_holds_the_fault_registry_and_nothing_else():
         "WRITING_PHASES",
         "ANY_TIMING",
     }
-    records |= {"RECURS_AT", "EXIT_JUDGEMENTS"}
+    records |= {"RECURS_AT", "EXIT_JUDGEMENTS", "TAMPERS", "TAMPER_WORKLOADS"}
     own = {
         name
         for name, value in vars(contract).items()

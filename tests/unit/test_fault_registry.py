@@ -22,6 +22,7 @@ from ftqual.verification.verdict import ENDS_NONZERO_BY_DESIGN
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = ("segfault", "abort", "exception", "sigterm", "sigint", "gil_lock", "gpu_error", "gpu_hang")
 RECURRING = ("recurring_exception", "nan_loss", "setup_crash")
+EXACTNESS = ("stale_save", "optimizer_not_restored", "rng_not_restored", "data_position_lost")
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,10 @@ def test_the_registry_is_keyed_by_name_in_definition_order():
 
 def test_the_derived_tables_keep_their_values():
     assert contract.FAULTS == (
-        "none", "kill", "hang", "node_loss", *CATALOG, "disk_full", "writer_stall", *RECURRING, "campaign",
+        "none", "kill", "hang", "node_loss", *CATALOG, "disk_full", "writer_stall", *RECURRING, *EXACTNESS,
+        "campaign",
     )  # fmt: skip
+    assert contract.EXACTNESS_FAULTS == EXACTNESS
     assert contract.INJECTED_FAULTS == contract.FAULTS[1:]
     assert contract.RANK_FAULTS == ("kill", "hang", *CATALOG)
     assert contract.STORAGE_FAULTS == ("disk_full", "writer_stall")
@@ -61,12 +64,13 @@ def test_the_derived_tables_keep_their_values():
         "recurring_exception": (1,),
         "nan_loss": (1, 16, 17),
         "setup_crash": (1,),
+        **{f: (-9, 137) for f in EXACTNESS},  # a kill, after the save or before the restore it tampers
     }
     assert list(contract.FAULT_ACTIONS) == list(contract.FAULTS)
     assert contract.FAULT_ACTIONS["kill"] == "SIGKILL" and contract.FAULT_ACTIONS["hang"] == "SIGSTOP"
     assert ENDS_NONZERO_BY_DESIGN == ("node_loss", "disk_full", "writer_stall", *RECURRING)
     ends_at_once = contract.faults_where(lambda f: f.ends_at_once)
-    assert ends_at_once == ("kill", "node_loss", "segfault", "abort", "sigterm")
+    assert ends_at_once == ("kill", "node_loss", "segfault", "abort", "sigterm", *EXACTNESS)
 
 
 def test_detection_follows_the_registry():
@@ -105,6 +109,7 @@ def test_the_verifiers_required_checks_are_the_registrys():
         **{f: RECOVERY_CHECKS for f in ("kill", "hang", *CATALOG)},
         **{f: (*RECOVERY_CHECKS, "storage_fault_outcome") for f in ("disk_full", "writer_stall")},
         **{f: (*RECOVERY_CHECKS, "recurring_fault_outcome") for f in RECURRING},
+        **{f: (*RECOVERY_CHECKS, "checkpoint_equal") for f in EXACTNESS},
     }
     assert RECOVERY_CHECKS == (
         "checkpoint_before_failure",

@@ -15,6 +15,7 @@ from ftqual.verification.checks import (
     broken_checkpoint,
     calculated,
     campaign,
+    checkpoint_equal,
     detection_bound,
     exact,
     fault,
@@ -50,6 +51,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     saves.EXISTING_SPEC,
     replay.SPEC,
     exact.SPEC,  # carried by replay-exact fault runs only
+    checkpoint_equal.SPEC,  # carried by the exactness faults, and fault runs whose record holds digests
     # the scenarios' own outcome checks: only their scenarios' reports carry them
     node_loss.SPEC,
     broken_checkpoint.SPEC,

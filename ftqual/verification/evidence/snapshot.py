@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ftqual.contract import family_of
+from ftqual.launch.checkpoint_digest import Digests, read_digests
+from ftqual.launch.checkpoint_record import record_path
 from ftqual.scenario import campaign_plan
 from ftqual.scenario.campaign_plan import CampaignPlan, PlannedFault
 from ftqual.verification.evidence.checkpoints import Checkpoints, read_checkpoints
@@ -65,6 +67,8 @@ class RunSnapshot:
     nodes: Mapping[str, NodeRecord] = field(default_factory=dict)  # node_loss runs: nodes/<host>.json
     campaign: CampaignPlan | None = None  # campaign runs: campaign_plan.json
     dumps: StackDumps | None = None  # runs whose ranks had sentinels (run.json names stack_dump_tool)
+    # checkpoint_record/digests/ (ftqual.launch.checkpoint_digest): None for a run recorded before digests
+    digests: Digests | None = None
 
     def campaign_entry(self, number: int | None) -> PlannedFault | None:
         """The campaign plan's entry `number` (1-based), None outside the plan or without one."""
@@ -184,6 +188,14 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
             )
         except campaign_plan.PlanError as exc:
             sources["campaign_plan"] = missing("campaign_plan", str(exc), campaign_plan.PLAN_JSON)
+    # read only where the record holds them: older reports list the sources they always did
+    digests = read_digests(record_path(run_dir))
+    if digests is not None:
+        sources["checkpoint_digests"] = (
+            SourceStatus("checkpoint_digests", ok=True, paths=("checkpoint_record/digests/index.json",))
+            if digests.problem is None
+            else missing("checkpoint_digests", digests.problem, "checkpoint_record/digests/index.json")
+        )
     return RunSnapshot(
         run_dir=run_dir,
         meta=meta,
@@ -198,5 +210,6 @@ def build_snapshot(run_dir: Path) -> RunSnapshot:
         leftovers=leftovers,
         nodes=MappingProxyType(nodes),
         campaign=campaign,
+        digests=digests,
         dumps=dumps,
     )

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ftqual import contract
-from ftqual.rank import faults, ids, recurring
+from ftqual.rank import exactness, faults, ids, recurring
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "ftqual" / "rank"
@@ -83,6 +83,8 @@ def test_every_fault_the_rank_injects_has_an_action():
     )
     assert set(faults.FREEZABLE) <= set(faults.ACTIONS)
     assert recurring.TRIGGERS[1:] == contract.RECURS_AT
+    assert exactness.TAMPERS == contract.TAMPERS
+    assert {f.tampers for f in injected} - {None} == set(exactness.RESTORE_TAMPERS) | {exactness.STALE_SAVE}
 
 
 def test_every_timing_an_entry_takes_is_the_wrappers():

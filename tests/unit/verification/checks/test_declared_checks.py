@@ -75,15 +75,18 @@ def test_the_recovery_checks_each_outcome_waives_are_the_ones_it_always_waived()
         "interrupted_save_discarded",
         "replay_consistency",
         "exact_replay",  # carried by replay-exact runs only: the recorded runs' verdicts keep their checks
+        "checkpoint_equal",  # carried where the runs hold checkpoint digests (none of the older recorded)
     )
     assert waived_by("checkpoint_break_outcome") == (
         *recovery,
         "active_world_unchanged",
         "replay_consistency",
         "exact_replay",
+        "checkpoint_equal",
     )
-    assert waived_by("storage_fault_outcome") == (*recovery, "replay_consistency", "exact_replay")
-    assert waived_by("recurring_fault_outcome") == (*recovery, "replay_consistency", "exact_replay")
+    late = ("replay_consistency", "exact_replay", "checkpoint_equal")
+    assert waived_by("storage_fault_outcome") == (*recovery, *late)
+    assert waived_by("recurring_fault_outcome") == (*recovery, *late)
 
 
 def _result(cid: str, status: str = "pass", **values: object) -> CheckResult:
@@ -155,7 +158,7 @@ def test_run_checks_on_a_recorded_node_loss_run_skips_with_the_outcome_s_reason(
     assert outcome is not None
     skipped = {r.id: r for r in results if r.id in waived_by("node_loss_outcome")}
     # exact_replay: not carried by a replay-tolerance run
-    assert set(skipped) == set(waived_by("node_loss_outcome")) - {"exact_replay"}
+    assert set(skipped) == set(waived_by("node_loss_outcome")) - {"exact_replay", "checkpoint_equal"}
     assert all(r.status == "skip" and r.detail == outcome.reason for r in skipped.values())
     # Negative control: a check node_loss does not waive still ran.
     assert next(r for r in results if r.id == "checkpoint_before_failure").status != "skip"
