@@ -185,6 +185,8 @@ def megatron_args(s: Settings, stack: StackChoice) -> list[str]:
         *eval_args(s),
         "--log-interval=1",
         *(["--calc-ft-timeouts"] if s.calc_ft_timeouts else []),
+        # replay exact: deterministic kernels and reductions (its environment: launch.run.DETERMINISTIC_ENV)
+        *(["--deterministic-mode"] if s.replay == "exact" else []),
         *stack.megatron_flags,
     ]
 

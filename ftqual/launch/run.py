@@ -84,9 +84,23 @@ def tz_offset_s(env: dict[str, str]) -> int:
         time.tzset()
 
 
-def child_env(base: dict[str, str], tp: int = 1, run_id: str | None = None) -> dict[str, str]:
+# What deterministic training needs of the environment (replay exact): Megatron-LM's --deterministic-mode
+# asserts NCCL_ALGO is set to one of its deterministic choices; cuBLAS needs a fixed workspace, Transformer
+# Engine its non-deterministic algorithms off.
+DETERMINISTIC_ENV = {
+    "NCCL_ALGO": "Ring",
+    "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+    "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
+}
+
+
+def child_env(
+    base: dict[str, str], tp: int = 1, run_id: str | None = None, deterministic: bool = False
+) -> dict[str, str]:
     env = dict(base)
     env.update(CHILD_ENV)
+    if deterministic:
+        env.update(DETERMINISTIC_ENV)
     if run_id is not None:
         # Everything ft_launcher starts inherits it: the proof `ftqual cleanup` asks for before a signal.
         env[procs.RUN_ID_ENV] = run_id
@@ -168,6 +182,7 @@ def run_record(
         timeouts_source=s.timeouts_source,
         timeouts_from=s.timeouts_from_record(),
         calc_ft_timeouts=s.calc_ft_timeouts,
+        replay=s.replay,
         campaign=campaign_record(s),
         job={
             **job_record(s, stack),
@@ -369,7 +384,12 @@ def launch(
 def _launch(
     s: Settings, plan: LaunchPlan, stack: StackChoice, host: str, base_env: Mapping[str, str] | None
 ) -> int:
-    env = child_env(dict(os.environ if base_env is None else base_env), tp=s.tp, run_id=s.run_id)
+    env = child_env(
+        dict(os.environ if base_env is None else base_env),
+        tp=s.tp,
+        run_id=s.run_id,
+        deterministic=s.replay == "exact",
+    )
     env.update(restart_agent.agent_env(s.restart_agent, env, s.run_id))
     run_json = s.run_dir / "run.json"
     # The kill wait is read before anything starts: at the stop there is no time to ask the controller.

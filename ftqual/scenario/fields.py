@@ -34,6 +34,7 @@ SECTIONS = ("setup", "step", "checkpointing")
 HANG_PLACEMENTS = PLACEMENTS  # the wrapper's (ftqual.rank.ids)
 MAX_STORAGE_CAP_MB = 1 << 20  # 1 TiB: a sparse file, but a bound on a typo
 FAULT_TIMINGS = TIMINGS  # the wrapper's (ftqual.rank.ids)
+REPLAY_MODES = ("exact", "tolerance")  # ftqual.launch.run_schema.REPLAY_MODES
 DAMAGES = ("none", *CHECKPOINT_DAMAGES)
 RESTART_AGENT_MODES = ("off", "log", "stop")  # ftqual.launch.restart_agent.MODES
 
@@ -364,6 +365,14 @@ MEGATRON_ARGS_WHERE = _simple(
 CHECKPOINT_ROOT = _simple("NVRX_CHECKPOINT_ROOT", None, _parse_text, str, "workflow", str)
 
 
+def _replay(raw: str, name: str) -> str:
+    return parse_choice(raw, name, REPLAY_MODES)
+
+
+def _replay_written(value: str) -> str | None:
+    return None if value == "tolerance" else value  # unset: every earlier fingerprint stays as it was
+
+
 def setting(spec: Spec, default: Any = MISSING) -> Any:
     """A field of the table: its Spec in the metadata; `default`: the scenario's when it leaves it out."""
     if default is MISSING:
@@ -441,6 +450,13 @@ class RunSettings:
     timeouts_from: Timeouts | None = setting(TIMEOUTS_FROM, None)
     # NVRx calculates the timeouts (--calc-ft-timeouts) and persists them in ft_state.json
     calc_ft_timeouts: bool = setting(flag("NVRX_CALC_FT_TIMEOUTS", False, WORKFLOW, write_false=False), False)
+    # exact: the run trains deterministically and the recovery is judged bitwise against the baseline
+    # (checks/exact.py); tolerance: the losses within the tolerances. The environment's default stays
+    # tolerance (the seed's command unchanged, every earlier fingerprint as it was); the config's is exact
+    replay: str = setting(
+        _simple("NVRX_REPLAY", "tolerance", lambda raw, n: _replay(raw, n), _replay_written, RUN, str),
+        "tolerance",
+    )
     # smoke workload only: MB of real random bytes every save writes (fsync'd) into its iteration directory,
     # so a checkpoint takes the time a real one of that size does; 0: none
     checkpoint_payload_mb: int = setting(

@@ -50,6 +50,7 @@ REPLACED: dict[str, str] = {
     "--exit-duration-in-mins": _LENGTH,
     "--enable-ft-package": "ftqual enables NVRx's fault tolerance package itself",
     "--calc-ft-timeouts": "calculated timeouts are the config's calc_ft_timeouts",
+    "--deterministic-mode": "deterministic training is the config's replay: exact",
     "--async-save": _ASYNC,
     "--use-persistent-ckpt-worker": _ASYNC + " (the persistent worker goes with them)",
     "--non-persistent-save-interval": _PERSISTENT,

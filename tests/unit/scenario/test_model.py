@@ -422,13 +422,15 @@ def test_spare_nodes_allocate_one_more_node_each_and_reach_the_launcher():
 def test_new_settings_at_their_defaults_keep_every_recorded_fingerprint():
     """Attempts recorded by an earlier ftqual stay reused after an upgrade: a setting added since (a
     campaign, timeouts_from, calc_ft_timeouts, ...) left at its default must not enter the fingerprint. The
-    literals are the fingerprints the walkthrough's scenarios had before those settings existed."""
-    cfg = resolve({}, env={})
-    assert {s.name: cfg.fingerprint(s) for s in cfg.scenarios} == {
-        "baseline": "7170af5c1c32",
-        "kill": "ba0df1af543a",
-        "hang": "2022076db393",
-    }
+    literals are the fingerprints the walkthrough's scenarios had before those settings existed. `replay`
+    left at tolerance keeps them; its default, exact, is another run (deterministic training, judged
+    bitwise): an earlier attempt must not stand for it."""
+    cfg = resolve({"replay": "tolerance"}, env={})
+    recorded = {"baseline": "7170af5c1c32", "kill": "ba0df1af543a", "hang": "2022076db393"}
+    assert {s.name: cfg.fingerprint(s) for s in cfg.scenarios} == recorded
+    exact = resolve({}, env={})
+    assert all(s.replay == "exact" for s in exact.scenarios)
+    assert not {s.name: exact.fingerprint(s) for s in exact.scenarios}.items() & recorded.items()
 
 
 def test_checkpoint_faults_config_breaks_a_checkpoint_per_scenario_and_keeps_the_walkthroughs_three():
