@@ -528,6 +528,10 @@ def replay_section(summary: dict) -> list[str]:
             f" ({meaning})" if meaning else ""
         )
         out.append(line)
+        exact = rp.get("exact")
+        if exact:  # replay exact: the bitwise comparison with the deterministic baseline
+            mark = STATUS_CELL.get(exact["status"], exact["status"])
+            out.append(f"  - Exact recovery: {mark} — {cell(exact['line'])}")
         facts = []
         if rp.get("covered") is not None:
             facts.append(f"covered {rp['covered']}, uncovered {rp.get('uncovered')}")

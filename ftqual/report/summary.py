@@ -306,6 +306,38 @@ def _replay(doc: dict) -> dict | None:
         "notes": [str(n) for n in raw.get("notes") or []],
         **{key: values.get(key) for key in REPLAY_VALUES},
         "differences": differences[:10],
+        "exact": exact_recovery(doc),
+    }
+
+
+def exact_recovery(doc: dict) -> dict | None:
+    """The "Exact recovery" line of a scenario (its exact_replay check, replay exact only): what it says
+    (bitwise, bitwise but for the stack's finding, or the first difference) and its evidence; None where the
+    run did not run exact."""
+    raw = next(
+        (c for c in doc.get("checks") or [] if isinstance(c, dict) and c.get("id") == "exact_replay"),
+        None,
+    )
+    if raw is None:
+        return None
+    values = raw.get("values") if isinstance(raw.get("values"), dict) else {}
+    first = values.get("first_difference") if isinstance(values.get("first_difference"), dict) else None
+    finding = values.get("stack_finding") if isinstance(values.get("stack_finding"), dict) else None
+    if raw.get("status") == "pass" and finding:
+        line = f"bitwise, except a finding of the stack: {'; '.join(map(str, raw.get('notes') or []))}"
+    elif raw.get("status") == "pass":
+        line = "bitwise"
+    elif first:
+        line = f"first difference: {str(raw.get('detail') or '')}"
+    else:
+        line = f"{raw.get('status')}: {str(raw.get('detail') or '')}"
+    return {
+        "status": raw.get("status"),
+        "line": line,
+        "exact": values.get("exact"),
+        "first_difference": first,
+        "stack_finding": finding,
+        "evidence": [e for e in raw.get("evidence") or [] if isinstance(e, dict)][:3],
     }
 
 
