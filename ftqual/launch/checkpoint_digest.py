@@ -122,8 +122,12 @@ def tensor_digest(tensor) -> dict:
     }
     if tensor.numel() and (tensor.is_floating_point() or tensor.dtype in (torch.int32, torch.int64)):
         values = tensor.detach()
-        out["max_abs"] = float(values.abs().max())
-        out["norm"] = float(torch.linalg.vector_norm(values.to(torch.float64)))
+        low, high = torch.aminmax(values)  # one pass, no |x| copy
+        out["max_abs"] = max(abs(float(low)), abs(float(high)))
+        # float32 accumulation (a half type widened): its rounding (~1e-7 relative) is far below any
+        # tolerance the bound is held to; integers (a step count) in float64, exactly for any count saved
+        wide = torch.float64 if not values.is_floating_point() else torch.float32
+        out["norm"] = float(torch.linalg.vector_norm(values.to(wide) if values.dtype != wide else values))
     return out
 
 

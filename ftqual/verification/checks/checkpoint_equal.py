@@ -4,9 +4,12 @@ A restore that loses the optimizer's moments, the RNG, the scheduler's step or t
 that writes old state under a new name, can stay inside a loss tolerance for many iterations; the checkpoint
 cannot hide it. M is the last iteration both the recovered run and the baseline saved after the restore (the
 checkpoint the fault followed, `marker.checkpoint_iteration`). Both runs' digests (checkpoint_record/digests/,
-ftqual.launch.checkpoint_digest) are compared group by group, in GROUPS order (model, optimizer, rng,
-scheduler, data_position; the smoke workload's random filler never): a key one side lacks, or a tensor whose
-dtype, shape or sha256 differs, is a difference, and the first one is named.
+ftqual.launch.checkpoint_digest) are compared group by group (model, optimizer, rng, scheduler,
+data_position; the smoke workload's random filler never): a key one side lacks, or a tensor whose dtype,
+shape or sha256 differs, is a difference. The first is named from the group a difference starts in
+(CAUSE_ORDER: data position, RNG, scheduler, optimizer, then the model, which all of them reach by M), and a
+note says whether the restored checkpoint itself already differed (a save that wrote the wrong state) or
+not (the restore lost it).
 
 Exact (run.json's `replay` exact, or the smoke workload, which is deterministic on CPU): any difference
 fails. Otherwise the model's and the optimizer's tensors may differ within the replay tolerance: the largest
@@ -35,6 +38,9 @@ from ftqual.verification.evidence.snapshot import RunSnapshot
 
 CHECK = "checkpoint_equal"
 BITWISE_GROUPS = ("rng", "scheduler", "data_position")  # never a sum of floats: equal or wrong
+# The group a difference is named in first: the one it starts from. Weights trained on from a lost data
+# position, RNG, schedule or optimizer state all differ by M, so the model is the last place to look.
+CAUSE_ORDER = ("data_position", "rng", "scheduler", "optimizer", "model")
 
 
 @dataclass(frozen=True)
@@ -149,13 +155,14 @@ def checkpoint_equal(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | No
     failing = [d for d in found if exact or d.group in BITWISE_GROUPS or d.bound > exp.replay_tolerance]
     counts = ", ".join(f"{g} {s['differing']}/{s['tensors']}" for g, s in summary.items() if s["differing"])
     if failing:
-        first = failing[0]
+        first = min(failing, key=lambda d: CAUSE_ORDER.index(d.group))  # stable: key order within a group
         f.values["first_difference"] = {"group": first.group, "key": first.key, "what": first.what}
         f.problem(
             f"the checkpoint at iteration {m} (the last both runs saved after the restore at {restored}) "
             f"differs from the baseline's{' bitwise' if exact else ''}: first in {first.said()}; "
             f"differing tensors: {counts}"
         )
+        _restored_note(snap, baseline, restored, f)
         return f.result()
     tensors = sum(s["tensors"] for s in summary.values())
     if found:
@@ -170,6 +177,26 @@ def checkpoint_equal(snap: RunSnapshot, exp: RunPlan, baseline: RunSnapshot | No
         f"the baseline's bitwise: {tensors} tensors in {', '.join(summary)}"
     )
     return f.result()
+
+
+def _restored_note(snap: RunSnapshot, baseline: RunSnapshot, restored: int, f: Findings) -> None:
+    """Where the difference began: whether the checkpoint the replacement restored already differed from the
+    baseline's at that iteration (a save that wrote the wrong state) or was equal (the restore lost it)."""
+    if restored not in (snap.digests.iterations if snap.digests else ()):
+        return
+    if restored not in (baseline.digests.iterations if baseline.digests else ()):
+        return
+    ours, theirs = snap.digests.at(restored), baseline.digests.at(restored)  # type: ignore[union-attr]
+    if not ours or not theirs or not ours.get("readable") or not theirs.get("readable"):
+        return
+    found, _ = compare_groups(ours.get("groups") or {}, theirs.get("groups") or {})
+    if found:
+        first = min(found, key=lambda d: CAUSE_ORDER.index(d.group))
+        f.values["restored_differs"] = {"group": first.group, "key": first.key}
+        f.note(f"the restored checkpoint {restored} already differed from the baseline's: {first.said()}")
+    else:
+        f.values["restored_differs"] = None
+        f.note(f"the restored checkpoint {restored} equals the baseline's: the restore lost what differs")
 
 
 def _carried(inputs: CheckInputs) -> bool:

@@ -71,8 +71,8 @@ def test_the_first_difference_is_named_by_group_and_tensor(tmp_path):
     base = write_run(tmp_path, "base", {20: groups()})
     result = checkpoint_equal(snap(ours), EXP, snap(base))
     assert result.status == "fail"
-    assert "first in group model, tensor model.w" in result.detail  # model comes before optimizer
-    assert result.values["first_difference"]["group"] == "model"
+    assert "first in group optimizer, tensor optimizer.state.w.exp_avg" in result.detail  # its cause first
+    assert result.values["first_difference"]["group"] == "optimizer"
     assert result.values["groups"]["optimizer"]["differing"] == 1
     assert result.values["groups"]["optimizer"]["relative_difference_at_least"] == 0.5
 
@@ -83,6 +83,18 @@ def test_the_rng_and_the_data_position_differ_bitwise_in_any_mode(tmp_path):
     tolerant = snap(ours, workload="megatron", replay="tolerance")
     result = checkpoint_equal(tolerant, EXP, snap(base, workload="megatron"))
     assert result.status == "fail" and "group rng, tensor rng" in result.detail
+
+
+def test_the_note_says_whether_the_restored_checkpoint_already_differed(tmp_path):
+    stale = groups(model={"model.w": tensor("8")})
+    ours = write_run(tmp_path, "stale", {5: stale, 20: stale})
+    base = write_run(tmp_path, "base", {5: groups(), 20: groups()})
+    result = checkpoint_equal(snap(ours), EXP, snap(base))
+    assert result.status == "fail" and result.values["restored_differs"]["key"] == "model.w"
+    assert "restored checkpoint 5 already differed" in result.notes[0]
+    lost = write_run(tmp_path, "lost", {5: groups(), 20: stale})
+    result = checkpoint_equal(snap(lost), EXP, snap(base))
+    assert result.values["restored_differs"] is None and "the restore lost" in result.notes[0]
 
 
 def test_a_key_one_side_lacks_is_a_difference(tmp_path):
