@@ -202,6 +202,22 @@ def verdict_changes(old: Mapping, new: Mapping) -> list[str]:
     return out
 
 
+def _exact_line(scenario: Mapping | None) -> str | None:
+    exact = ((scenario or {}).get("replay") or {}).get("exact")
+    return str(exact.get("line")) if isinstance(exact, Mapping) and exact.get("line") else None
+
+
+def exact_recovery(old: Mapping, new: Mapping) -> list[dict]:
+    """Each scenario's "Exact recovery" line on both sides, where either side ran `replay: exact`."""
+    a, b = _scenarios(old), _scenarios(new)
+    out = []
+    for name in [*a, *[n for n in b if n not in a]]:
+        x, y = _exact_line(a.get(name)), _exact_line(b.get(name))
+        if x is not None or y is not None:
+            out.append({"scenario": name, "old": x, "new": y, "same": x == y})
+    return out
+
+
 def _value(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}" if unit != "/s" else f"{v:.3g}/s"
 
@@ -255,6 +271,7 @@ def compare(old: Mapping, new: Mapping, fail_on: float | None = None) -> dict:
         "settings_fingerprints": _fingerprints(old, new, changed),
         "stack_changes": stack,
         "verdict_changes": verdicts,
+        "exact_recovery": exact_recovery(old, new),
         "figures": [
             {
                 **asdict(f),
@@ -284,6 +301,13 @@ def markdown(doc: Mapping, old_name: str, new_name: str) -> str:
     lines += ["## Verdicts", ""] + (
         [f"- {c}" for c in doc["verdict_changes"]] or ["Every verdict unchanged."]
     )
+    if doc.get("exact_recovery"):
+        lines += ["", "## Exact recovery", ""]
+        for row in doc["exact_recovery"]:
+            old, new = row["old"] or "not run exact", row["new"] or "not run exact"
+            lines.append(
+                f"- {row['scenario']}: {new}" if row["same"] else f"- {row['scenario']}: {old} -> {new}"
+            )
     lines += [
         "",
         "## Figures",

@@ -211,3 +211,24 @@ def test_a_detection_by_exit_follows_no_timeout():
     follows = {f["name"]: f["follows"] for f in C.compare(old, new)["figures"]}
     assert follows["hang: detection"] == () and follows["restart: detection"] == ()
     assert follows["hang: time to verdict (the run's wall time)"] == ("step timeout 60 -> 120 s",)
+
+
+def test_exact_recovery_is_shown_per_scenario_and_its_change_named():
+    """Each scenario's "Exact recovery" line, both sides, where either ran `replay: exact`; a bitwise
+    recovery that now differs is shown old -> new; summaries without it show no section."""
+    old = forged(1.0)
+    assert C.compare(old, old)["exact_recovery"] == [] and "## Exact recovery" not in C.markdown(
+        C.compare(old, old), "a", "b"
+    )
+    new = copy.deepcopy(old)
+    name = next(s["name"] for s in new["scenarios"] if s.get("fault") not in (None, "none"))
+    for side, line in ((old, "bitwise"), (new, "first difference: grad norm at K+1")):
+        sc = next(s for s in side["scenarios"] if s["name"] == name)
+        sc["replay"] = {**(sc.get("replay") or {}), "exact": {"status": "pass", "line": line}}
+    doc = C.compare(old, new)
+    assert doc["exact_recovery"] == [
+        {"scenario": name, "old": "bitwise", "new": "first difference: grad norm at K+1", "same": False}
+    ]
+    assert f"- {name}: bitwise -> first difference: grad norm at K+1" in C.markdown(doc, "a", "b")
+    same = C.compare(old, old)
+    assert f"- {name}: bitwise" in C.markdown(same, "a", "b")
