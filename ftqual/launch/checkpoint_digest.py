@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,7 @@ GROUPS = ("model", "optimizer", "rng", "scheduler", "data_position", "filler")
 # (its cost is the benchmark's), never compared.
 COMPARED_GROUPS = GROUPS[:5]
 BATCH_BYTES = 256 << 20
+DIGEST_THREADS = max(1, min(8, os.cpu_count() or 1))
 TIMEOUT_S = 3600.0  # a digest subprocess past it is stopped: the record says so, the run's exit stays
 ITER_DIR = re.compile(r"iter_([0-9]{7})")
 MAX_DIGEST_FILE_BYTES = 64 << 20
@@ -172,8 +174,10 @@ def digest_checkpoint(folder: Path) -> dict:
     for batch in _batches(tensors, nbytes):
         state = {k: torch.empty(tuple(metadata[k].size), dtype=metadata[k].properties.dtype) for k in batch}
         dcp.load(state, storage_reader=dcp.FileSystemReader(str(folder)), no_dist=True)
-        for key in batch:
-            groups[group_of(key)][key] = tensor_digest(state[key])
+        # hashlib and torch's reductions release the GIL: the tensors of a batch are digested in parallel
+        with ThreadPoolExecutor(max_workers=DIGEST_THREADS) as pool:
+            for key, digest in zip(batch, pool.map(tensor_digest, (state[k] for k in batch)), strict=True):
+                groups[group_of(key)][key] = digest
         del state
     if objects:
         state = {k: None for k in objects}
