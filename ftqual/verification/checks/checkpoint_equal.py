@@ -20,7 +20,8 @@ ruled out. The RNG, the scheduler and the data position are compared bitwise in 
 
 It needs `--baseline` (inconclusive without), and a checkpoint whose format this environment could not read
 when the run ended is inconclusive, never a pass. Carried by the reports of the faults whose registry entry
-names it (the exactness faults), and of any other fault run whose record and baseline both hold digests.
+names it (the exactness faults), and of any other fault run whose record and baseline both hold digests and
+whose settings are the baseline's.
 """
 
 from __future__ import annotations
@@ -200,15 +201,18 @@ def _restored_note(snap: RunSnapshot, baseline: RunSnapshot, restored: int, f: F
 
 
 def _carried(inputs: CheckInputs) -> bool:
-    """The faults whose entry names it; any other fault run whose record and baseline both hold digests
-    (older reports, and runs verified without a baseline, keep the checks they listed)."""
+    """The faults whose entry names it; any other fault run whose record and baseline both hold digests and
+    whose settings are the baseline's (older reports, runs verified without a baseline and runs longer than
+    it, such as a resume of the baseline's checkpoint, keep the checks they listed)."""
     entry = registry_entry(inputs.exp.fault)
     if entry is None or not entry.injected or entry.family == "campaign":
         return False
     if CHECK in entry.checks:
         return True
-    base = inputs.baseline
-    return inputs.snap.digests is not None and base is not None and base.digests is not None
+    base, snap = inputs.baseline, inputs.snap
+    if snap.digests is None or base is None or base.digests is None:
+        return False
+    return snap.meta.settings == base.meta.settings
 
 
 SPEC = CheckSpec(

@@ -7,7 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ftqual.launch.checkpoint_digest import SCHEMA, read_digests
-from ftqual.verification.checks.checkpoint_equal import checkpoint_equal, compare_groups
+from ftqual.verification.checks.checkpoint_equal import SPEC, checkpoint_equal, compare_groups
+from ftqual.verification.checks.spec import CheckInputs
 
 SETTINGS = {"workload": "smoke", "world_size": 2, "train_iters": 20}
 
@@ -146,3 +147,20 @@ def test_the_baseline_and_a_campaign_say_skip(tmp_path):
 def test_groups_compare_in_order_and_the_filler_never():
     found, summary = compare_groups(groups(filler={"smoke_payload.rank0": tensor("0")}), groups())
     assert found == [] and set(summary) == {"model", "optimizer", "rng", "data_position"}
+
+
+def test_other_faults_carry_it_only_with_digests_on_both_sides_and_the_same_settings(tmp_path):
+    ours = write_run(tmp_path, "kill", {20: groups()})
+    base = write_run(tmp_path, "base", {20: groups()})
+    kill = SimpleNamespace(fault="kill", replay_tolerance=1e-3)
+
+    def carried(run, baseline, exp=kill) -> bool:
+        return SPEC.carried(CheckInputs(snap=run, exp=exp, baseline=baseline))
+
+    assert carried(snap(ours), snap(base))
+    assert not carried(snap(ours), None) and not carried(snap(None), snap(base))  # older runs: as before
+    longer = snap(base)
+    longer.meta.settings = {**SETTINGS, "train_iters": 30}  # a resume of the baseline's checkpoint
+    assert not carried(snap(ours), longer)
+    assert carried(snap(None), None, EXP)  # an exactness fault's report always carries it
+    assert not carried(snap(ours), snap(base), SimpleNamespace(fault="campaign", replay_tolerance=1e-3))
