@@ -1,5 +1,7 @@
-"""Exact replay: under `replay: exact` the recovered run prints, from the restore to the end, every figure the
-uninterrupted baseline prints, character for character.
+"""Exact replay: after the restore, every figure printed equals the uninterrupted baseline's, as text.
+
+Under `replay: exact` the recovered run prints, from the restore to the end, every figure the uninterrupted
+baseline prints, character for character.
 
 Both runs trained deterministically (Megatron-LM's --deterministic-mode with NCCL_ALGO and
 CUBLAS_WORKSPACE_CONFIG set by ftqual, the smoke workload's deterministic algorithms), so a restore that
