@@ -20,7 +20,10 @@ comparison bound the largest relative difference from below, since | max|a| - ma
 | ||a|| - ||b|| | <= ||a - b||: a difference the statistics show is certain, a difference they hide is not
 ruled out (the hashes say whether there is one at all).
 
-The digests are computed in a subprocess (`python -m ftqual.launch.checkpoint_digest CKPT_DIR OUT_DIR`), so
+Every save is digested while a run's saves total at most ALL_SAVES_BYTES (the smoke workload's, a small
+model's); above it only the newest save and the ones the injection markers name (the checkpoint the
+replacement restored), so a large model's run pays a few saves' reads at its end. The digests are computed in
+a subprocess (`python -m ftqual.launch.checkpoint_digest CKPT_DIR OUT_DIR`), so
 the launcher never imports torch, and each checkpoint is read in batches of at most BATCH_BYTES of tensors, so
 memory stays bounded by the larger of that and the largest tensor. Megatron's `common.pt` (torch.save of the
 iteration, its arguments and the scheduler) is not read: its unpickling needs Megatron; only the
@@ -51,6 +54,10 @@ GROUPS = ("model", "optimizer", "rng", "scheduler", "data_position", "filler")
 # (its cost is the benchmark's), never compared.
 COMPARED_GROUPS = GROUPS[:5]
 BATCH_BYTES = 256 << 20
+# Every save is digested while the run's saves total at most this; above it, only the newest save and those
+# the injection markers name (the checkpoint restored): what checkpoint_equal compares, at a cost that stays
+# a few saves' reads however long the run (a large model's save is tens of GB).
+ALL_SAVES_BYTES = 4 << 30
 DIGEST_THREADS = max(1, min(8, os.cpu_count() or 1))
 TIMEOUT_S = 3600.0  # a digest subprocess past it is stopped: the record says so, the run's exit stays
 ITER_DIR = re.compile(r"iter_([0-9]{7})")
@@ -202,21 +209,36 @@ def saved_iterations(checkpoint_dir: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def digest_folder(checkpoint_dir: Path, out: Path) -> int:
-    """Write `out/iter_XXXXXXX.json` for every saved iteration below `checkpoint_dir`, then `out/index.json`.
-    Returns 0; a checkpoint that cannot be read is recorded as unreadable, with why."""
+def _bytes(folder: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return 0
+
+
+def chosen(saved: list[tuple[int, Path]], named: frozenset[int]) -> list[tuple[int, Path]]:
+    """The saves to digest: all of them while they total at most ALL_SAVES_BYTES; else the newest and the
+    ones in `named` (the iterations the injection markers name)."""
+    if sum(_bytes(folder) for _, folder in saved) <= ALL_SAVES_BYTES:
+        return saved
+    return [(i, f) for n, (i, f) in enumerate(saved) if n == len(saved) - 1 or i in named]
+
+
+def digest_folder(checkpoint_dir: Path, out: Path, named: frozenset[int] = frozenset()) -> int:
+    """Write `out/iter_XXXXXXX.json` for every saved iteration below `checkpoint_dir` (`chosen`), then
+    `out/index.json`. Returns 0; a checkpoint that cannot be read is recorded as unreadable, with why."""
     out.mkdir(parents=True, exist_ok=True)
     iterations = []
     started = time.perf_counter()
     total_bytes = 0
-    for iteration, folder in saved_iterations(checkpoint_dir):
+    for iteration, folder in chosen(saved_iterations(checkpoint_dir), named):
         doc = {"schema": SCHEMA, "iteration": iteration, "format": "torch_dist", "readable": True}
         try:
             doc.update(digest_checkpoint(folder))
         except Exception as exc:  # any reader failure: this environment cannot read it, said in one line
             doc.update(readable=False, problem=f"format not readable here: {type(exc).__name__}: {exc}"[:400])
             doc["groups"] = {}
-        total_bytes += sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        total_bytes += _bytes(folder)
         write_json_atomic(out / digest_name(iteration), doc)
         iterations.append(iteration)
     index = {
@@ -230,7 +252,9 @@ def digest_folder(checkpoint_dir: Path, out: Path) -> int:
     return 0
 
 
-def write_digests(checkpoint_dir: Path, out: Path, timeout_s: float = TIMEOUT_S) -> None:
+def write_digests(
+    checkpoint_dir: Path, out: Path, named: frozenset[int] = frozenset(), timeout_s: float = TIMEOUT_S
+) -> None:
     """The launcher's call: digest every iteration in a subprocess of this interpreter (torch stays out of
     the launcher). A failed subprocess leaves `index.json` naming the problem, so a check reading it says
     inconclusive, never pass."""
@@ -243,7 +267,14 @@ def write_digests(checkpoint_dir: Path, out: Path, timeout_s: float = TIMEOUT_S)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "ftqual.launch.checkpoint_digest", str(checkpoint_dir), str(out)],
+            [
+                sys.executable,
+                "-m",
+                "ftqual.launch.checkpoint_digest",
+                str(checkpoint_dir),
+                str(out),
+                *map(str, sorted(named)),
+            ],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -309,7 +340,11 @@ def read_digests(record_folder: Path) -> Digests | None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print("usage: python -m ftqual.launch.checkpoint_digest CHECKPOINT_DIR OUT_DIR", file=sys.stderr)
+    if len(sys.argv) < 3 or not all(a.isdigit() for a in sys.argv[3:]):
+        print(
+            "usage: python -m ftqual.launch.checkpoint_digest CKPT_DIR OUT_DIR [ITERATION ...]",
+            file=sys.stderr,
+        )
         sys.exit(2)
-    sys.exit(digest_folder(Path(sys.argv[1]), Path(sys.argv[2])))
+    named_iterations = frozenset(int(a) for a in sys.argv[3:])
+    sys.exit(digest_folder(Path(sys.argv[1]), Path(sys.argv[2]), named_iterations))

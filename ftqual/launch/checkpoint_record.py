@@ -239,6 +239,22 @@ class _Walk:
         )  # fmt: skip
 
 
+def marker_iterations(run_dir: Path) -> frozenset[int]:
+    """The iterations the run's injection markers name (`checkpoint_iteration`, `save_iteration`): the
+    checkpoints a replacement restored, which the digests keep however large the run's saves."""
+    found: set[int] = set()
+    for path in sorted(run_dir.glob("fault_injected*.json"))[:1000]:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        for key in ("checkpoint_iteration", "save_iteration"):
+            value = doc.get(key) if isinstance(doc, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                found.add(value)
+    return frozenset(found)
+
+
 def write(
     run_dir: Path,
     configured: str,
@@ -279,7 +295,8 @@ def write(
     }
     write_json_atomic(staging / MANIFEST, manifest)
     if digests and existed and walk.problem is None and hash_bytes > 0:
-        write_digests(root, staging / DIGESTS_DIR)  # inside the staging folder: renamed with the record
+        # inside the staging folder: renamed with the record
+        write_digests(root, staging / DIGESTS_DIR, marker_iterations(run_dir))
     os.rename(staging, final)  # whole or not at all
     return final
 

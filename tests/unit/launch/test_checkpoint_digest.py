@@ -95,3 +95,22 @@ def test_a_failed_digest_subprocess_is_a_problem_never_digests(tmp_path, monkeyp
     cd.write_digests(ckpt, tmp_path / "digests")
     digests = cd.read_digests(tmp_path)
     assert digests is not None and digests.iterations == () and "failed" in digests.problem
+
+
+def test_a_large_runs_saves_are_digested_newest_and_restored_only(tmp_path, monkeypatch):
+    ckpt = tmp_path / "checkpoints"
+    for iteration in (5, 10, 15, 20):
+        save(ckpt / f"iter_{iteration:07d}")
+    saved = cd.saved_iterations(ckpt)
+    assert [i for i, _ in cd.chosen(saved, frozenset({10}))] == [5, 10, 15, 20]  # small: every save
+    monkeypatch.setattr(cd, "ALL_SAVES_BYTES", 1)
+    assert [i for i, _ in cd.chosen(saved, frozenset({10}))] == [10, 20]
+
+
+def test_the_markers_name_the_restored_checkpoint(tmp_path):
+    (tmp_path / "fault_injected.json").write_text(json.dumps({"checkpoint_iteration": 5}))
+    (tmp_path / "fault_injected.2.json").write_text(
+        json.dumps({"checkpoint_iteration": 10, "save_iteration": 12})
+    )
+    (tmp_path / "fault_injected.3.json").write_text("not json")
+    assert checkpoint_record.marker_iterations(tmp_path) == {5, 10, 12}
