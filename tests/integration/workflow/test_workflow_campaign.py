@@ -19,6 +19,8 @@ RANKS = [1, 0, 0, 1]
 PLANNED = list(zip(FAULTS, RANKS, strict=True))
 SMALL = {
     "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
+    # a 5 s step timeout (50 healthy steps) catches the hang and the GIL lock 5 s sooner each than 10 s
+    "timeouts": {"step": 5},
     "scale": {"gpus": 1024, "days": 30},
     "scenarios": {
         "kill": {"enabled": False},
