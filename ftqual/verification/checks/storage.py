@@ -183,6 +183,9 @@ def _judge(snap: RunSnapshot, exp: RunPlan, f: Findings, marker: FaultMarker, fa
     if name == "stopped_loudly" and len(after) > loud_stop_bound(exp):
         name = "kept_restarting"
         text = f"{text}: {len(after)} replacement cycles, more than the {loud_stop_bound(exp)} allowed"
+    cut = _cut_short(snap, after) if name in ("stopped_loudly", "recovered") else None
+    if cut is not None:  # a pass rests on the whole record of the ending, never on part of it
+        name, text = None, f"{text}, but {cut}: the ending cannot be shown whole"
     f.values["outcome"] = name
     if name in MITIGATIONS:
         f.values["mitigation"] = MITIGATIONS[name]
@@ -223,6 +226,16 @@ def _last_begun(snap: RunSnapshot) -> int | None:
     """The newest save any cycle began."""
     begun = [e.iteration for log in snap.train_logs for e in log.saves if e.kind in ("start", "scheduled")]
     return max(begun) if begun else None
+
+
+def _cut_short(snap: RunSnapshot, after: list) -> str | None:
+    """What of the ending's record is cut short (a log whose last line has no end): the launcher's log, or a
+    cycle's after the fault; None when whole."""
+    launcher = snap.sources.get("launcher_log")
+    if launcher is not None and not launcher.complete:
+        return "launcher.log is cut short (its last line has no end)"
+    cut = [log.cycle for log in after if not log.complete]
+    return f"the log of cycle(s) {cut} is cut short" if cut else None
 
 
 def _ending(snap, after, code, burned, failed, tracker) -> tuple[str | None, str, tuple]:

@@ -10,6 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from ftqual.verification.checks.storage import MITIGATIONS, STORAGE_STOPPED
 from ftqual.verification.verify import build_report
 
@@ -119,6 +121,19 @@ def test_restarts_past_the_bound_fail_as_kept_restarting(tmp_path):
     check = _check(build_report(run, None))
     assert check["status"] == "fail" and check["values"]["outcome"] == "kept_restarting", check
     assert "more than the 2 allowed" in check["detail"]
+
+
+@pytest.mark.parametrize("log", ["logs/launcher.log", "logs/train_cycle3.log"])
+def test_a_loud_stop_whose_record_is_cut_short_is_never_a_pass(tmp_path, log):
+    """The stop's pass rests on the whole record of the ending: the launcher's log or a later cycle's log cut
+    mid-line leaves the outcome unknown (never stopped_loudly), and the run is no pass."""
+    run = _copy(tmp_path, "disk_full")
+    data = (run / log).read_bytes()
+    (run / log).write_bytes(data[: len(data) // 2].rstrip(b"\n") + b" cut")
+    report = build_report(run, None)
+    check = _check(report)
+    assert check["status"] == "inconclusive" and check["values"]["outcome"] is None, check
+    assert "cut short" in check["detail"] and report["verdict"] != "pass"
 
 
 def test_a_disk_full_without_the_capped_filesystem_fails(tmp_path):
