@@ -29,7 +29,8 @@ ITERATION = re.compile(
     r"^(\d+): +\[[^]]+\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \|.*"
     r"\| lm loss: ([-+.\dE]+) \|"
 )
-HANG_ENV = {"NVRX_SECTION_TIMEOUTS": "setup:60,step:10,checkpointing:30", "NVRX_OUT_OF_SECTION_TIMEOUT": "20"}
+# A 5 s step timeout: 25 times a 0.2 s step, and the hang is caught 5 s sooner than with 10 s.
+HANG_ENV = {"NVRX_SECTION_TIMEOUTS": "setup:60,step:5,checkpointing:30", "NVRX_OUT_OF_SECTION_TIMEOUT": "20"}
 
 
 @dataclass
@@ -247,16 +248,16 @@ def test_hang_is_detected_by_the_step_timeout_and_resumed(hang_run):
     launcher_log = hang_run.text("logs/launcher.log")
     assert re.search(
         r"\[Cycle 0\] Section 'step' has been open for [\d.]+ seconds\. "
-        r"Timeout is 10\.00 seconds\.",
+        r"Timeout is 5\.00 seconds\.",
         launcher_log,
     )
     assert (
         "FT: initialized. Timeouts=SectionTimeouts(out_of_section=20.00, sections=[setup=60.00, "
-        "step=10.00, checkpointing=30.00, ]" in hang_run.text("logs/train_cycle1.log")
+        "step=5.00, checkpointing=30.00, ]" in hang_run.text("logs/train_cycle1.log")
     )
     assert hang_run.json("run.json")["timeouts"] == {
         "setup": 60,
-        "step": 10,
+        "step": 5,
         "checkpointing": 30,
         "out_of_section": 20,
     }

@@ -7,11 +7,18 @@ import re
 
 import pytest
 
-from tests.support.workflow import job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
+from tests.support.workflow import copy_project, job_stats, jobs, run_snakemake, scenario_jobs, write_yaml
 
 
-def test_dry_run_lists_the_stages_in_order(project):
-    proc = run_snakemake(project, "-n")
+@pytest.fixture(scope="module")
+def default_plan(tmp_path_factory):
+    """`snakemake -n -p` of the default config in a fresh copy, once for the tests that read that plan (each
+    start costs seconds of imports; -p only adds the shell commands)."""
+    return run_snakemake(copy_project(tmp_path_factory.mktemp("plan") / "project"), "-n", "-p")
+
+
+def test_dry_run_lists_the_stages_in_order(default_plan):
+    proc = default_plan
     assert proc.returncode == 0, proc.stdout
     assert job_stats(proc.stdout) == {"preflight": 1, "run_scenario": 3, "verify": 3, "summary": 1, "gate": 1}
     assert sorted(scenario_jobs(proc.stdout, "run_scenario")) == ["baseline", "hang", "kill"]
@@ -45,9 +52,9 @@ def test_dry_run_lists_the_stages_in_order(project):
     assert by_key[("gate", "")]["input"].split(", ")[0].endswith("/summary.json")
 
 
-def test_dry_run_plans_from_the_config_alone(project):
+def test_dry_run_plans_from_the_config_alone(default_plan):
     """Changing nothing plans the same; the plan names each scenario's attempt and why."""
-    proc = run_snakemake(project, "-n")
+    proc = default_plan
     for s in ("baseline", "kill", "hang"):
         assert re.search(
             rf"ftqual: {s}: attempt [0-9a-f]{{12}}-1 \(no attempt under these settings yet\)", proc.stdout
@@ -302,8 +309,8 @@ def test_summary_runs_our_cli_where_ftqual_is_not_a_command(project):
     assert check.returncode == 0 and "ftqual" in check.stdout + check.stderr, check
 
 
-def test_summary_uses_the_ftqual_command_where_it_is_installed(project):
-    proc = run_snakemake(project, "-n", "-p")
+def test_summary_uses_the_ftqual_command_where_it_is_installed(default_plan):
+    proc = default_plan
     assert proc.returncode == 0, proc.stdout
     [command] = summary_commands(proc.stdout)
     assert command.removeprefix("Shell command:").strip().startswith("ftqual report "), command
