@@ -7,13 +7,20 @@ not found, as on a node without e2fsprogs; a node that is not root, or a root wi
 devices, is judged not applicable too, for its own reason. The preflight finds it with the same PATH the
 runs would inherit. One module-scoped workspace: the first run qualifies baseline and kill beside it; the
 second (the negative control) leaves kill out, so that no applicable fault scenario is left: not a PASS.
+
+The same workspace runs with `checkpoint_payloads: drop` (the smoke workload writing 4 MiB of payload into
+every checkpoint, 2 MiB in each rank's torch_dist shard): once each run is verified its payload files are
+gone, payloads_dropped.json lists them with their sizes, the completion records stay, and the summary says
+PASS.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +28,8 @@ from tests.support.workflow import project_with, read_json, run_snakemake, snake
 
 PROFILE = ("--profile", "profiles/local")
 CONFIG = {
+    "checkpoint_payloads": "drop",
+    "checkpoint_payload_mb": 4,  # each rank's shard is over the 1 MiB a payload file needs
     "smoke": {"step_seconds": 0.1, "save_seconds": 0.0},
     "scenarios": {
         "baseline": {"fault": "none"},
@@ -103,6 +112,24 @@ def test_junit_skips_it_with_the_reason(project, first_run):
     assert root.get("failures") == "0" and root.get("errors") == "0"
     md = (project / "results" / "summary.md").read_text()
     assert "## Not applicable on this stack" in md and "- **disk_full** (fault `disk_full`): " in md
+
+
+@pytest.mark.timeout(700)
+def test_drop_leaves_manifests_and_a_pass(project, first_run):
+    assert first_run.returncode == 0, first_run.stdout[-6000:]
+    summary = read_json(project / "results" / "summary.json")
+    assert summary["verdict"] == "pass", summary["headline"]
+    runs = [Path(p) for p in (project / "runs").iterdir() if (p / "run.json").is_file()]
+    assert len(runs) == 2
+    for run in runs:
+        ckpt = run / "checkpoints"
+        assert not list(ckpt.glob("iter_*/*.distcp"))
+        manifest = json.loads((ckpt / "payloads_dropped.json").read_text())
+        assert manifest["schema"] == "ftqual.payloads/v1" and manifest["files"]
+        shards = {Path(f["path"]).name for f in manifest["files"]}
+        assert shards == {"__0_0.distcp", "__1_0.distcp"}
+        assert all(f["bytes"] >= 2 << 20 for f in manifest["files"])  # the share, plus the model's state
+        assert all((ckpt / f["path"]).parent.joinpath(".metadata").is_file() for f in manifest["files"])
 
 
 @pytest.mark.timeout(700)
