@@ -35,8 +35,9 @@ KINDS = ("slurm", "workflow", "e2e", "workload", "stack", "browser")
 #   that several tests read) is made once, not once per worker;
 # - the Slurm tests share one three-node cluster and size their jobs to it: all of tests/integration/slurm
 #   is one unit;
-# - the tests of SOLO_MODULES run with nothing beside them (see Turns), first; then the slow folders (Slurm,
-#   Snakemake, real ft_launcher), and the fast tests fill in after them, so both workers finish together;
+# - the tests of SOLO_MODULES are one unit, run first, in a row, with nothing beside them (see Turns; the
+#   other worker waits for them); then the slow folders (Slurm, Snakemake, real ft_launcher), and the fast
+#   tests fill in after them, so both workers finish together;
 # - each worker has its own GPU-turn lock file (ftqual.launch.gpu_turn), so the scenario runs of one worker
 #   never wait for the other's (the lock itself is tested with its own file in test_gpu_turn.py and
 #   test_workflow_gpu_turn.py).
@@ -64,6 +65,7 @@ class Turns:
         base = Path(tempfile.gettempdir()) / f"ftqual-tests-{run_uid}"
         self.paths = (base.with_suffix(".gate"), base.with_suffix(".lock"))
         self.gate, self.lock = (os.open(path, os.O_RDWR | os.O_CREAT, 0o600) for path in self.paths)
+        self.held_alone = False  # this worker holds `lock` exclusively from one solo test to the next
 
     def remove(self) -> None:
         """The files go with the first worker to finish (the other keeps its open descriptors)."""
@@ -71,16 +73,24 @@ class Turns:
             path.unlink(missing_ok=True)
 
     @contextmanager
-    def turn(self, alone: bool):
-        fcntl.flock(self.gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(self.lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self.gate, fcntl.LOCK_UN)
+    def turn(self, alone: bool, next_alone: bool = False):
+        """The test's turn; a solo test followed by another (`next_alone`) keeps it for that one: the solo
+        tests run in a row, not one by one between the other worker's tests (each of which would wait for
+        them and they for it, the two workers taking turns instead of working side by side)."""
+        if not (alone and self.held_alone):
+            fcntl.flock(self.gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            finally:
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.held_alone = False
         try:
             yield
         finally:
-            fcntl.flock(self.lock, fcntl.LOCK_UN)
+            if alone and next_alone:
+                self.held_alone = True
+            else:
+                fcntl.flock(self.lock, fcntl.LOCK_UN)
 
 
 TURNS: Turns | None = None
@@ -123,8 +133,12 @@ def pytest_unconfigure(config):
 def pytest_runtest_protocol(item, nextitem):
     if TURNS is None:
         return (yield)
-    with TURNS.turn(alone=item.nodeid.split("::", 1)[0] in SOLO_MODULES):
+    with TURNS.turn(alone=is_solo(item.nodeid), next_alone=nextitem is not None and is_solo(nextitem.nodeid)):
         return (yield)
+
+
+def is_solo(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0] in SOLO_MODULES
 
 
 def kind_of(nodeid: str) -> str:
@@ -136,7 +150,7 @@ def kind_of(nodeid: str) -> str:
 
 
 def _rank(nodeid: str) -> int:
-    if nodeid.split("::", 1)[0] in SOLO_MODULES:
+    if is_solo(nodeid):
         return 0
     kind = kind_of(nodeid)
     return 1 + (KINDS.index(kind) if kind in KINDS else len(KINDS))
@@ -167,6 +181,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if is_solo(nodeid):  # one worker runs them in a row, holding its turn (Turns.turn)
+                return "SOLO_MODULES"
             kind = kind_of(nodeid)
             return f"{INTEGRATION}/{kind}" if kind in ONE_UNIT_KINDS else super()._split_scope(nodeid)
 
