@@ -452,7 +452,7 @@ class RunSettings:
     calc_ft_timeouts: bool = setting(flag("NVRX_CALC_FT_TIMEOUTS", False, WORKFLOW, write_false=False), False)
     # exact: the run trains deterministically and the recovery is judged bitwise against the baseline
     # (checks/exact.py); tolerance: the losses within the tolerances. The environment's default stays
-    # tolerance (the seed's command unchanged, every earlier fingerprint as it was); the config's is exact
+    # tolerance (the seed's command unchanged, every earlier fingerprint as it was), and so is the config's
     replay: str = setting(
         _simple("NVRX_REPLAY", "tolerance", lambda raw, n: _replay(raw, n), _replay_written, RUN, str),
         "tolerance",

@@ -423,12 +423,13 @@ def test_new_settings_at_their_defaults_keep_every_recorded_fingerprint():
     """Attempts recorded by an earlier ftqual stay reused after an upgrade: a setting added since (a
     campaign, timeouts_from, calc_ft_timeouts, ...) left at its default must not enter the fingerprint. The
     literals are the fingerprints the walkthrough's scenarios had before those settings existed. `replay`
-    left at tolerance keeps them; its default, exact, is another run (deterministic training, judged
+    left at its default, tolerance, keeps them; exact is another run (deterministic training, judged
     bitwise): an earlier attempt must not stand for it."""
-    cfg = resolve({"replay": "tolerance"}, env={})
+    cfg = resolve({}, env={})
+    assert all(s.replay == "tolerance" for s in cfg.scenarios)
     recorded = {"baseline": "7170af5c1c32", "kill": "ba0df1af543a", "hang": "2022076db393"}
     assert {s.name: cfg.fingerprint(s) for s in cfg.scenarios} == recorded
-    exact = resolve({}, env={})
+    exact = resolve({"replay": "exact"}, env={})
     assert all(s.replay == "exact" for s in exact.scenarios)
     assert not {s.name: exact.fingerprint(s) for s in exact.scenarios}.items() & recorded.items()
 
