@@ -38,7 +38,8 @@ def write_checkpoint(folder: Path, mib: int, tensors: int) -> None:
     per = max(1, (mib << 20) // 4 // tensors)
     gen = torch.Generator().manual_seed(0)
     model = {f"layer{i}.weight": torch.randn(per, generator=gen) for i in range(tensors // 2)}
-    optim = {f"state.layer{i}.exp_avg": torch.randn(per, generator=gen) for i in range(tensors - tensors // 2)}
+    rest = range(tensors - tensors // 2)
+    optim = {f"state.layer{i}.exp_avg": torch.randn(per, generator=gen) for i in rest}
     state = {"model": model, "optimizer": optim, "rng": torch.get_rng_state()}
     dcp.save(state, checkpoint_id=str(folder), no_dist=True)
 
