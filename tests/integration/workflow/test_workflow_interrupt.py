@@ -324,8 +324,11 @@ def test_nohup_outlives_its_shell_and_a_signal_as_a_scenario_starts_stops_it(tmp
         record = read_json(kill_run / "run.json") if (kill_run / "run.json").exists() else {}
         assert record.get("interrupted_by") or record.get("exit_code") is None, record  # it did not train on
     assert not list((project / "results" / "kill").glob("*/attempt.json")), output
-    [log] = (project / "logs" / "run_scenario" / "kill").glob("*.log")
-    assert "interrupted (SIGINT)" in log.read_text(), log.read_text()
+    # The slot folder is made by Snakemake as it prepares the job: a signal then may land before the job's
+    # script started (no log: nothing ran) or after (its log says it was interrupted); either way it never
+    # trained on, which the lines above hold.
+    for log in (project / "logs" / "run_scenario" / "kill").glob("*.log"):
+        assert "interrupted (SIGINT)" in log.read_text(), log.read_text()
     summary = (project / "results" / "summary.md").read_text()
     assert summary.startswith(
         "# ftqual: INCONCLUSIVE — interrupted (SIGINT) before kill had a verdict: run the same command again"
