@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Exact recovery on real Megatron-LM on one GPU, in one device call, through the README's command with the
-# config's default `replay: exact` (deterministic training; exact_replay and checkpoint_equal judge it):
+# Exact recovery on real Megatron-LM on one GPU, in one device call, through the README's command with
+# `replay: exact` (deterministic training; exact_replay and checkpoint_equal judge it):
 #   OUT=... bash tools/gpu/exact.sh
 # the preflight (Megatron's own validate_args with --deterministic-mode), the baseline, kill and hang on rank 0
 # (config/megatron-h200.yaml, config/megatron-h200-1gpu.yaml and tools/gpu/exact-1gpu.yaml), then the same
