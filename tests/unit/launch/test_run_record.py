@@ -22,7 +22,7 @@ from ftqual.verification.evidence.run_meta import RunMeta, read_run_meta
 
 ROOT = Path(__file__).resolve().parents[3]
 KEYS = RunRecord.keys()
-# The keys of the run directory's contract (/work/shared/design.md section 2), first in every run.json.
+# The keys of the run-directory contract (docs/interfaces.md), first in every run.json.
 CONTRACT_KEYS = ("schema", "run_id", "scenario", "fault", "fault_rank", "world_size", "train_iters",
                  "save_interval", "checkpoint_dir", "max_restarts", "timeouts", "started_at", "finished_at",
                  "exit_code")  # fmt: skip
