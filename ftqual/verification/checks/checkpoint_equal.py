@@ -33,7 +33,7 @@ from ftqual.contract import fault as registry_entry
 from ftqual.launch.checkpoint_digest import COMPARED_GROUPS, DIGESTS_DIR, digest_name
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip
 from ftqual.verification.checks.run_plan import RunPlan
-from ftqual.verification.checks.spec import CheckInputs, CheckSpec
+from ftqual.verification.checks.spec import NO_RECOVERY, CheckInputs, CheckSpec
 from ftqual.verification.evidence.model import Ref
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
@@ -222,12 +222,7 @@ SPEC = CheckSpec(
     " mode), from the digests kept in checkpoint_record/; the first difference is named",
     lambda inputs: checkpoint_equal(inputs.snap, inputs.exp, inputs.baseline),
     carried=_carried,
-    waived_by=(
-        "node_loss_outcome",
-        "checkpoint_break_outcome",
-        "storage_fault_outcome",
-        "recurring_fault_outcome",
-    ),
+    waived_by=NO_RECOVERY,
 )
 
 __all__ = ["CHECK", "SPEC", "checkpoint_equal", "compare_groups"]

@@ -28,7 +28,7 @@ import re
 from ftqual.contract import family_of
 from ftqual.verification.checks.replay import _not_comparable
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, unready
-from ftqual.verification.checks.spec import CheckInputs, CheckSpec
+from ftqual.verification.checks.spec import NO_RECOVERY, CheckInputs, CheckSpec
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.figures import Printed, printed_figures
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -238,12 +238,7 @@ SPEC = CheckSpec(
     " named as a finding of the stack",
     lambda inputs: exact_replay(inputs.snap, inputs),
     carried=_carried,
-    waived_by=(
-        "node_loss_outcome",
-        "checkpoint_break_outcome",
-        "storage_fault_outcome",
-        "recurring_fault_outcome",
-    ),
+    waived_by=NO_RECOVERY,
 )
 
 

@@ -29,7 +29,7 @@ from ftqual.contract import family_of
 from ftqual.verification.checks.result import CheckResult, Findings, inconclusive, skip, unready
 from ftqual.verification.checks.run_plan import RunPlan
 from ftqual.verification.checks.series import Mask, Series, Spans, Window, relative
-from ftqual.verification.checks.spec import CheckSpec, judged_per_fault
+from ftqual.verification.checks.spec import NO_RECOVERY, CheckSpec, judged_per_fault
 from ftqual.verification.evidence import derive
 from ftqual.verification.evidence.iterations import HAS_LOSS
 from ftqual.verification.evidence.snapshot import RunSnapshot
@@ -545,10 +545,5 @@ SPEC = CheckSpec(
     " overlap, a baseline with the same settings); a difference confined to the first iterations after the"
     " restore, with agreement after it, passes with a note",
     judged_per_fault("replay_consistency", lambda i: replay_consistency(i.snap, i.exp, i.baseline)),
-    waived_by=(
-        "node_loss_outcome",
-        "checkpoint_break_outcome",
-        "storage_fault_outcome",
-        "recurring_fault_outcome",
-    ),
+    waived_by=NO_RECOVERY,
 )

@@ -8,7 +8,7 @@ from ftqual.verification.checks import result as checks
 from ftqual.verification.checks.checkpoint_folder import NOT_COMPLETED, completed_folder
 from ftqual.verification.checks.result import CheckResult, Findings, Scoped
 from ftqual.verification.checks.run_plan import RunPlan
-from ftqual.verification.checks.spec import CheckSpec, judged_per_fault, plain
+from ftqual.verification.checks.spec import NO_RECOVERY, CheckSpec, judged_per_fault, plain
 from ftqual.verification.evidence import derive, endings
 from ftqual.verification.evidence.iterations import HAS_GBS, INT64_MAX
 from ftqual.verification.evidence.run_meta import FaultMarker
@@ -578,33 +578,26 @@ def launcher_outcome(snap: RunSnapshot, f: Findings) -> None:
         )
 
 
-# Without a recovery (a node lost with no spare, a loud stop, a fault that comes back) these prove nothing.
-_NO_RECOVERY = (
-    "node_loss_outcome",
-    "checkpoint_break_outcome",
-    "storage_fault_outcome",
-    "recurring_fault_outcome",
-)
 SPECS = (
     CheckSpec(
         "resumed_from_checkpoint",
         "the replacement loaded a completed checkpoint at iteration K ≥ 1 with optimizer state, not a fresh"
         " start from iteration 0",
         judged_per_fault("resumed_from_checkpoint", plain(resumed_from_checkpoint)),
-        waived_by=_NO_RECOVERY,
+        waived_by=NO_RECOVERY,
     ),
     CheckSpec(
         "progress_after_resume",
         "optimizer steps were committed past K, a later checkpoint completed, and the final iteration was"
         " reached",
         judged_per_fault("progress_after_resume", plain(progress_after_resume)),
-        waived_by=_NO_RECOVERY,
+        waived_by=NO_RECOVERY,
     ),
     CheckSpec(
         "clean_finish",
         "ft_launcher exited 0 after exactly the requested injections (one unless the scenario sets more),"
         " with no no-progress stop (exit 93)",
         plain(clean_finish),
-        waived_by=_NO_RECOVERY,
+        waived_by=NO_RECOVERY,
     ),
 )

@@ -17,6 +17,15 @@ from ftqual.verification.checks.run_plan import RunPlan, run_plan_from
 from ftqual.verification.evidence import endings
 from ftqual.verification.evidence.snapshot import RunSnapshot
 
+# The outcome checks whose finding means there was no recovery (a node lost with no spare, a loud stop, a
+# fault that comes back): every check that proves a recovery is waived by them.
+NO_RECOVERY = (
+    "node_loss_outcome",
+    "checkpoint_break_outcome",
+    "storage_fault_outcome",
+    "recurring_fault_outcome",
+)
+
 Check = Callable[[RunSnapshot, RunPlan], CheckResult]
 
 
